@@ -1,0 +1,46 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package sandbox holds the API group name and the well-known labels and
+// annotations shared by OpenSandbox and this operator.
+package sandbox
+
+const (
+	// GroupName is the API group of SandboxSnapshot and BatchSandbox.
+	GroupName = "sandbox.opensandbox.io"
+
+	// SnapshotNameLabel names the SandboxSnapshot a TaskRun works for.
+	SnapshotNameLabel = GroupName + "/sandbox-snapshot-name"
+	// SnapshotNamespaceLabel names the namespace of the SandboxSnapshot a TaskRun works for.
+	SnapshotNamespaceLabel = GroupName + "/sandbox-snapshot-namespace"
+	// SandboxNameLabel names the BatchSandbox a TaskRun snapshots.
+	SandboxNameLabel = GroupName + "/sandbox-name"
+	// ManagedByLabel is the standard Kubernetes label naming the managing app.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is this operator's value for ManagedByLabel.
+	ManagedByValue = "sandbox-snapshot-operator"
+
+	// ClassAnnotation selects which controller handles a SandboxSnapshot, so
+	// that this operator can run beside OpenSandbox's own controller.
+	ClassAnnotation = GroupName + "/snapshot-class"
+	// TektonClass is the ClassAnnotation value handled by this operator.
+	TektonClass = "tekton"
+
+	// AllocStatusAnnotation is the BatchSandbox annotation in which
+	// OpenSandbox records the pods allocated to a sandbox, as {"pods":[...]}.
+	AllocStatusAnnotation = GroupName + "/alloc-status"
+	// BatchSandboxPodLabel labels the pods OpenSandbox creates for a BatchSandbox.
+	BatchSandboxPodLabel = "batch-sandbox." + GroupName + "/name"
+)

@@ -1,0 +1,111 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package v1alpha1
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Reasons on the Ready and Failed conditions. The first five are OpenSandbox's.
+const (
+	ReasonRegistryNotConfigured    = "RegistryNotConfigured"
+	ReasonBatchSandboxLookupFailed = "BatchSandboxLookupFailed"
+	ReasonSourcePodNotFound        = "SourcePodNotFound"
+	ReasonNoContainers             = "NoContainers"
+	ReasonCommitJobFailed          = "CommitJobFailed"
+
+	ReasonInvalidConfiguration     = "InvalidConfiguration"
+	ReasonInvalidSpec              = "InvalidSpec"
+	ReasonInvalidImageReference    = "InvalidImageReference"
+	ReasonCommitTimedOut           = "CommitTimedOut"
+	ReasonCommitCancelled          = "CommitCancelled"
+	ReasonCommitOOMKilled          = "CommitOOMKilled"
+	ReasonCommitPodEvicted         = "CommitPodEvicted"
+	ReasonCommitImagePullFailed    = "CommitImagePullFailed"
+	ReasonCommitResolutionFailed   = "CommitTaskResolutionFailed"
+	ReasonCommitTaskRunMissing     = "CommitTaskRunMissing"
+	ReasonCommitResultsInvalid     = "CommitResultsInvalid"
+	ReasonCommitting               = "Committing"
+	ReasonSucceeded                = "Succeeded"
+)
+
+// IsTerminal reports whether the snapshot has reached Succeed or Failed.
+// A terminal status is never changed again.
+func (s *SandboxSnapshotStatus) IsTerminal() bool {
+	return s.Phase == PhaseSucceed || s.Phase == PhaseFailed
+}
+
+// InitializeConditions marks a new snapshot Pending.
+func (s *SandboxSnapshotStatus) InitializeConditions(now metav1.Time) {
+	if s.Phase != "" {
+		return
+	}
+	s.Phase = PhasePending
+	s.setCondition(ConditionReady, metav1.ConditionFalse, string(PhasePending), "Waiting for the commit to start", now)
+}
+
+// MarkCommitting records the source and the TaskRun committing it.
+func (s *SandboxSnapshotStatus) MarkCommitting(podName, nodeName string, containers []ContainerSnapshot, taskRun TaskRunReference, now metav1.Time) {
+	s.Phase = PhaseCommitting
+	s.SourcePodName = podName
+	s.SourceNodeName = nodeName
+	s.Containers = containers
+	s.TaskRunRef = &taskRun
+	s.StartTime = &now
+	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitting,
+		fmt.Sprintf("TaskRun %s/%s is committing pod %s on node %s", taskRun.Namespace, taskRun.Name, podName, nodeName), now)
+}
+
+// MarkSucceeded records the digests (in the order of Containers) and the pause window.
+func (s *SandboxSnapshotStatus) MarkSucceeded(digests []string, pauseWindowMillis *int64, now metav1.Time) {
+	for i := range s.Containers {
+		s.Containers[i].ImageDigest = digests[i]
+	}
+	s.Phase = PhaseSucceed
+	s.PauseWindowMilliseconds = pauseWindowMillis
+	s.CompletionTime = &now
+	s.setCondition(ConditionReady, metav1.ConditionTrue, ReasonSucceeded,
+		fmt.Sprintf("Committed and pushed %d container image(s)", len(s.Containers)), now)
+	s.setCondition(ConditionFailed, metav1.ConditionFalse, ReasonSucceeded, "", now)
+}
+
+// MarkFailed fails the snapshot for good with a reason and a message that
+// names the object at fault.
+func (s *SandboxSnapshotStatus) MarkFailed(now metav1.Time, reason, messageFormat string, args ...any) {
+	message := fmt.Sprintf(messageFormat, args...)
+	s.Phase = PhaseFailed
+	s.CompletionTime = &now
+	s.setCondition(ConditionReady, metav1.ConditionFalse, reason, message, now)
+	s.setCondition(ConditionFailed, metav1.ConditionTrue, reason, message, now)
+}
+
+// GetCondition returns the condition of the given type, or nil.
+func (s *SandboxSnapshotStatus) GetCondition(conditionType string) *metav1.Condition {
+	return meta.FindStatusCondition(s.Conditions, conditionType)
+}
+
+func (s *SandboxSnapshotStatus) setCondition(conditionType string, status metav1.ConditionStatus, reason, message string, now metav1.Time) {
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
+		Type:               conditionType,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		LastTransitionTime: now,
+	})
+}
