@@ -5,7 +5,7 @@ Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
 
-    http://www.apache.org/licenses/LICENSE-2.0
+	http://www.apache.org/licenses/LICENSE-2.0
 
 Unless required by applicable law or agreed to in writing, software
 distributed under the License is distributed on an "AS IS" BASIS,
@@ -30,19 +30,19 @@ const (
 	ReasonNoContainers             = "NoContainers"
 	ReasonCommitJobFailed          = "CommitJobFailed"
 
-	ReasonInvalidConfiguration     = "InvalidConfiguration"
-	ReasonInvalidSpec              = "InvalidSpec"
-	ReasonInvalidImageReference    = "InvalidImageReference"
-	ReasonCommitTimedOut           = "CommitTimedOut"
-	ReasonCommitCancelled          = "CommitCancelled"
-	ReasonCommitOOMKilled          = "CommitOOMKilled"
-	ReasonCommitPodEvicted         = "CommitPodEvicted"
-	ReasonCommitImagePullFailed    = "CommitImagePullFailed"
-	ReasonCommitResolutionFailed   = "CommitTaskResolutionFailed"
-	ReasonCommitTaskRunMissing     = "CommitTaskRunMissing"
-	ReasonCommitResultsInvalid     = "CommitResultsInvalid"
-	ReasonCommitting               = "Committing"
-	ReasonSucceeded                = "Succeeded"
+	ReasonInvalidConfiguration   = "InvalidConfiguration"
+	ReasonInvalidSpec            = "InvalidSpec"
+	ReasonInvalidImageReference  = "InvalidImageReference"
+	ReasonCommitTimedOut         = "CommitTimedOut"
+	ReasonCommitCancelled        = "CommitCancelled"
+	ReasonCommitOOMKilled        = "CommitOOMKilled"
+	ReasonCommitPodEvicted       = "CommitPodEvicted"
+	ReasonCommitImagePullFailed  = "CommitImagePullFailed"
+	ReasonCommitResolutionFailed = "CommitTaskResolutionFailed"
+	ReasonCommitTaskRunMissing   = "CommitTaskRunMissing"
+	ReasonCommitResultsInvalid   = "CommitResultsInvalid"
+	ReasonCommitting             = "Committing"
+	ReasonSucceeded              = "Succeeded"
 )
 
 // IsTerminal reports whether the snapshot has reached Succeed or Failed.

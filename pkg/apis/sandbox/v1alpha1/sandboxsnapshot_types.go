@@ -5,7 +5,7 @@ Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
 
-    http://www.apache.org/licenses/LICENSE-2.0
+	http://www.apache.org/licenses/LICENSE-2.0
 
 Unless required by applicable law or agreed to in writing, software
 distributed under the License is distributed on an "AS IS" BASIS,
@@ -99,6 +99,10 @@ type SandboxSnapshotStatus struct {
 	// CompletionTime is when the snapshot reached Succeed or Failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// UnpauseTaskRunRef names the TaskRun that thaws the sandbox's containers
+	// when the commit pod ended while they may have been paused.
+	// +optional
+	UnpauseTaskRunRef *TaskRunReference `json:"unpauseTaskRunRef,omitempty"`
 	// PauseWindowMilliseconds is how long the containers were frozen.
 	// +optional
 	PauseWindowMilliseconds *int64 `json:"pauseWindowMilliseconds,omitempty"`

@@ -229,6 +229,11 @@ func (in *SandboxSnapshotStatus) DeepCopyInto(out *SandboxSnapshotStatus) {
 		in, out := &in.CompletionTime, &out.CompletionTime
 		*out = (*in).DeepCopy()
 	}
+	if in.UnpauseTaskRunRef != nil {
+		in, out := &in.UnpauseTaskRunRef, &out.UnpauseTaskRunRef
+		*out = new(TaskRunReference)
+		**out = **in
+	}
 	if in.PauseWindowMilliseconds != nil {
 		in, out := &in.PauseWindowMilliseconds, &out.PauseWindowMilliseconds
 		*out = new(int64)

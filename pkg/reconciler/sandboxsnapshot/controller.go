@@ -1,0 +1,96 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package sandboxsnapshot
+
+import (
+	"context"
+
+	pipelineinformers "github.com/tektoncd/pipeline/pkg/client/informers/externalversions"
+	pipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	kubeclient "knative.dev/pkg/client/injection/kube/client"
+	"knative.dev/pkg/configmap"
+	"knative.dev/pkg/controller"
+	"knative.dev/pkg/kmeta"
+	"knative.dev/pkg/logging"
+	"knative.dev/pkg/system"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	sandboxclient "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/client"
+	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
+	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+)
+
+// FinalizerName is the finalizer that holds a snapshot until its TaskRuns
+// are cleaned up.
+const FinalizerName = sandbox.GroupName + "/taskrun-cleanup"
+
+// TaskRunSelector selects the TaskRuns this operator makes.
+var TaskRunSelector = labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: sandbox.ManagedByValue}).String()
+
+// NewController wires the reconciler to its informers and config.
+func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
+	logger := logging.FromContext(ctx)
+	namespace := system.Namespace()
+
+	// TaskRuns live only in the operator's namespace and carry our label, so
+	// the informer caches just those: a Role there is all the TaskRun access
+	// the controller needs, and memory does not grow with other TaskRuns.
+	taskRuns := pipelineinformers.NewSharedInformerFactoryWithOptions(pipelineclient.Get(ctx), controller.GetResyncPeriod(ctx),
+		pipelineinformers.WithNamespace(namespace),
+		pipelineinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TaskRunSelector }),
+	).Tekton().V1().TaskRuns()
+	snapshots := snapshotinformer.Get(ctx)
+
+	r := &Reconciler{
+		kubeClient:     kubeclient.Get(ctx),
+		sandboxClient:  sandboxclient.Get(ctx),
+		pipelineClient: pipelineclient.Get(ctx),
+		snapshotLister: snapshots.Lister(),
+		taskRunLister:  taskRuns.Lister(),
+		clock:          clock.RealClock{},
+		namespace:      namespace,
+	}
+
+	configStore := config.NewStore(logger.Named("config-store"))
+	configStore.WatchConfigs(cmw)
+
+	// Snapshots of another class, such as those left to OpenSandbox's own
+	// controller, are never enqueued, so they never get our finalizer.
+	ours := func(obj any) bool {
+		o, ok := obj.(kmeta.Accessor)
+		return ok && configStore.Load().Snapshot.Handles(o.GetAnnotations())
+	}
+	impl := snapshotreconciler.NewImpl(ctx, r, func(*controller.Impl) controller.Options {
+		return controller.Options{ConfigStore: configStore, FinalizerName: FinalizerName, PromoteFilterFunc: ours}
+	})
+	snapshots.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: ours,
+		Handler:    controller.HandleAll(impl.Enqueue),
+	})
+	taskRuns.Informer().AddEventHandler(controller.HandleAll(
+		impl.EnqueueLabelOfNamespaceScopedResource(sandbox.SnapshotNamespaceLabel, sandbox.SnapshotNameLabel)))
+
+	go taskRuns.Informer().Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), taskRuns.Informer().HasSynced) {
+		logger.Fatal("Failed to sync the TaskRun informer")
+	}
+	return impl
+}

@@ -1,0 +1,130 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package resources builds the objects a SandboxSnapshot is mapped onto. Its
+// functions are pure: they make no API calls.
+package resources
+
+import (
+	"strconv"
+
+	pipelinepod "github.com/tektoncd/pipeline/pkg/apis/pipeline/pod"
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+// SnapshotUIDLabel records the UID of the snapshot a TaskRun works for, so
+// that a TaskRun left by an earlier snapshot of the same name is never adopted.
+const SnapshotUIDLabel = sandbox.GroupName + "/sandbox-snapshot-uid"
+
+// Source is the sandbox pod a snapshot commits, as resolved by the reconciler.
+type Source struct {
+	// Pod is the running sandbox pod.
+	Pod *corev1.Pod
+	// Containers are the containers to commit and the images they go to.
+	Containers []v1alpha1.ContainerSnapshot
+}
+
+// MakeTaskRun builds the TaskRun that commits and pushes the source's
+// containers. It runs in namespace, where the commit Task and the push
+// Secret live, pinned to the source pod's node.
+func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, namespace string) *pipelinev1.TaskRun {
+	items := make([]string, len(src.Containers))
+	for i, c := range src.Containers {
+		items[i] = task.ContainerItem(c.ContainerName, c.ImageURI)
+	}
+	tr := makeTaskRun(s, src.Pod, cfg, namespace, names.CommitTaskRun(s), task.ModeCommit)
+	tr.Spec.Params = append(tr.Spec.Params,
+		pipelinev1.Param{Name: task.ParamContainers, Value: pipelinev1.ParamValue{Type: pipelinev1.ParamTypeArray, ArrayVal: items}},
+		pipelinev1.Param{Name: task.ParamInsecureRegistry, Value: *pipelinev1.NewStructuredValues(strconv.FormatBool(cfg.InsecureRegistry))},
+	)
+	if cfg.PushSecret != "" {
+		tr.Spec.Workspaces = []pipelinev1.WorkspaceBinding{{
+			Name: task.WorkspaceDockerConfig,
+			Secret: &corev1.SecretVolumeSource{
+				SecretName: cfg.PushSecret,
+				Items:      []corev1.KeyToPath{{Key: corev1.DockerConfigJsonKey, Path: "config.json"}},
+			},
+		}}
+	}
+	return tr
+}
+
+// MakeUnpauseTaskRun builds the TaskRun that thaws the source pod's
+// containers after a commit pod died while they were paused.
+func MakeUnpauseTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snapshot, namespace string) *pipelinev1.TaskRun {
+	return makeTaskRun(s, pod, cfg, namespace, names.UnpauseTaskRun(s), task.ModeUnpause)
+}
+
+func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snapshot, namespace, name, mode string) *pipelinev1.TaskRun {
+	return &pipelinev1.TaskRun{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      name,
+			Namespace: namespace,
+			Labels: map[string]string{
+				sandbox.SnapshotNameLabel:      s.Name,
+				sandbox.SnapshotNamespaceLabel: s.Namespace,
+				sandbox.SandboxNameLabel:       s.Spec.SandboxName,
+				sandbox.ManagedByLabel:         sandbox.ManagedByValue,
+				SnapshotUIDLabel:               string(s.UID),
+			},
+		},
+		Spec: pipelinev1.TaskRunSpec{
+			TaskRef: &pipelinev1.TaskRef{Name: cfg.TaskName, Kind: pipelinev1.NamespacedTaskKind},
+			Params: pipelinev1.Params{
+				{Name: task.ParamPodName, Value: *pipelinev1.NewStructuredValues(pod.Name)},
+				{Name: task.ParamPodNamespace, Value: *pipelinev1.NewStructuredValues(pod.Namespace)},
+				{Name: task.ParamMode, Value: *pipelinev1.NewStructuredValues(mode)},
+			},
+			Timeout: &metav1.Duration{Duration: cfg.CommitTimeout},
+			PodTemplate: &pipelinepod.PodTemplate{
+				Affinity:                     nodeAffinity(pod.Spec.NodeName),
+				Tolerations:                  pod.Spec.Tolerations,
+				AutomountServiceAccountToken: ptr.To(false),
+				Volumes: []corev1.Volume{{
+					Name: task.SocketVolume,
+					VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+						Path: cfg.ContainerdSocket,
+						Type: ptr.To(corev1.HostPathSocket),
+					}},
+				}},
+			},
+		},
+	}
+}
+
+// nodeAffinity pins a pod to a node. Tekton's pod template has no nodeName,
+// so the pin is a required node affinity on the node's metadata.name.
+func nodeAffinity(node string) *corev1.Affinity {
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchFields: []corev1.NodeSelectorRequirement{{
+					Key:      "metadata.name",
+					Operator: corev1.NodeSelectorOpIn,
+					Values:   []string{node},
+				}},
+			}},
+		},
+	}}
+}

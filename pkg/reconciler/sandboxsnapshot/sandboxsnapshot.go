@@ -1,0 +1,276 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package sandboxsnapshot reconciles SandboxSnapshots onto TaskRuns of the
+// sandbox-commit Task and mirrors those TaskRuns back into their status.
+package sandboxsnapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
+	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"knative.dev/pkg/apis"
+	"knative.dev/pkg/controller"
+	"knative.dev/pkg/logging"
+	pkgreconciler "knative.dev/pkg/reconciler"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	sandboxclientset "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned"
+	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
+	sandboxlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+)
+
+// unpauseWait is how often deletion re-checks a running unpause TaskRun, in
+// case its completion event is missed.
+const unpauseWait = 10 * time.Second
+
+// Reconciler maps SandboxSnapshots onto commit TaskRuns.
+type Reconciler struct {
+	kubeClient     kubernetes.Interface
+	sandboxClient  sandboxclientset.Interface
+	pipelineClient pipelineclientset.Interface
+	snapshotLister sandboxlisters.SandboxSnapshotLister
+	taskRunLister  pipelinelisters.TaskRunLister
+	clock          clock.PassiveClock
+	// namespace is where TaskRuns run: the operator's own namespace, where
+	// the commit Task and the push Secret live.
+	namespace string
+}
+
+var (
+	_ snapshotreconciler.Interface = (*Reconciler)(nil)
+	_ snapshotreconciler.Finalizer = (*Reconciler)(nil)
+)
+
+// ReconcileKind starts a snapshot's commit TaskRun, then mirrors it.
+func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
+	// A terminal status is frozen; only the thaw of a failed commit goes on.
+	if s.Status.IsTerminal() {
+		return nil
+	}
+	// The generated reconciler patches our finalizer in just before calling
+	// us, then writes status from the informer's copy, which that patch made
+	// stale: the write would conflict. The patch's own watch event brings the
+	// snapshot back with the current version, so the work waits for it.
+	if r.listerIsBehind(s) {
+		return nil
+	}
+
+	now := metav1.NewTime(r.clock.Now())
+	s.Status.ObservedGeneration = s.Generation
+	s.Status.InitializeConditions(now)
+
+	if s.Status.TaskRunRef == nil {
+		return r.startCommit(ctx, s, now)
+	}
+	tr, err := r.taskRunLister.TaskRuns(s.Status.TaskRunRef.Namespace).Get(s.Status.TaskRunRef.Name)
+	if apierrs.IsNotFound(err) {
+		// Its pod went with it, maybe before the committer could thaw.
+		if err := r.thaw(ctx, s); err != nil {
+			return err
+		}
+		s.Status.MarkFailed(now, v1alpha1.ReasonCommitTaskRunMissing,
+			"TaskRun %s/%s was deleted before it completed", s.Status.TaskRunRef.Namespace, s.Status.TaskRunRef.Name)
+		return r.failed(ctx, s)
+	} else if err != nil {
+		return err
+	}
+	return r.mirror(ctx, s, tr, now)
+}
+
+// startCommit resolves the source and creates the commit TaskRun. Anything
+// that makes the request impossible fails the snapshot before any TaskRun
+// exists.
+func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
+	cfg := config.FromContext(ctx).Snapshot
+	if cfg.Err != nil {
+		reason := v1alpha1.ReasonInvalidConfiguration
+		if errors.Is(cfg.Err, config.ErrRegistryNotConfigured) {
+			reason = v1alpha1.ReasonRegistryNotConfigured
+		}
+		logging.FromContext(ctx).Errorw("Cannot snapshot with the current configuration", "error", cfg.Err)
+		s.Status.MarkFailed(now, reason, "%v", cfg.Err)
+		return r.failed(ctx, s)
+	}
+	if err := s.Validate(ctx); err != nil {
+		s.Status.MarkFailed(now, v1alpha1.ReasonInvalidSpec, "SandboxSnapshot %s/%s: %v", s.Namespace, s.Name, err)
+		return r.failed(ctx, s)
+	}
+	src, err := r.resolveSource(ctx, s, cfg)
+	if err != nil {
+		var pe *permanentError
+		if !errors.As(err, &pe) {
+			return err
+		}
+		s.Status.MarkFailed(now, pe.reason, "%v", pe)
+		return r.failed(ctx, s)
+	}
+
+	want := resources.MakeTaskRun(s, src, cfg, r.namespace)
+	tr, err := r.ensureTaskRun(ctx, s, want)
+	if err != nil {
+		return err
+	}
+	s.Status.MarkCommitting(src.Pod.Name, src.Pod.Spec.NodeName, src.Containers,
+		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, now)
+	controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, "TaskRunCreated",
+		"Created TaskRun %s/%s to commit pod %s on node %s", tr.Namespace, tr.Name, src.Pod.Name, src.Pod.Spec.NodeName)
+	return nil
+}
+
+// ensureTaskRun creates want, or adopts the TaskRun of that name when an
+// earlier pass made it for this same snapshot but failed to record it.
+func (r *Reconciler) ensureTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, error) {
+	tr, err := r.taskRunLister.TaskRuns(want.Namespace).Get(want.Name)
+	if apierrs.IsNotFound(err) {
+		tr, err = r.pipelineClient.TektonV1().TaskRuns(want.Namespace).Create(ctx, want, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("creating TaskRun %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		return tr, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if tr.Labels[resources.SnapshotUIDLabel] != string(s.UID) {
+		return nil, fmt.Errorf("TaskRun %s/%s exists but belongs to another SandboxSnapshot (uid %q); waiting for it to be deleted",
+			tr.Namespace, tr.Name, tr.Labels[resources.SnapshotUIDLabel])
+	}
+	return tr, nil
+}
+
+// mirror copies the commit TaskRun's Succeeded condition into the snapshot.
+func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, now metav1.Time) pkgreconciler.Event {
+	cond := tr.Status.GetCondition(apis.ConditionSucceeded)
+	switch {
+	case cond == nil || cond.IsUnknown():
+		return nil
+	case cond.IsTrue():
+		digests, pause, err := commitResults(tr, len(s.Status.Containers))
+		if err != nil {
+			s.Status.MarkFailed(now, v1alpha1.ReasonCommitResultsInvalid, "%v", err)
+			return r.failed(ctx, s)
+		}
+		s.Status.MarkSucceeded(digests, pause, now)
+		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, v1alpha1.ReasonSucceeded,
+			"Pushed %d image(s) from pod %s", len(digests), s.Status.SourcePodName)
+		return nil
+	default:
+		if mayHavePaused(tr) {
+			if err := r.thaw(ctx, s); err != nil {
+				return err
+			}
+		}
+		s.Status.MarkFailed(now, failureReason(cond), "%s", failureMessage(tr, cond))
+		return r.failed(ctx, s)
+	}
+}
+
+// failed reports a snapshot's failure with an event.
+func (r *Reconciler) failed(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
+	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
+	controller.GetEventRecorder(ctx).Event(s, corev1.EventTypeWarning, failed.Reason, failed.Message)
+	return nil
+}
+
+// thaw starts an unpause TaskRun on the source pod's node and records it,
+// for a commit pod that may have ended with the sandbox paused. A pod that is
+// gone has nothing left to thaw.
+func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
+	pod, err := r.kubeClient.CoreV1().Pods(s.Namespace).Get(ctx, s.Status.SourcePodName, metav1.GetOptions{})
+	if apierrs.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("getting pod %s/%s to thaw it: %w", s.Namespace, s.Status.SourcePodName, err)
+	}
+	want := resources.MakeUnpauseTaskRun(s, pod, config.FromContext(ctx).Snapshot, r.namespace)
+	tr, err := r.ensureTaskRun(ctx, s, want)
+	if err != nil {
+		return err
+	}
+	s.Status.UnpauseTaskRunRef = &v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}
+	controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, "ThawingSandbox",
+		"The commit pod may have left pod %s paused; TaskRun %s/%s is unpausing it", pod.Name, tr.Namespace, tr.Name)
+	return nil
+}
+
+// FinalizeKind cleans up a deleted snapshot's TaskRuns: it cancels and
+// deletes the commit TaskRun, and lets a running unpause TaskRun finish first
+// so that the sandbox is never left paused.
+func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
+	unpause, err := r.taskRunLister.TaskRuns(r.namespace).Get(names.UnpauseTaskRun(s))
+	switch {
+	case apierrs.IsNotFound(err):
+	case err != nil:
+		return err
+	case !unpause.IsDone():
+		return controller.NewRequeueAfter(unpauseWait)
+	default:
+		if err := r.deleteTaskRun(ctx, unpause); err != nil {
+			return err
+		}
+	}
+
+	commit, err := r.taskRunLister.TaskRuns(r.namespace).Get(names.CommitTaskRun(s))
+	if apierrs.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if commit.Labels[resources.SnapshotUIDLabel] != string(s.UID) {
+		return nil
+	}
+	if !commit.IsDone() && !commit.IsCancelled() {
+		// Cancelling first lets Tekton stop the step gracefully and record why;
+		// the committer thaws the sandbox on the SIGTERM that follows.
+		patch := []byte(`{"spec":{"status":"` + pipelinev1.TaskRunSpecStatusCancelled + `","statusMessage":"SandboxSnapshot deleted"}}`)
+		if _, err := r.pipelineClient.TektonV1().TaskRuns(commit.Namespace).Patch(ctx, commit.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrs.IsNotFound(err) {
+			return fmt.Errorf("cancelling TaskRun %s/%s: %w", commit.Namespace, commit.Name, err)
+		}
+	}
+	return r.deleteTaskRun(ctx, commit)
+}
+
+func (r *Reconciler) deleteTaskRun(ctx context.Context, tr *pipelinev1.TaskRun) error {
+	err := r.pipelineClient.TektonV1().TaskRuns(tr.Namespace).Delete(ctx, tr.Name, metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &tr.UID},
+		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
+	})
+	if err != nil && !apierrs.IsNotFound(err) {
+		return fmt.Errorf("deleting TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
+	}
+	return nil
+}
+
+// listerIsBehind reports whether the informer has not yet seen the version
+// of s we hold, which happens right after our own finalizer patch.
+func (r *Reconciler) listerIsBehind(s *v1alpha1.SandboxSnapshot) bool {
+	cached, err := r.snapshotLister.SandboxSnapshots(s.Namespace).Get(s.Name)
+	return err == nil && cached.ResourceVersion != s.ResourceVersion
+}

@@ -1,0 +1,176 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package sandboxsnapshot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+)
+
+// permanentError fails the snapshot for good, with the reason to report.
+type permanentError struct {
+	reason string
+	err    error
+}
+
+func (e *permanentError) Error() string { return e.err.Error() }
+
+func permanent(reason, format string, args ...any) error {
+	return &permanentError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// allocStatus is the JSON OpenSandbox keeps in the alloc-status annotation.
+type allocStatus struct {
+	Pods []string `json:"pods"`
+}
+
+// resolveSource checks the push Secret, then finds the running pod of the
+// snapshot's BatchSandbox and the images its containers go to. A
+// *permanentError fails the snapshot; any other error is retried.
+func (r *Reconciler) resolveSource(ctx context.Context, s *v1alpha1.SandboxSnapshot, cfg *config.Snapshot) (resources.Source, error) {
+	if err := r.checkPushSecret(ctx, cfg); err != nil {
+		return resources.Source{}, err
+	}
+	sb, err := r.sandboxClient.SandboxV1alpha1().BatchSandboxes(s.Namespace).Get(ctx, s.Spec.SandboxName, metav1.GetOptions{})
+	if apierrs.IsNotFound(err) {
+		return resources.Source{}, permanent(v1alpha1.ReasonBatchSandboxLookupFailed,
+			"BatchSandbox %s/%s not found", s.Namespace, s.Spec.SandboxName)
+	} else if err != nil {
+		return resources.Source{}, fmt.Errorf("getting BatchSandbox %s/%s: %w", s.Namespace, s.Spec.SandboxName, err)
+	}
+
+	pod, err := r.runningPod(ctx, sb)
+	if err != nil {
+		return resources.Source{}, err
+	}
+
+	containers := containerNames(pod.Spec)
+	if sb.Spec.Template != nil {
+		containers = containerNames(sb.Spec.Template.Spec)
+	}
+	if len(containers) == 0 {
+		return resources.Source{}, permanent(v1alpha1.ReasonNoContainers,
+			"BatchSandbox %s/%s and pod %s have no containers to commit", sb.Namespace, sb.Name, pod.Name)
+	}
+
+	tag := resources.ImageTag(s, sb)
+	src := resources.Source{Pod: pod, Containers: make([]v1alpha1.ContainerSnapshot, len(containers))}
+	for i, c := range containers {
+		uri, err := resources.ImageURI(cfg.Registry, sb.Name, c, tag)
+		if err != nil {
+			return resources.Source{}, permanent(v1alpha1.ReasonInvalidImageReference, "BatchSandbox %s/%s: %v", sb.Namespace, sb.Name, err)
+		}
+		src.Containers[i] = v1alpha1.ContainerSnapshot{ContainerName: c, ImageURI: uri}
+	}
+	return src, nil
+}
+
+// checkPushSecret checks that the configured push Secret exists in the
+// TaskRun namespace and holds a docker config, so that a misconfiguration
+// fails the snapshot clearly instead of a pod stuck on a missing volume.
+func (r *Reconciler) checkPushSecret(ctx context.Context, cfg *config.Snapshot) error {
+	if cfg.PushSecret == "" {
+		return nil
+	}
+	secret, err := r.kubeClient.CoreV1().Secrets(r.namespace).Get(ctx, cfg.PushSecret, metav1.GetOptions{})
+	switch {
+	case apierrs.IsNotFound(err):
+		return permanent(v1alpha1.ReasonInvalidConfiguration, "push Secret %s/%s named by ConfigMap %s (key %q) not found",
+			r.namespace, cfg.PushSecret, config.SnapshotConfigName, config.PushSecretKey)
+	case err != nil:
+		return fmt.Errorf("getting push Secret %s/%s: %w", r.namespace, cfg.PushSecret, err)
+	case secret.Type != corev1.SecretTypeDockerConfigJson:
+		return permanent(v1alpha1.ReasonInvalidConfiguration, "push Secret %s/%s is of type %q, want %q",
+			r.namespace, cfg.PushSecret, secret.Type, corev1.SecretTypeDockerConfigJson)
+	}
+	return nil
+}
+
+// runningPod resolves the sandbox's pod as OpenSandbox does: the pods in the
+// alloc-status annotation, then the pods labelled with the sandbox's name,
+// then the pod <sandbox>-0. Only a Running pod bound to a node counts.
+func (r *Reconciler) runningPod(ctx context.Context, sb *v1alpha1.BatchSandbox) (*corev1.Pod, error) {
+	pods := r.kubeClient.CoreV1().Pods(sb.Namespace)
+	var tried []string
+
+	if raw, ok := sb.Annotations[sandbox.AllocStatusAnnotation]; ok {
+		var alloc allocStatus
+		if err := json.Unmarshal([]byte(raw), &alloc); err != nil {
+			return nil, permanent(v1alpha1.ReasonSourcePodNotFound,
+				"BatchSandbox %s/%s: annotation %s is not {\"pods\":[...]}: %v", sb.Namespace, sb.Name, sandbox.AllocStatusAnnotation, err)
+		}
+		for _, name := range alloc.Pods {
+			pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+			if err != nil && !apierrs.IsNotFound(err) {
+				return nil, fmt.Errorf("getting pod %s/%s: %w", sb.Namespace, name, err)
+			}
+			if err == nil && isRunning(pod) {
+				return pod, nil
+			}
+		}
+		tried = append(tried, fmt.Sprintf("pods %v from annotation %s", alloc.Pods, sandbox.AllocStatusAnnotation))
+	}
+
+	selector := labels.SelectorFromSet(labels.Set{sandbox.BatchSandboxPodLabel: sb.Name}).String()
+	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods %s in %s: %w", selector, sb.Namespace, err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	for i := range list.Items {
+		if isRunning(&list.Items[i]) {
+			return &list.Items[i], nil
+		}
+	}
+	tried = append(tried, "pods labelled "+selector)
+
+	name := sb.Name + "-0"
+	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+	if err != nil && !apierrs.IsNotFound(err) {
+		return nil, fmt.Errorf("getting pod %s/%s: %w", sb.Namespace, name, err)
+	}
+	if err == nil && isRunning(pod) {
+		return pod, nil
+	}
+	tried = append(tried, "pod "+name)
+
+	return nil, permanent(v1alpha1.ReasonSourcePodNotFound,
+		"no Running pod found for BatchSandbox %s/%s (tried %v)", sb.Namespace, sb.Name, tried)
+}
+
+func isRunning(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodRunning && pod.Spec.NodeName != "" && pod.DeletionTimestamp == nil
+}
+
+func containerNames(spec corev1.PodSpec) []string {
+	names := make([]string, len(spec.Containers))
+	for i, c := range spec.Containers {
+		names[i] = c.Name
+	}
+	return names
+}

@@ -1,0 +1,675 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package sandboxsnapshot
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	fakepipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client/fake"
+	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgotesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	fakekubeclient "knative.dev/pkg/client/injection/kube/client/fake"
+	"knative.dev/pkg/controller"
+	"knative.dev/pkg/logging"
+	rtesting "knative.dev/pkg/reconciler/testing"
+	"knative.dev/pkg/system"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	fakesandboxclient "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/client/fake"
+	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+const (
+	ns       = "team-a"
+	snapName = "snap"
+	sbName   = "sb"
+	node     = "node-1"
+	registry = "registry.test/snapshots"
+	// tag is "snap-" and the first 32 hex characters of sha256("snap").
+	tag     = "snap-1c27324f013705cbf0c49f3d3bb103c7"
+	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+var (
+	key        = ns + "/" + snapName
+	twoApps    = []string{"app", "sidecar"}
+	defaultCfg = mustConfig(map[string]string{config.RegistryKey: registry})
+	// committed are the containers of pod sb-0 and their images.
+	committed = []v1alpha1.ContainerSnapshot{
+		{ContainerName: "app", ImageURI: registry + "/sb-app:" + tag},
+		{ContainerName: "sidecar", ImageURI: registry + "/sb-sidecar:" + tag},
+	}
+	runningPod = Pod(ns, "sb-0", twoApps, WithRunningOn(node))
+)
+
+func TestReconcile(t *testing.T) {
+	trNamespace := system.Namespace()
+	trName := "team-a-snap-commit"
+	unpauseName := "team-a-snap-unpause"
+
+	// snap is a snapshot that already holds our finalizer, as after its first pass.
+	snap := func(opts ...SnapshotOption) *v1alpha1.SandboxSnapshot {
+		return Snapshot(ns, snapName, sbName, append([]SnapshotOption{WithFinalizers(FinalizerName)}, opts...)...)
+	}
+	committing := WithCommitting("sb-0", node, committed, trNamespace, trName)
+	commitTaskRun := func(opts ...TaskRunOption) *pipelinev1.TaskRun {
+		src := resources.Source{Pod: runningPod, Containers: committed}
+		return TaskRun(resources.MakeTaskRun(snap(), src, defaultCfg, trNamespace), opts...)
+	}
+	unpauseTaskRun := resources.MakeUnpauseTaskRun(snap(), runningPod, defaultCfg, trNamespace)
+	killedMidPause := WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}})
+	failedMessage := func(reason, message string) string {
+		return "TaskRun " + trNamespace + "/" + trName + " failed (" + reason + "): " + message +
+			"; see: tkn taskrun logs " + trName + " -n " + trNamespace
+	}
+	createdEvent := rtesting.Eventf(corev1.EventTypeNormal, "TaskRunCreated", "Created TaskRun %s/%s to commit pod sb-0 on node %s", trNamespace, trName, node)
+
+	table := rtesting.TableTest{{
+		Name: "bad workqueue key",
+		Key:  "too/many/parts",
+	}, {
+		Name: "deleted snapshot is ignored",
+		Key:  key,
+	}, {
+		Name: "first reconcile adds the finalizer and creates the TaskRun",
+		Objects: []runtime.Object{
+			Snapshot(ns, snapName, sbName),
+			BatchSandbox(ns, sbName, 1),
+			runningPod,
+		},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantPatches:             []clientgotesting.PatchActionImpl{patchFinalizers(ns, snapName)},
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		// The fake client does not bump resource versions, so the work goes on
+		// in this pass; against a real API server see the next row.
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: Snapshot(ns, snapName, sbName, committing),
+		}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName),
+			createdEvent,
+		},
+	}, {
+		Name: "finalizer patch leaves the work to the watch event it causes",
+		Objects: []runtime.Object{
+			Snapshot(ns, snapName, sbName, WithResourceVersion("1")),
+			BatchSandbox(ns, sbName, 1),
+			runningPod,
+		},
+		Key:          key,
+		WithReactors: []clientgotesting.ReactionFunc{bumpResourceVersionOnPatch},
+		WantPatches:  []clientgotesting.PatchActionImpl{patchFinalizers(ns, snapName, "1")},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName),
+		},
+	}, {
+		Name:                    "pod <sandbox>-0 is the last resort",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantEvents:              []string{createdEvent},
+	}, {
+		Name: "pods from the alloc-status annotation come first",
+		Objects: []runtime.Object{
+			snap(),
+			BatchSandbox(ns, sbName, 1, WithAllocatedPods("gone", "sb-alloc")),
+			Pod(ns, "sb-alloc", twoApps, WithRunningOn("node-2")),
+			Pod(ns, "sb-labelled", twoApps, WithRunningOn(node), WithSandboxLabel(sbName)),
+			runningPod,
+		},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{
+			Pod: Pod(ns, "sb-alloc", twoApps, WithRunningOn("node-2")), Containers: committed,
+		}, defaultCfg, trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-alloc", "node-2", committed, trNamespace, trName))}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeNormal, "TaskRunCreated", "Created TaskRun %s/%s to commit pod sb-alloc on node node-2", trNamespace, trName),
+		},
+	}, {
+		Name: "labelled pods come before <sandbox>-0, and only Running ones count",
+		Objects: []runtime.Object{
+			snap(),
+			BatchSandbox(ns, sbName, 1, WithAllocatedPods("sb-pending")),
+			Pod(ns, "sb-pending", twoApps, WithSandboxLabel(sbName)),
+			Pod(ns, "sb-labelled", twoApps, WithRunningOn("node-3"), WithSandboxLabel(sbName)),
+			runningPod,
+		},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{
+			Pod: Pod(ns, "sb-labelled", twoApps, WithRunningOn("node-3"), WithSandboxLabel(sbName)), Containers: committed,
+		}, defaultCfg, trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-labelled", "node-3", committed, trNamespace, trName))}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeNormal, "TaskRunCreated", "Created TaskRun %s/%s to commit pod sb-labelled on node node-3", trNamespace, trName),
+		},
+	}, {
+		Name: "the BatchSandbox template's containers are committed, not the pod's sidecars",
+		Objects: []runtime.Object{
+			snap(),
+			BatchSandbox(ns, sbName, 1, WithTemplateContainers("app")),
+			runningPod,
+		},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{
+			Pod: runningPod, Containers: committed[:1],
+		}, defaultCfg, trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-0", node, committed[:1], trNamespace, trName))}},
+		WantEvents:        []string{createdEvent},
+	}, {
+		Name: "a snapshot owned by its BatchSandbox is tagged with the sandbox's generation",
+		Objects: []runtime.Object{
+			snap(WithControllerOwner(BatchSandbox(ns, sbName, 7))),
+			BatchSandbox(ns, sbName, 7),
+			runningPod,
+		},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(WithControllerOwner(BatchSandbox(ns, sbName, 7))), resources.Source{
+			Pod: runningPod, Containers: generationImages,
+		}, defaultCfg, trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithControllerOwner(BatchSandbox(ns, sbName, 7)), WithCommitting("sb-0", node, generationImages, trNamespace, trName)),
+		}},
+		WantEvents: []string{createdEvent},
+	}, {
+		Name: "the push Secret is bound as the dockerconfig workspace",
+		Ctx:  withConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}),
+		Objects: []runtime.Object{
+			snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			PushSecret(trNamespace, "push", corev1.SecretTypeDockerConfigJson),
+		},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{Pod: runningPod, Containers: committed},
+			mustConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}), trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantEvents:        []string{createdEvent},
+	}, {
+		Name:    "missing BatchSandbox fails without a TaskRun",
+		Objects: []runtime.Object{snap(), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonBatchSandboxLookupFailed, "BatchSandbox team-a/sb not found")),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonBatchSandboxLookupFailed, "BatchSandbox team-a/sb not found")},
+	}, {
+		Name:    "no Running pod fails with SourcePodNotFound",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), Pod(ns, "sb-0", twoApps)},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonSourcePodNotFound, noPodMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonSourcePodNotFound, "%s", noPodMessage)},
+	}, {
+		Name:    "a malformed alloc-status annotation fails with SourcePodNotFound",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1, WithAllocStatus("pods: [sb-0]")), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonSourcePodNotFound, badAllocMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonSourcePodNotFound, "%s", badAllocMessage)},
+	}, {
+		Name:    "a template without containers fails with NoContainers",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1, WithTemplateContainers()), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonNoContainers, "BatchSandbox team-a/sb and pod sb-0 have no containers to commit")),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonNoContainers, "BatchSandbox team-a/sb and pod sb-0 have no containers to commit")},
+	}, {
+		Name:    "no registry configured fails with RegistryNotConfigured",
+		Ctx:     withConfig(map[string]string{}),
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonRegistryNotConfigured, noRegistryMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonRegistryNotConfigured, "%s", noRegistryMessage)},
+	}, {
+		Name:    "a bad commit timeout fails with InvalidConfiguration",
+		Ctx:     withConfig(map[string]string{config.RegistryKey: registry, config.CommitTimeoutKey: "soon"}),
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonInvalidConfiguration, badTimeoutMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfiguration, "%s", badTimeoutMessage)},
+	}, {
+		Name:    "a missing push Secret fails with InvalidConfiguration",
+		Ctx:     withConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}),
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonInvalidConfiguration, missingSecretMessage(trNamespace))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfiguration, "%s", missingSecretMessage(trNamespace))},
+	}, {
+		Name: "a push Secret of the wrong type fails with InvalidConfiguration",
+		Ctx:  withConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}),
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			PushSecret(trNamespace, "push", corev1.SecretTypeOpaque)},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonInvalidConfiguration, wrongSecretMessage(trNamespace))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfiguration, "%s", wrongSecretMessage(trNamespace))},
+	}, {
+		Name:    "an invalid sandboxName fails with InvalidSpec",
+		Objects: []runtime.Object{Snapshot(ns, snapName, "Not_A_Name", WithFinalizers(FinalizerName))},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: Snapshot(ns, snapName, "Not_A_Name", WithFinalizers(FinalizerName), WithFailed(v1alpha1.ReasonInvalidSpec, invalidSpecMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "%s", invalidSpecMessage)},
+	}, {
+		Name:    "an image name registries refuse fails with InvalidImageReference",
+		Ctx:     withConfig(map[string]string{config.RegistryKey: "registry.test/Snapshots"}),
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonInvalidImageReference, badImageMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidImageReference, "%s", badImageMessage)},
+	}, {
+		Name:                    "a TaskRun made for this snapshot by an earlier pass is adopted",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod, commitTaskRun(WithTaskRunRunning)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantEvents:              []string{createdEvent},
+	}, {
+		Name: "a TaskRun of another snapshot of the same name is never adopted",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			commitTaskRun(func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+		Key:               key,
+		WantErr:           true,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithPending)}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
+			"TaskRun %s/%s exists but belongs to another SandboxSnapshot (uid %q); waiting for it to be deleted", trNamespace, trName, "old-uid")},
+	}, {
+		Name:                    "a failed TaskRun create is retried and leaves the snapshot Pending",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{rtesting.InduceFailure("create", "taskruns")},
+		WantErr:                 true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(WithPending)}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
+			"creating TaskRun %s/%s: inducing failure for create taskruns", trNamespace, trName)},
+	}, {
+		Name:              "a failed BatchSandbox read is retried",
+		Objects:           []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:               key,
+		WithReactors:      []clientgotesting.ReactionFunc{rtesting.InduceFailure("get", "batchsandboxes")},
+		WantErr:           true,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithPending)}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
+			"getting BatchSandbox team-a/sb: inducing failure for get batchsandboxes")},
+	}, {
+		Name:    "a running TaskRun keeps the snapshot Committing, and a second pass changes nothing",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunRunning)},
+		Key:     key,
+	}, {
+		Name: "a succeeded TaskRun marks the snapshot Succeed with the registry's digests",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded,
+			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"))},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB))}},
+		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
+	}, {
+		Name:    "a succeeded TaskRun with too few digests fails with CommitResultsInvalid",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded, WithResult(task.ResultDigests, digestA))},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitResultsInvalid, badResultsMessage(trNamespace, trName))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitResultsInvalid, "%s", badResultsMessage(trNamespace, trName))},
+	}, {
+		Name:    "a succeeded TaskRun with a malformed pause window fails with CommitResultsInvalid",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded, WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "soon"))},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitResultsInvalid, badPauseMessage(trNamespace, trName))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitResultsInvalid, "%s", badPauseMessage(trNamespace, trName))},
+	}, {
+		Name: "a failed TaskRun carries the committer's error and a logs hint",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(
+			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-push\" exited with code 1"),
+			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}),
+			WithResult(task.ResultError, "pushing registry.test/snapshots/sb-app: connection refused"))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitJobFailed, pushFailedMessage(failedMessage))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", pushFailedMessage(failedMessage))},
+	}, {
+		Name: "a commit step that failed and thawed by itself needs no unpause",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(
+			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 1"),
+			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitJobFailed, failedMessage("Failed", "\"step-commit\" exited with code 1"))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", failedMessage("Failed", "\"step-commit\" exited with code 1"))},
+	}, {
+		Name: "a commit pod killed mid-pause gets an unpause TaskRun on the same node",
+		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
+			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName),
+				WithFailed(v1alpha1.ReasonCommitJobFailed, failedMessage("Failed", "\"step-commit\" exited with code 137"))),
+		}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, "ThawingSandbox", "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", failedMessage("Failed", "\"step-commit\" exited with code 137")),
+		},
+	}, {
+		Name: "a failed unpause TaskRun create keeps the snapshot Committing and is retried",
+		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
+			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{rtesting.InduceFailure("create", "taskruns")},
+		WantErr:                 true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
+			"creating TaskRun %s/%s: inducing failure for create taskruns", trNamespace, unpauseName)},
+	}, {
+		Name: "a commit pod killed mid-pause whose sandbox pod is gone needs no unpause",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(
+			WithTaskRunFailed(pipelinev1.TaskRunReasonStepOOM, "step commit ran out of memory"),
+			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitOOMKilled, failedMessage("StepOOM", "step commit ran out of memory"))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitOOMKilled, "%s", failedMessage("StepOOM", "step commit ran out of memory"))},
+	}, {
+		Name:                    "a TaskRun deleted before it completed fails the snapshot and thaws the sandbox",
+		Objects:                 []runtime.Object{snap(committing), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName),
+				WithFailed(v1alpha1.ReasonCommitTaskRunMissing, "TaskRun "+trNamespace+"/"+trName+" was deleted before it completed")),
+		}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, "ThawingSandbox", "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitTaskRunMissing, "TaskRun %s/%s was deleted before it completed", trNamespace, trName),
+		},
+	}, {
+		Name:    "a terminal snapshot is never changed again",
+		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB)), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "late"))},
+		Key:     key,
+	}, {
+		Name: "a status update conflict is retried with a fresh read",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded,
+			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"))},
+		Key:          key,
+		WithReactors: []clientgotesting.ReactionFunc{conflictOnce()},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{
+			{Object: snap(committing, WithSucceeded(412, digestA, digestB))},
+			{Object: snap(committing, WithSucceeded(412, digestA, digestB))},
+		},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
+	}, {
+		Name: "a failed status update is reported and retried",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded,
+			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"))},
+		Key:               key,
+		WithReactors:      []clientgotesting.ReactionFunc{rtesting.InduceFailure("update", "sandboxsnapshots")},
+		WantErr:           true,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB))}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0"),
+			rtesting.Eventf(corev1.EventTypeWarning, "UpdateFailed", "Failed to update status for %q: %v", snapName, "inducing failure for update sandboxsnapshots"),
+		},
+	}, {
+		Name:                    "deleting a snapshot cancels and deletes its running TaskRun, then drops the finalizer",
+		Objects:                 []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunRunning)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName), cancelPatch(trNamespace, trName)},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
+		WantEvents:              []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
+	}, {
+		Name:                    "deleting a snapshot deletes its finished TaskRuns",
+		Objects:                 []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded), TaskRun(unpauseTaskRun, WithTaskRunSucceeded)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName), deleteTaskRun(trNamespace, unpauseName)},
+		WantEvents:              []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
+	}, {
+		Name:        "deleting a snapshot without TaskRuns drops the finalizer",
+		Objects:     []runtime.Object{snap(WithDeletionTimestamp)},
+		Key:         key,
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
+	}, {
+		Name: "deleting a snapshot leaves a TaskRun of another snapshot alone",
+		Objects: []runtime.Object{snap(WithDeletionTimestamp),
+			commitTaskRun(func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+		Key:         key,
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
+	}, {
+		Name:    "deleting a snapshot waits for a running unpause TaskRun, keeping the finalizer",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed")), TaskRun(unpauseTaskRun, WithTaskRunRunning)},
+		Key:     key,
+		WantErr: true,
+	}, {
+		Name:                    "a failed TaskRun delete keeps the finalizer",
+		Objects:                 []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{rtesting.InduceFailure("delete", "taskruns")},
+		WantErr:                 true,
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
+			"deleting TaskRun %s/%s: inducing failure for delete taskruns", trNamespace, trName)},
+	}}
+
+	table.Test(t, MakeFactory(newReconciler))
+}
+
+// TestReconcileFailureReasons checks that each way a TaskRun fails maps to
+// its own snapshot reason.
+func TestReconcileFailureReasons(t *testing.T) {
+	trNamespace := system.Namespace()
+	trName := "team-a-snap-commit"
+	committing := WithCommitting("sb-0", node, committed, trNamespace, trName)
+	snap := func(opts ...SnapshotOption) *v1alpha1.SandboxSnapshot {
+		return Snapshot(ns, snapName, sbName, append([]SnapshotOption{WithFinalizers(FinalizerName)}, opts...)...)
+	}
+	var table rtesting.TableTest
+	for tekton, want := range map[pipelinev1.TaskRunReason]string{
+		pipelinev1.TaskRunReasonTimedOut:         v1alpha1.ReasonCommitTimedOut,
+		pipelinev1.TaskRunReasonCancelled:        v1alpha1.ReasonCommitCancelled,
+		pipelinev1.TaskRunReasonStepOOM:          v1alpha1.ReasonCommitOOMKilled,
+		pipelinev1.TaskRunReasonPodEvicted:       v1alpha1.ReasonCommitPodEvicted,
+		pipelinev1.TaskRunReasonImagePullFailed:  v1alpha1.ReasonCommitImagePullFailed,
+		pipelinev1.TaskRunReasonFailedResolution: v1alpha1.ReasonCommitResolutionFailed,
+		pipelinev1.TaskRunReasonFailed:           v1alpha1.ReasonCommitJobFailed,
+	} {
+		message := "TaskRun " + trNamespace + "/" + trName + " failed (" + tekton.String() + "): boom; see: tkn taskrun logs " + trName + " -n " + trNamespace
+		src := resources.Source{Pod: runningPod, Containers: committed}
+		table = append(table, rtesting.TableRow{
+			Name: "TaskRun reason " + tekton.String() + " fails the snapshot with " + want,
+			Objects: []runtime.Object{snap(committing),
+				TaskRun(resources.MakeTaskRun(snap(), src, defaultCfg, trNamespace), WithTaskRunFailed(tekton, "boom"))},
+			Key:               key,
+			WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithFailed(want, message))}},
+			WantEvents:        []string{rtesting.Eventf(corev1.EventTypeWarning, want, "%s", message)},
+		})
+	}
+	table.Test(t, MakeFactory(newReconciler))
+}
+
+var (
+	generationImages = []v1alpha1.ContainerSnapshot{
+		{ContainerName: "app", ImageURI: registry + "/sb-app:snap-gen7"},
+		{ContainerName: "sidecar", ImageURI: registry + "/sb-sidecar:snap-gen7"},
+	}
+	noPodMessage = "no Running pod found for BatchSandbox team-a/sb (tried [pods labelled " +
+		sandbox.BatchSandboxPodLabel + "=sb pod sb-0])"
+	badAllocMessage = "BatchSandbox team-a/sb: annotation " + sandbox.AllocStatusAnnotation +
+		" is not {\"pods\":[...]}: invalid character 'p' looking for beginning of value"
+	noRegistryMessage  = "ConfigMap config-snapshot: " + config.ErrRegistryNotConfigured.Error()
+	badTimeoutMessage  = "ConfigMap config-snapshot: key \"commit-timeout\": \"soon\" is not a duration such as 10m"
+	invalidSpecMessage = "SandboxSnapshot team-a/snap: invalid value: Not_A_Name: spec.sandboxName\n" +
+		"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+	badImageMessage = "BatchSandbox team-a/sb: image \"registry.test/Snapshots/sb-app:" + tag +
+		"\" for container \"app\" is not a valid OCI reference: repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: Snapshots/sb-app"
+)
+
+func missingSecretMessage(namespace string) string {
+	return "push Secret " + namespace + "/push named by ConfigMap config-snapshot (key \"push-secret\") not found"
+}
+
+func wrongSecretMessage(namespace string) string {
+	return "push Secret " + namespace + "/push is of type \"Opaque\", want \"kubernetes.io/dockerconfigjson\""
+}
+
+func badResultsMessage(namespace, name string) string {
+	return "TaskRun " + namespace + "/" + name + ": result DIGESTS holds 1 digest(s), want 2"
+}
+
+func badPauseMessage(namespace, name string) string {
+	return "TaskRun " + namespace + "/" + name + ": result PAUSE_WINDOW_MS is \"soon\", not a number of milliseconds"
+}
+
+func pushFailedMessage(failedMessage func(reason, message string) string) string {
+	m := failedMessage("Failed", "\"step-push\" exited with code 1")
+	i := len(m) - len("; see: tkn taskrun logs team-a-snap-commit -n "+system.Namespace())
+	return m[:i] + "; committer: pushing registry.test/snapshots/sb-app: connection refused" + m[i:]
+}
+
+func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
+	r := &Reconciler{
+		kubeClient:     fakekubeclient.Get(ctx),
+		sandboxClient:  fakesandboxclient.Get(ctx),
+		pipelineClient: fakepipelineclient.Get(ctx),
+		snapshotLister: ls.GetSandboxSnapshotLister(),
+		taskRunLister:  ls.GetTaskRunLister(),
+		clock:          clocktesting.NewFakePassiveClock(Now.Time),
+		namespace:      system.Namespace(),
+	}
+	return snapshotreconciler.NewReconciler(ctx, logging.FromContext(ctx), fakesandboxclient.Get(ctx),
+		ls.GetSandboxSnapshotLister(), controller.GetEventRecorder(ctx), r,
+		controller.Options{ConfigStore: staticConfig{}, FinalizerName: FinalizerName})
+}
+
+// staticConfig attaches defaultCfg unless the row's context carries its own.
+type staticConfig struct{}
+
+func (staticConfig) ToContext(ctx context.Context) context.Context {
+	if config.FromContext(ctx) != nil {
+		return ctx
+	}
+	return config.ToContext(ctx, &config.Config{Snapshot: defaultCfg})
+}
+
+func withConfig(data map[string]string) context.Context {
+	return config.ToContext(context.Background(), &config.Config{Snapshot: mustConfig(data)})
+}
+
+func mustConfig(data map[string]string) *config.Snapshot {
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: data})
+	return cfg
+}
+
+func patchFinalizers(namespace, name string, resourceVersion ...string) clientgotesting.PatchActionImpl {
+	rv := ""
+	if len(resourceVersion) > 0 {
+		rv = resourceVersion[0]
+	}
+	return clientgotesting.PatchActionImpl{
+		ActionImpl: clientgotesting.ActionImpl{Namespace: namespace},
+		Name:       name,
+		Patch:      []byte(`{"metadata":{"finalizers":["` + FinalizerName + `"],"resourceVersion":"` + rv + `"}}`),
+	}
+}
+
+func removeFinalizers(namespace, name string) clientgotesting.PatchActionImpl {
+	return clientgotesting.PatchActionImpl{
+		ActionImpl: clientgotesting.ActionImpl{Namespace: namespace},
+		Name:       name,
+		Patch:      []byte(`{"metadata":{"finalizers":[],"resourceVersion":""}}`),
+	}
+}
+
+func cancelPatch(namespace, name string) clientgotesting.PatchActionImpl {
+	return clientgotesting.PatchActionImpl{
+		ActionImpl: clientgotesting.ActionImpl{Namespace: namespace},
+		Name:       name,
+		Patch:      []byte(`{"spec":{"status":"TaskRunCancelled","statusMessage":"SandboxSnapshot deleted"}}`),
+	}
+}
+
+func deleteTaskRun(namespace, name string) clientgotesting.DeleteActionImpl {
+	return clientgotesting.DeleteActionImpl{
+		ActionImpl: clientgotesting.ActionImpl{Namespace: namespace, Resource: pipelinev1.SchemeGroupVersion.WithResource("taskruns")},
+		Name:       name,
+	}
+}
+
+// bumpResourceVersionOnPatch makes the finalizer patch return a newer version
+// than the informer holds, as a real API server does.
+func bumpResourceVersionOnPatch(action clientgotesting.Action) (bool, runtime.Object, error) {
+	if action.GetVerb() != "patch" || action.GetResource().Resource != "sandboxsnapshots" {
+		return false, nil, nil
+	}
+	s := Snapshot(ns, snapName, sbName, WithFinalizers(FinalizerName), WithResourceVersion("2"))
+	return true, s, nil
+}
+
+// conflictOnce fails the first status update with a conflict.
+func conflictOnce() clientgotesting.ReactionFunc {
+	failed := false
+	return func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if failed || action.GetVerb() != "update" || action.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		failed = true
+		return true, nil, apierrs.NewConflict(v1alpha1.Resource("sandboxsnapshots"), snapName, errors.New("the object has been modified"))
+	}
+}

@@ -1,0 +1,113 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package sandboxsnapshot
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	"knative.dev/pkg/apis"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+// maxErrorLength bounds the committer's error copied into a condition.
+const maxErrorLength = 1024
+
+// failureReasons maps a failed TaskRun's reason to the snapshot's reason.
+var failureReasons = map[pipelinev1.TaskRunReason]string{
+	pipelinev1.TaskRunReasonTimedOut:         v1alpha1.ReasonCommitTimedOut,
+	pipelinev1.TaskRunReasonCancelled:        v1alpha1.ReasonCommitCancelled,
+	pipelinev1.TaskRunReasonStepOOM:          v1alpha1.ReasonCommitOOMKilled,
+	pipelinev1.TaskRunReasonInitContainerOOM: v1alpha1.ReasonCommitOOMKilled,
+	pipelinev1.TaskRunReasonPodEvicted:       v1alpha1.ReasonCommitPodEvicted,
+	pipelinev1.TaskRunReasonImagePullFailed:  v1alpha1.ReasonCommitImagePullFailed,
+	pipelinev1.TaskRunReasonFailedResolution: v1alpha1.ReasonCommitResolutionFailed,
+}
+
+// failureReason returns the snapshot's reason for a failed TaskRun.
+func failureReason(cond *apis.Condition) string {
+	if reason, ok := failureReasons[pipelinev1.TaskRunReason(cond.Reason)]; ok {
+		return reason
+	}
+	return v1alpha1.ReasonCommitJobFailed
+}
+
+// failureMessage describes a failed TaskRun: its condition, the committer's
+// own error when it wrote one, and how to read the logs.
+func failureMessage(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "TaskRun %s/%s failed (%s): %s", tr.Namespace, tr.Name, cond.Reason, cond.Message)
+	if msg := resultValue(tr, task.ResultError); msg != "" {
+		if len(msg) > maxErrorLength {
+			msg = msg[:maxErrorLength] + "..."
+		}
+		fmt.Fprintf(&b, "; committer: %s", msg)
+	}
+	fmt.Fprintf(&b, "; see: tkn taskrun logs %s -n %s", tr.Name, tr.Namespace)
+	return b.String()
+}
+
+// commitResults parses the digests, one for each of want containers, and the
+// pause window of a successful TaskRun.
+func commitResults(tr *pipelinev1.TaskRun, want int) ([]string, *int64, error) {
+	digests, err := task.ParseDigests(resultValue(tr, task.ResultDigests), want)
+	if err != nil {
+		return nil, nil, fmt.Errorf("TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
+	}
+	var pause *int64
+	if v := resultValue(tr, task.ResultPauseWindowMS); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, nil, fmt.Errorf("TaskRun %s/%s: result %s is %q, not a number of milliseconds", tr.Namespace, tr.Name, task.ResultPauseWindowMS, v)
+		}
+		pause = &ms
+	}
+	return digests, pause, nil
+}
+
+func resultValue(tr *pipelinev1.TaskRun, name string) string {
+	for _, r := range tr.Status.Results {
+		if r.Name == name {
+			return strings.TrimSpace(r.Value.StringVal)
+		}
+	}
+	return ""
+}
+
+// mayHavePaused reports whether a failed TaskRun's commit step started and
+// ended without thawing the containers itself: it was killed, ran out of
+// memory, or was stopped by a timeout or cancellation.
+func mayHavePaused(tr *pipelinev1.TaskRun) bool {
+	for _, step := range tr.Status.Steps {
+		if step.Name != task.StepCommit {
+			continue
+		}
+		switch {
+		case step.Running != nil:
+			return true
+		case step.Terminated == nil:
+			return false
+		}
+		t := step.Terminated
+		ended := t.Reason == "Completed" || t.Reason == "Error"
+		return !ended || (t.ExitCode != 0 && t.ExitCode != task.ExitCodeThawed)
+	}
+	return false
+}

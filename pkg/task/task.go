@@ -1,0 +1,64 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+// Package task holds the contract of the sandbox-commit Task: its name, the
+// params the operator passes and the results the committer writes. The
+// operator and the committer both build on it, so neither can drift.
+package task
+
+// Name is the default name of the commit Task in tasks/sandbox-commit.
+const Name = "sandbox-commit"
+
+// Param names.
+const (
+	ParamPodName          = "pod-name"
+	ParamPodNamespace     = "pod-namespace"
+	ParamContainers       = "containers"
+	ParamInsecureRegistry = "insecure-registry"
+	ParamMode             = "mode"
+)
+
+// Values of ParamMode.
+const (
+	ModeCommit  = "commit"
+	ModeUnpause = "unpause"
+)
+
+// Result names.
+const (
+	ResultDigests       = "DIGESTS"
+	ResultImages        = "IMAGES"
+	ResultPauseWindowMS = "PAUSE_WINDOW_MS"
+	ResultError         = "ERROR"
+)
+
+// Step names. The commit step holds the containers paused; it exits 0 on
+// success and ExitCodeThawed on any failure it handled, after thawing them.
+const (
+	StepCommit = "commit"
+	StepPush   = "push"
+)
+
+// ExitCodeThawed is the commit step's exit code for a failure after which the
+// containers were thawed. Any other failed end of a started commit step may
+// have left them paused.
+const ExitCodeThawed = 1
+
+// WorkspaceDockerConfig is the optional workspace holding config.json.
+const WorkspaceDockerConfig = "dockerconfig"
+
+// SocketVolume is the volume, supplied by the TaskRun's pod template, that
+// holds the node's containerd socket.
+const SocketVolume = "containerd-socket"
