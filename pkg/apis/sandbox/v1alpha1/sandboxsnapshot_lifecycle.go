@@ -100,7 +100,13 @@ func (s *SandboxSnapshotStatus) GetCondition(conditionType string) *metav1.Condi
 	return meta.FindStatusCondition(s.Conditions, conditionType)
 }
 
+// maxConditionMessage is the longest condition message the API accepts.
+const maxConditionMessage = 32768
+
 func (s *SandboxSnapshotStatus) setCondition(conditionType string, status metav1.ConditionStatus, reason, message string, now metav1.Time) {
+	if len(message) > maxConditionMessage {
+		message = message[:maxConditionMessage-3] + "..."
+	}
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{
 		Type:               conditionType,
 		Status:             status,

@@ -1,0 +1,86 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package v1alpha1
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var now = metav1.NewTime(time.Date(2026, time.November, 29, 12, 0, 0, 0, time.UTC))
+
+func TestLifecycle(t *testing.T) {
+	var s SandboxSnapshotStatus
+	s.InitializeConditions(now)
+	if s.Phase != PhasePending || s.IsTerminal() {
+		t.Fatalf("after InitializeConditions: phase %q, terminal %v", s.Phase, s.IsTerminal())
+	}
+
+	containers := []ContainerSnapshot{{ContainerName: "app", ImageURI: "r/sb-app:t"}, {ContainerName: "side", ImageURI: "r/sb-side:t"}}
+	s.MarkCommitting("sb-0", "node-1", containers, TaskRunReference{Namespace: "sys", Name: "tr"}, now)
+	if s.Phase != PhaseCommitting || s.SourcePodName != "sb-0" || s.SourceNodeName != "node-1" || s.TaskRunRef.Name != "tr" || !s.StartTime.Equal(&now) {
+		t.Fatalf("after MarkCommitting: %+v", s)
+	}
+	if c := s.GetCondition(ConditionReady); c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonCommitting {
+		t.Errorf("Ready after MarkCommitting = %+v", c)
+	}
+	// InitializeConditions never resets a started snapshot.
+	s.InitializeConditions(now)
+	if s.Phase != PhaseCommitting {
+		t.Errorf("InitializeConditions reset phase to %q", s.Phase)
+	}
+
+	pause := int64(300)
+	s.MarkSucceeded([]string{"sha256:a", "sha256:b"}, &pause, now)
+	if s.Phase != PhaseSucceed || !s.IsTerminal() || s.Containers[0].ImageDigest != "sha256:a" || s.Containers[1].ImageDigest != "sha256:b" || *s.PauseWindowMilliseconds != 300 {
+		t.Fatalf("after MarkSucceeded: %+v", s)
+	}
+	if c := s.GetCondition(ConditionReady); c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready after MarkSucceeded = %+v", c)
+	}
+	if c := s.GetCondition(ConditionFailed); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Failed after MarkSucceeded = %+v", c)
+	}
+}
+
+func TestMarkFailed(t *testing.T) {
+	var s SandboxSnapshotStatus
+	s.InitializeConditions(now)
+	s.MarkFailed(now, ReasonBatchSandboxLookupFailed, "BatchSandbox %s/%s not found", "ns", "sb")
+	if s.Phase != PhaseFailed || !s.IsTerminal() || s.CompletionTime == nil {
+		t.Fatalf("after MarkFailed: %+v", s)
+	}
+	for _, ct := range []string{ConditionReady, ConditionFailed} {
+		c := s.GetCondition(ct)
+		if c == nil || c.Reason != ReasonBatchSandboxLookupFailed || c.Message != "BatchSandbox ns/sb not found" {
+			t.Errorf("%s condition = %+v", ct, c)
+		}
+	}
+	if c := s.GetCondition(ConditionFailed); c.Status != metav1.ConditionTrue {
+		t.Errorf("Failed condition status = %q, want True", c.Status)
+	}
+}
+
+func TestConditionMessageIsBounded(t *testing.T) {
+	var s SandboxSnapshotStatus
+	s.MarkFailed(now, ReasonCommitJobFailed, "%s", strings.Repeat("x", 40000))
+	if got := len(s.GetCondition(ConditionFailed).Message); got != maxConditionMessage {
+		t.Errorf("message length = %d, want %d", got, maxConditionMessage)
+	}
+}

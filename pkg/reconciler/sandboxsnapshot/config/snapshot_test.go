@@ -1,0 +1,125 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logtesting "knative.dev/pkg/logging/testing"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+)
+
+func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
+	s, err := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{RegistryKey: " registry.test/snaps/ "}})
+	if err != nil || s.Err != nil {
+		t.Fatalf("NewSnapshotFromConfigMap() = %v, %v", err, s.Err)
+	}
+	want := Snapshot{
+		Registry:         "registry.test/snaps",
+		CommitTimeout:    10 * time.Minute,
+		ContainerdSocket: "/var/run/containerd/containerd.sock",
+		TaskName:         "sandbox-commit",
+		DefaultClass:     "tekton",
+	}
+	if *s != want {
+		t.Errorf("defaults = %+v, want %+v", *s, want)
+	}
+}
+
+func TestNewSnapshotFromConfigMapValues(t *testing.T) {
+	s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
+		RegistryKey: "r.test", PushSecretKey: "push", InsecureRegistryKey: "true", CommitTimeoutKey: "2m",
+		ContainerdSocketKey: "/run/containerd.sock", TaskNameKey: "my-commit", DefaultClassKey: "opensandbox",
+	}})
+	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
+		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", DefaultClass: "opensandbox"}
+	if *s != want {
+		t.Errorf("config = %+v, want %+v", *s, want)
+	}
+}
+
+// TestNewSnapshotFromConfigMapErrors checks that bad settings never fail the
+// parse, which would stop the controller, but are reported naming the key.
+func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		data map[string]string
+		want string
+	}{
+		{"missing registry", map[string]string{}, `set key "registry"`},
+		{"bad timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "ten minutes"}, `key "commit-timeout": "ten minutes" is not a duration`},
+		{"negative timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "-1m"}, `key "commit-timeout": "-1m" must be positive`},
+		{"bad insecure flag", map[string]string{RegistryKey: "r", InsecureRegistryKey: "maybe"}, `key "insecure-registry": "maybe" is not a boolean`},
+		{"relative socket", map[string]string{RegistryKey: "r", ContainerdSocketKey: "containerd.sock"}, `key "containerd-socket": "containerd.sock" is not an absolute path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: tc.data})
+			if err != nil {
+				t.Fatalf("NewSnapshotFromConfigMap() error = %v; a bad ConfigMap must not fail the parse", err)
+			}
+			if s.Err == nil || !strings.Contains(s.Err.Error(), tc.want) || !strings.Contains(s.Err.Error(), "ConfigMap config-snapshot") {
+				t.Errorf("Err = %v, want it to name the ConfigMap and contain %q", s.Err, tc.want)
+			}
+		})
+	}
+	s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{})
+	if !errors.Is(s.Err, ErrRegistryNotConfigured) {
+		t.Errorf("Err = %v, want ErrRegistryNotConfigured", s.Err)
+	}
+}
+
+func TestHandles(t *testing.T) {
+	tekton, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{})
+	other, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{DefaultClassKey: "opensandbox"}})
+	annotated := map[string]string{sandbox.ClassAnnotation: sandbox.TektonClass}
+	foreign := map[string]string{sandbox.ClassAnnotation: "opensandbox"}
+	for _, tc := range []struct {
+		name        string
+		cfg         *Snapshot
+		annotations map[string]string
+		want        bool
+	}{
+		{"unannotated, default tekton", tekton, nil, true},
+		{"unannotated, default another class", other, nil, false},
+		{"annotated tekton, default another class", other, annotated, true},
+		{"annotated another class", tekton, foreign, false},
+	} {
+		if got := tc.cfg.Handles(tc.annotations); got != tc.want {
+			t.Errorf("%s: Handles() = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestStore(t *testing.T) {
+	store := NewStore(logtesting.TestLogger(t))
+	if got := store.Load().Snapshot; !errors.Is(got.Err, ErrRegistryNotConfigured) || got.DefaultClass != "tekton" {
+		t.Errorf("Load() before any ConfigMap = %+v, want defaults without a registry", got)
+	}
+	store.OnConfigChanged(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: SnapshotConfigName},
+		Data:       map[string]string{RegistryKey: "r.test"},
+	})
+	ctx := store.ToContext(t.Context())
+	if got := FromContext(ctx).Snapshot.Registry; got != "r.test" {
+		t.Errorf("FromContext().Snapshot.Registry = %q, want r.test", got)
+	}
+}

@@ -1,0 +1,169 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package resources
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+)
+
+func testSource() (*v1alpha1.SandboxSnapshot, Source) {
+	s := &v1alpha1.SandboxSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "snap", UID: "snap-uid"},
+		Spec:       v1alpha1.SandboxSnapshotSpec{SandboxName: "sb"},
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sb-0"},
+		Spec: corev1.PodSpec{
+			NodeName:    "node-1",
+			Tolerations: []corev1.Toleration{{Key: "sandbox", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}
+	return s, Source{Pod: pod, Containers: []v1alpha1.ContainerSnapshot{
+		{ContainerName: "app", ImageURI: "r.test/s/sb-app:snap-gen1"},
+		{ContainerName: "sidecar", ImageURI: "r.test/s/sb-sidecar:snap-gen1"},
+	}}
+}
+
+func TestMakeTaskRun(t *testing.T) {
+	s, src := testSource()
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
+		config.RegistryKey: "r.test/s", config.PushSecretKey: "push", config.InsecureRegistryKey: "true",
+		config.CommitTimeoutKey: "90s", config.ContainerdSocketKey: "/run/k3s/containerd/containerd.sock",
+	}})
+	tr := MakeTaskRun(s, src, cfg, "sandbox-snapshot-system")
+
+	if tr.Name != "team-a-snap-commit" || tr.Namespace != "sandbox-snapshot-system" {
+		t.Errorf("TaskRun %s/%s, want sandbox-snapshot-system/team-a-snap-commit", tr.Namespace, tr.Name)
+	}
+	wantLabels := map[string]string{
+		"sandbox.opensandbox.io/sandbox-snapshot-name":      "snap",
+		"sandbox.opensandbox.io/sandbox-snapshot-namespace": "team-a",
+		"sandbox.opensandbox.io/sandbox-name":               "sb",
+		"sandbox.opensandbox.io/sandbox-snapshot-uid":       "snap-uid",
+		"app.kubernetes.io/managed-by":                      "sandbox-snapshot-operator",
+	}
+	if diff := cmp.Diff(wantLabels, tr.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if tr.Spec.TaskSpec != nil || tr.Spec.TaskRef == nil || tr.Spec.TaskRef.Name != "sandbox-commit" {
+		t.Errorf("TaskRun must reference Task sandbox-commit, got ref %+v spec %v", tr.Spec.TaskRef, tr.Spec.TaskSpec)
+	}
+	wantParams := map[string]pipelinev1.ParamValue{
+		"pod-name":          *pipelinev1.NewStructuredValues("sb-0"),
+		"pod-namespace":     *pipelinev1.NewStructuredValues("team-a"),
+		"mode":              *pipelinev1.NewStructuredValues("commit"),
+		"containers":        {Type: pipelinev1.ParamTypeArray, ArrayVal: []string{"app=r.test/s/sb-app:snap-gen1", "sidecar=r.test/s/sb-sidecar:snap-gen1"}},
+		"insecure-registry": *pipelinev1.NewStructuredValues("true"),
+	}
+	gotParams := map[string]pipelinev1.ParamValue{}
+	for _, p := range tr.Spec.Params {
+		gotParams[p.Name] = p.Value
+	}
+	if diff := cmp.Diff(wantParams, gotParams); diff != "" {
+		t.Errorf("params (-want +got):\n%s", diff)
+	}
+	if tr.Spec.Timeout.Duration.String() != "1m30s" {
+		t.Errorf("timeout = %v, want 1m30s", tr.Spec.Timeout.Duration)
+	}
+
+	pt := tr.Spec.PodTemplate
+	terms := pt.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || len(terms[0].MatchFields) != 1 || terms[0].MatchFields[0].Key != "metadata.name" ||
+		terms[0].MatchFields[0].Operator != corev1.NodeSelectorOpIn || !cmp.Equal(terms[0].MatchFields[0].Values, []string{"node-1"}) {
+		t.Errorf("node affinity does not pin node-1: %+v", terms)
+	}
+	if !cmp.Equal(pt.Tolerations, src.Pod.Spec.Tolerations) {
+		t.Errorf("tolerations = %v, want the pod's %v", pt.Tolerations, src.Pod.Spec.Tolerations)
+	}
+	if pt.AutomountServiceAccountToken == nil || *pt.AutomountServiceAccountToken {
+		t.Error("the commit pod must not mount a service account token")
+	}
+	if len(pt.Volumes) != 1 || pt.Volumes[0].Name != "containerd-socket" || pt.Volumes[0].HostPath == nil ||
+		pt.Volumes[0].HostPath.Path != "/run/k3s/containerd/containerd.sock" || *pt.Volumes[0].HostPath.Type != corev1.HostPathSocket {
+		t.Errorf("socket volume = %+v", pt.Volumes)
+	}
+	ws := tr.Spec.Workspaces
+	if len(ws) != 1 || ws[0].Name != "dockerconfig" || ws[0].Secret == nil || ws[0].Secret.SecretName != "push" ||
+		!cmp.Equal(ws[0].Secret.Items, []corev1.KeyToPath{{Key: ".dockerconfigjson", Path: "config.json"}}) {
+		t.Errorf("dockerconfig workspace = %+v", ws)
+	}
+}
+
+func TestMakeTaskRunWithoutPushSecret(t *testing.T) {
+	s, src := testSource()
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
+	if ws := MakeTaskRun(s, src, cfg, "ns").Spec.Workspaces; len(ws) != 0 {
+		t.Errorf("workspaces = %+v, want none without a push Secret", ws)
+	}
+}
+
+func TestMakeUnpauseTaskRun(t *testing.T) {
+	s, src := testSource()
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
+	tr := MakeUnpauseTaskRun(s, src.Pod, cfg, "ns")
+	if tr.Name != "team-a-snap-unpause" {
+		t.Errorf("name = %q", tr.Name)
+	}
+	for _, p := range tr.Spec.Params {
+		if p.Name == "mode" && p.Value.StringVal != "unpause" {
+			t.Errorf("mode = %q, want unpause", p.Value.StringVal)
+		}
+		if p.Name == "containers" {
+			t.Error("an unpause TaskRun needs no containers param")
+		}
+	}
+	if tr.Spec.PodTemplate.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "node-1" {
+		t.Error("the unpause TaskRun must run on the sandbox's node")
+	}
+}
+
+// TestTaskRunNamesFitLabels checks that TaskRun names stay within 63
+// characters, and distinct, for the longest names Kubernetes allows.
+func TestTaskRunNamesFitLabels(t *testing.T) {
+	long := strings.Repeat("n", 63)
+	for _, tc := range []struct{ namespace, name string }{
+		{"a", "b"},
+		{long, strings.Repeat("s", 253)},
+		{long, strings.Repeat("s", 252) + "t"},
+	} {
+		s := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: tc.namespace, Name: tc.name}}
+		commit, unpause := names.CommitTaskRun(s), names.UnpauseTaskRun(s)
+		for _, n := range []string{commit, unpause} {
+			if msgs := validation.IsDNS1123Label(n); len(msgs) > 0 {
+				t.Errorf("TaskRun name %q for %s/%s: %v", n, tc.namespace, tc.name[:1], msgs)
+			}
+		}
+		if commit == unpause {
+			t.Errorf("commit and unpause TaskRuns share the name %q", commit)
+		}
+	}
+	a := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: long, Name: strings.Repeat("s", 253)}}
+	b := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: long, Name: strings.Repeat("s", 252) + "t"}}
+	if names.CommitTaskRun(a) == names.CommitTaskRun(b) {
+		t.Error("distinct long snapshots share a TaskRun name")
+	}
+}
