@@ -1,0 +1,72 @@
+# sandbox-snapshot-operator. `make help` lists the targets.
+#
+# The two commands of the README:
+#   make dev     a local cluster on loopback with the operator in it
+#   make check   every test tier: verify, unit and table tests, containerd
+#                integration, control-plane e2e and node e2e (what CI runs)
+
+SHELL := /usr/bin/env bash
+GO ?= go
+PKGS := ./cmd/... ./pkg/... ./test/crd/...
+
+.PHONY: help
+help: ## Show the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## Build the controller and the committer.
+	$(GO) build ./...
+
+.PHONY: test
+test: ## Unit and table tests, with coverage.
+	$(GO) test -cover $(PKGS)
+
+.PHONY: codegen
+codegen: ## Regenerate pkg/client and the deepcopy code.
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## gofmt, go vet and stale generated code.
+	@out=$$(gofmt -l cmd pkg test hack/tools.go); if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags integration,e2e,e2e_node ./...
+	hack/verify-codegen.sh
+
+.PHONY: test-integration
+test-integration: ## The committer against real containerd and a loopback registry (root).
+	hack/test-integration.sh
+
+.PHONY: tools
+tools: ## Build and cache the cluster binaries and tkn, ko, crane.
+	hack/build-tools.sh
+
+.PHONY: cluster-up cluster-down node-up node-down
+cluster-up: ## Control plane on loopback, CRDs and config/ applied.
+	hack/cluster-up.sh
+cluster-down: ## Stop the control plane and remove its state.
+	hack/cluster-down.sh
+node-up: ## A one-node cluster with containerd, Tekton and the operator deployed with ko.
+	hack/node-up.sh
+node-down: ## Stop the node and undo every change outside the repo.
+	hack/node-down.sh
+
+.PHONY: dev
+dev: ## The local default: cluster, operator, a sample snapshot (DEV_MODE=control-plane for no node).
+	hack/dev.sh
+
+.PHONY: e2e
+e2e: ## Control-plane e2e: the controller against a real kube-apiserver.
+	hack/e2e.sh
+
+.PHONY: e2e-node
+e2e-node: ## Node e2e: snapshot a live pod with real Tekton and resume from it.
+	hack/e2e-node.sh
+
+.PHONY: bench-committer bench-control-plane
+bench-committer: ## Pause window and commit+push time against nerdctl.
+	hack/bench-committer.sh
+bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000.
+	hack/bench-control-plane.sh
+
+.PHONY: check
+check: verify test test-integration e2e e2e-node ## Every test tier (CI runs this).
