@@ -1,0 +1,195 @@
+// Command committer is the step binary of the sandbox-commit Tekton Task: it
+// freezes a pod's containers, commits their root filesystems as new image
+// layers in containerd, thaws them, and pushes the images.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+const (
+	stepCommit = task.StepCommit
+	stepPush   = task.StepPush
+	// stepAll runs commit then push in one process (benchmarks, manual use).
+	stepAll = "all"
+)
+
+type options struct {
+	step, mode                          string
+	podName, podNamespace, insecure     string
+	address, namespace, dockerConfig    string
+	pauseWindowPath, digestsPath, imgsP string
+	errorPath                           string
+	maxPause, timeout                   time.Duration
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	var o options
+	fs := newFlagSet(&o)
+	if err := fs.Parse(args); err != nil {
+		return exitFailed
+	}
+	params, err := committer.ParseParams(committer.RawParams{
+		PodName: o.podName, PodNamespace: o.podNamespace, Containers: fs.Args(),
+		InsecureRegistry: o.insecure, Mode: o.mode,
+	})
+	if err == nil && o.step != stepCommit && o.step != stepPush && o.step != stepAll {
+		err = fmt.Errorf("--step must be commit, push or all, got %q", o.step)
+	}
+	if err != nil {
+		return fail(o, fmt.Errorf("invalid parameters: %w", err))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+
+	// The signal handler thaws whatever this process froze before exiting.
+	var cm atomic.Pointer[committer.Committer]
+	var signaled atomic.Bool
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "committer: received %s; thawing containers before exit\n", sig)
+		signaled.Store(true)
+		cancel()
+		code := 128 + int(sig.(syscall.Signal))
+		msg := fmt.Sprintf("interrupted by %s", sig)
+		if c := cm.Load(); c != nil {
+			n, err := c.Abort(20 * time.Second)
+			if err != nil {
+				msg = fmt.Sprintf("interrupted by %s; thaw failed: %v", sig, err)
+			} else {
+				msg = fmt.Sprintf("interrupted by %s; thawed %d containers", sig, n)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "committer: %s\n", msg)
+		_ = committer.WriteResult(o.errorPath, committer.FormatError(errors.New(msg)))
+		os.Exit(code)
+	}()
+
+	err = execute(ctx, o, params, &cm)
+	if signaled.Load() {
+		// The signal handler owns the exit: it thaws, then exits 128+signal.
+		select {}
+	}
+	if err != nil {
+		return fail(o, err)
+	}
+	return 0
+}
+
+// Exit codes. exitFailed (task.ExitCodeThawed) means nothing is left paused;
+// the operator runs mode=unpause after any other failure of the commit step.
+const (
+	exitFailed      = task.ExitCodeThawed
+	exitMaybePaused = 3
+)
+
+// fail reports err on stderr and in the ERROR result and picks the exit code.
+func fail(o options, err error) int {
+	fmt.Fprintf(os.Stderr, "committer: %v\n", err)
+	if werr := committer.WriteResult(o.errorPath, committer.FormatError(err)); werr != nil {
+		fmt.Fprintf(os.Stderr, "committer: %v\n", werr)
+	}
+	if errors.Is(err, committer.ErrThawFailed) {
+		return exitMaybePaused
+	}
+	return exitFailed
+}
+
+// newFlagSet defines the committer's flags on o.
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("committer", flag.ContinueOnError)
+	fs.StringVar(&o.step, "step", stepCommit, "step to run: commit, push, or all (commit then push)")
+	fs.StringVar(&o.mode, "mode", committer.ModeCommit, "commit, or unpause (only thaw containers left paused by an earlier run)")
+	fs.StringVar(&o.podName, "pod-name", "", "name of the pod whose containers are committed")
+	fs.StringVar(&o.podNamespace, "pod-namespace", "", "namespace of the pod")
+	fs.StringVar(&o.insecure, "insecure-registry", "false", "\"true\" allows plain HTTP and unverified TLS for registries")
+	fs.StringVar(&o.address, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
+	fs.StringVar(&o.namespace, "containerd-namespace", committer.DefaultNamespace, "containerd namespace of the CRI plugin")
+	fs.StringVar(&o.dockerConfig, "docker-config", "", "directory holding a docker config.json with registry credentials (optional)")
+	fs.StringVar(&o.pauseWindowPath, "pause-window-result", "", "file to write the PAUSE_WINDOW_MS result to")
+	fs.StringVar(&o.digestsPath, "digests-result", "", "file to write the DIGESTS result to")
+	fs.StringVar(&o.imgsP, "images-result", "", "file to write the IMAGES result to")
+	fs.StringVar(&o.errorPath, "error-result", "", "file to write the ERROR result (a one-line error) to on failure")
+	fs.DurationVar(&o.maxPause, "max-pause", 2*time.Minute, "abort the commit and thaw if diffing takes longer than this")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "overall timeout")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: committer [flags] <container>=<image> ...\n")
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+func execute(ctx context.Context, o options, params *committer.Params, cm *atomic.Pointer[committer.Committer]) error {
+	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause}
+	if params.Mode == committer.ModeCommit && o.step != stepCommit {
+		kc, err := committer.LoadKeychain(o.dockerConfig)
+		if err != nil {
+			return err
+		}
+		cfg.Keychain = kc
+	}
+	if params.Mode == committer.ModeUnpause && o.step == stepPush {
+		fmt.Fprintln(os.Stderr, "committer: mode=unpause, nothing to push")
+		return errors.Join(committer.WriteResult(o.digestsPath, ""), committer.WriteResult(o.imgsP, ""))
+	}
+
+	cl, err := client.New(o.address, client.WithDefaultNamespace(o.namespace), client.WithTimeout(10*time.Second))
+	if err != nil {
+		return fmt.Errorf("connecting to containerd at %s: %w", o.address, err)
+	}
+	// The client is not closed: a signal handler may still need it to thaw,
+	// and the process exits right after.
+	c := committer.New(cl, cfg)
+	cm.Store(c)
+
+	if params.Mode == committer.ModeUnpause {
+		n, err := c.Unpause(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "committer: mode=unpause: thawed %d containers of pod %s/%s\n", n, params.PodNamespace, params.PodName)
+		return errors.Join(committer.WriteResult(o.pauseWindowPath, "0"),
+			committer.WriteResult(o.digestsPath, ""), committer.WriteResult(o.imgsP, ""))
+	}
+
+	if o.step == stepCommit || o.step == stepAll {
+		res, err := c.Commit(ctx)
+		if err != nil {
+			return err
+		}
+		if err := committer.WriteResult(o.pauseWindowPath, committer.FormatPauseWindow(res.PauseWindow.Milliseconds())); err != nil {
+			return err
+		}
+	}
+	if o.step == stepPush || o.step == stepAll {
+		pushed, _, err := c.Push(ctx)
+		if err != nil {
+			return err
+		}
+		if err := errors.Join(committer.WriteResult(o.digestsPath, committer.FormatDigests(pushed)),
+			committer.WriteResult(o.imgsP, committer.FormatImages(pushed))); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+func loadTask(t *testing.T) *pipelinev1.Task {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "tasks", "sandbox-commit", "sandbox-commit.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tk pipelinev1.Task
+	if err := yaml.UnmarshalStrict(b, &tk); err != nil {
+		t.Fatal(err)
+	}
+	return &tk
+}
+
+// TestTaskMatchesContract checks the Task against Tekton's validation and the
+// names shared with the operator in pkg/task.
+func TestTaskMatchesContract(t *testing.T) {
+	tk := loadTask(t)
+	if tk.Name != task.Name {
+		t.Errorf("name %q", tk.Name)
+	}
+	if err := tk.Validate(context.Background()); err != nil {
+		t.Fatalf("tekton validation: %v", err)
+	}
+	params := map[string]pipelinev1.ParamSpec{}
+	for _, p := range tk.Spec.Params {
+		params[p.Name] = p
+	}
+	for _, n := range []string{task.ParamPodName, task.ParamPodNamespace, task.ParamContainers, task.ParamInsecureRegistry, task.ParamMode} {
+		if _, ok := params[n]; !ok {
+			t.Errorf("param %s missing", n)
+		}
+	}
+	if params[task.ParamContainers].Type != pipelinev1.ParamTypeArray {
+		t.Error("containers must be an array param")
+	}
+	if d := params[task.ParamInsecureRegistry].Default; d == nil || d.StringVal != "false" {
+		t.Error("insecure-registry must default to \"false\"")
+	}
+	if d := params[task.ParamMode].Default; d == nil || d.StringVal != task.ModeCommit {
+		t.Error("mode must default to commit")
+	}
+	results := map[string]bool{}
+	for _, r := range tk.Spec.Results {
+		results[r.Name] = true
+	}
+	for _, n := range []string{task.ResultDigests, task.ResultImages, task.ResultPauseWindowMS, task.ResultError} {
+		if !results[n] {
+			t.Errorf("result %s missing", n)
+		}
+	}
+	if len(tk.Spec.Workspaces) != 1 || tk.Spec.Workspaces[0].Name != task.WorkspaceDockerConfig || !tk.Spec.Workspaces[0].Optional || !tk.Spec.Workspaces[0].ReadOnly {
+		t.Errorf("workspaces %+v", tk.Spec.Workspaces)
+	}
+	for _, v := range tk.Spec.Volumes {
+		if v.Name == task.SocketVolume {
+			t.Errorf("the Task must not declare volume %s: the TaskRun's pod template supplies it", v.Name)
+		}
+	}
+	if len(tk.Spec.Steps) != 2 || tk.Spec.Steps[0].Name != task.StepCommit || tk.Spec.Steps[1].Name != task.StepPush {
+		t.Fatalf("steps must be commit then push")
+	}
+	st := tk.Spec.StepTemplate
+	if st == nil || st.Image != "ko://github.com/opensandbox-group/sandbox-snapshot-operator/cmd/committer" {
+		t.Fatal("step template image")
+	}
+	if len(st.VolumeMounts) != 1 || st.VolumeMounts[0].Name != task.SocketVolume || st.VolumeMounts[0].MountPath != "/run/containerd/containerd.sock" {
+		t.Errorf("socket mount %+v", st.VolumeMounts)
+	}
+	sc := st.SecurityContext
+	if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 ||
+		sc.Capabilities.Drop[0] != "ALL" || sc.SeccompProfile == nil || sc.SeccompProfile.Type != "RuntimeDefault" {
+		t.Errorf("securityContext %+v", sc)
+	}
+}
+
+// TestTaskArgsParse substitutes the Task's variables like Tekton does and
+// checks that the committer accepts every step's arguments, for a commit run
+// and for an unpause run, which passes no containers.
+func TestTaskArgsParse(t *testing.T) {
+	t.Run("commit", func(t *testing.T) {
+		testTaskArgs(t, task.ModeCommit, []string{"app=127.0.0.1:5000/snap/a:1", "side=127.0.0.1:5000/snap/b:1"})
+	})
+	t.Run("unpause", func(t *testing.T) { testTaskArgs(t, task.ModeUnpause, nil) })
+}
+
+func testTaskArgs(t *testing.T, mode string, containers []string) {
+	tk := loadTask(t)
+	repl := strings.NewReplacer(
+		"$(params.mode)", mode,
+		"$(params.pod-name)", "sb1-0",
+		"$(params.pod-namespace)", "default",
+		"$(params.insecure-registry)", "false",
+		"$(workspaces.dockerconfig.path)", "",
+		"$(results.PAUSE_WINDOW_MS.path)", "/tekton/results/PAUSE_WINDOW_MS",
+		"$(results.DIGESTS.path)", "/tekton/results/DIGESTS",
+		"$(results.IMAGES.path)", "/tekton/results/IMAGES",
+		"$(results.ERROR.path)", "/tekton/results/ERROR",
+	)
+	for _, s := range tk.Spec.Steps {
+		var args []string
+		for _, a := range s.Args {
+			if a == "$(params.containers[*])" {
+				args = append(args, containers...)
+				continue
+			}
+			a = repl.Replace(a)
+			if strings.Contains(a, "$(") {
+				t.Fatalf("step %s: unsubstituted %q", s.Name, a)
+			}
+			args = append(args, a)
+		}
+		var o options
+		fs := newFlagSet(&o)
+		if err := fs.Parse(args); err != nil {
+			t.Fatalf("step %s: %v", s.Name, err)
+		}
+		if o.step != s.Name {
+			t.Errorf("step %s runs --step=%s", s.Name, o.step)
+		}
+		p, err := committer.ParseParams(committer.RawParams{PodName: o.podName, PodNamespace: o.podNamespace, Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode})
+		if err != nil {
+			t.Fatalf("step %s: %v", s.Name, err)
+		}
+		if len(p.Targets) != len(containers) || p.Mode != mode || o.errorPath == "" {
+			t.Errorf("step %s: %+v", s.Name, o)
+		}
+	}
+}

@@ -1,0 +1,462 @@
+package committer
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/diff"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/containerd/v2/pkg/rootfs"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/platforms"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/klauspost/compress/gzip"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+const (
+	labelUncompressed     = "containerd.io/uncompressed"
+	labelGCRefContent     = "containerd.io/gc.ref.content"
+	labelDistributionSrc  = "containerd.io/distribution.source."
+	annotationBaseName    = "org.opencontainers.image.base.name"
+	annotationBaseDigest  = "org.opencontainers.image.base.digest"
+	historyComment        = "sandbox-snapshot-operator commit"
+	leaseExpiration       = time.Hour
+	mediaTypeDockerGzip   = images.MediaTypeDockerSchema2LayerGzip
+	mediaTypeDockerManif  = images.MediaTypeDockerSchema2Manifest
+	maxSourceReposInLabel = 16
+)
+
+// Committed describes one image created by the commit step.
+type Committed struct {
+	Target Target
+	// Manifest is the descriptor of the new manifest in containerd.
+	Manifest ocispec.Descriptor
+	// DiffSize is the size of the uncompressed layer diff.
+	DiffSize int64
+	// LayerSize is the size of the compressed layer.
+	LayerSize int64
+}
+
+// CommitResult is what the commit step produced.
+type CommitResult struct {
+	Images []Committed
+	// PauseWindow is the time from the first pause call to the last resume.
+	PauseWindow time.Duration
+}
+
+// prepared holds everything read before the pause, so that the pause window
+// only contains the diffs.
+type prepared struct {
+	live        *liveContainer
+	baseName    string
+	manifestMT  string
+	manifestDgs digest.Digest
+	manifest    ocispec.Manifest
+	config      map[string]json.RawMessage
+	configMT    string
+	sourceRepos []string
+	diff        ocispec.Descriptor
+}
+
+// Commit pauses every target container, diffs each rootfs, thaws them all,
+// and then stores one new image per container in containerd, named after the
+// target URI. Containers are thawed on every return path.
+func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
+	ctx = c.nsCtx(ctx)
+	live, err := c.findLive(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	preps := make([]*prepared, len(live))
+	for i, l := range live {
+		if preps[i], err = c.prepare(ctx, l); err != nil {
+			return nil, err
+		}
+	}
+
+	ctx, doneLease, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: creating containerd lease: %w", c.podRef(), err)
+	}
+	defer func() {
+		if derr := doneLease(context.WithoutCancel(ctx)); derr != nil {
+			c.log.Printf("pod %s: deleting lease: %v", c.podRef(), derr)
+		}
+	}()
+
+	res = &CommitResult{}
+	// Thaw on every path. The deferred call is a no-op after a normal thaw.
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if n, terr := c.thawAll(tctx, false); terr != nil {
+			err = errors.Join(err, fmt.Errorf("%w: %w", ErrThawFailed, terr))
+		} else if n > 0 {
+			c.log.Printf("pod %s: thawed %d containers after failure", c.podRef(), n)
+		}
+	}()
+
+	start := time.Now()
+	err = c.pauseAll(ctx, live)
+	if err == nil {
+		c.log.Printf("pod %s: %d containers frozen in %s", c.podRef(), len(live), time.Since(start).Round(time.Millisecond))
+		err = c.diffAll(ctx, preps)
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	_, terr := c.thawAll(tctx, false)
+	cancel()
+	res.PauseWindow = time.Since(start)
+	if terr != nil {
+		terr = fmt.Errorf("%w: %w", ErrThawFailed, terr)
+	}
+	if err = errors.Join(err, terr); err != nil {
+		return nil, err
+	}
+	c.log.Printf("pod %s: containers thawed; pause window %d ms", c.podRef(), res.PauseWindow.Milliseconds())
+
+	for _, p := range preps {
+		ci, err := c.finish(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		res.Images = append(res.Images, *ci)
+	}
+	return res, nil
+}
+
+func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
+	if c.hookInPause != nil {
+		if err := c.hookInPause(ctx); err != nil {
+			return fmt.Errorf("pod %s: %w", c.podRef(), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.MaxPause)
+	defer cancel()
+	errs := make([]error, len(preps))
+	var wg sync.WaitGroup
+	for i, p := range preps {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := p.live
+			sn := c.client.SnapshotService(l.info.Snapshotter)
+			ref := fmt.Sprintf("sandbox-commit-diff-%s-%d", l.info.ID, time.Now().UnixNano())
+			d, err := rootfs.CreateDiff(ctx, l.info.SnapshotKey, sn, c.client.DiffService(),
+				diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
+			if err != nil {
+				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					err = fmt.Errorf("%w (max pause %s exceeded)", err, c.cfg.MaxPause)
+				}
+				errs[i] = fmt.Errorf("pod %s %s: diffing rootfs (snapshotter %s): %w", c.podRef(), l, l.info.Snapshotter, err)
+				return
+			}
+			p.diff = d
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// prepare reads the base image of a container and checks its snapshot.
+func (c *Committer) prepare(ctx context.Context, l *liveContainer) (*prepared, error) {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
+	}
+	if l.info.SnapshotKey == "" || l.info.Snapshotter == "" {
+		return nil, fail("container has no snapshot")
+	}
+	if _, err := c.client.SnapshotService(l.info.Snapshotter).Stat(ctx, l.info.SnapshotKey); err != nil {
+		return nil, fail("snapshot %s: %v", l.info.SnapshotKey, err)
+	}
+	cs := c.client.ContentStore()
+	img, err := c.client.ImageService().Get(ctx, l.info.Image)
+	if err != nil {
+		return nil, fail("base image not found in containerd: %v", err)
+	}
+	mdesc, err := platformManifest(ctx, cs, img.Target)
+	if err != nil {
+		return nil, fail("resolving base manifest: %v", err)
+	}
+	raw, err := content.ReadBlob(ctx, cs, mdesc)
+	if err != nil {
+		return nil, fail("reading base manifest %s: %v", mdesc.Digest, err)
+	}
+	p := &prepared{live: l, baseName: img.Name, manifestMT: mdesc.MediaType, manifestDgs: mdesc.Digest}
+	if err := json.Unmarshal(raw, &p.manifest); err != nil {
+		return nil, fail("decoding base manifest %s: %v", mdesc.Digest, err)
+	}
+	craw, err := content.ReadBlob(ctx, cs, p.manifest.Config)
+	if err != nil {
+		return nil, fail("reading base config %s: %v", p.manifest.Config.Digest, err)
+	}
+	if err := json.Unmarshal(craw, &p.config); err != nil {
+		return nil, fail("decoding base config %s: %v", p.manifest.Config.Digest, err)
+	}
+	p.configMT = p.manifest.Config.MediaType
+	p.sourceRepos = c.sourceRepos(ctx, img, mdesc)
+	return p, nil
+}
+
+// platformManifest resolves an image target to the manifest of the default platform.
+func platformManifest(ctx context.Context, cs content.Provider, target ocispec.Descriptor) (ocispec.Descriptor, error) {
+	switch target.MediaType {
+	case ocispec.MediaTypeImageManifest, images.MediaTypeDockerSchema2Manifest:
+		return target, nil
+	case ocispec.MediaTypeImageIndex, images.MediaTypeDockerSchema2ManifestList:
+		raw, err := content.ReadBlob(ctx, cs, target)
+		if err != nil {
+			return ocispec.Descriptor{}, err
+		}
+		var idx ocispec.Index
+		if err := json.Unmarshal(raw, &idx); err != nil {
+			return ocispec.Descriptor{}, err
+		}
+		m := platforms.Default()
+		for _, d := range idx.Manifests {
+			if d.Platform != nil && m.Match(*d.Platform) {
+				if _, err := cs.ReaderAt(ctx, d); err == nil || !errdefs.IsNotFound(err) {
+					return d, nil
+				}
+			}
+		}
+		return ocispec.Descriptor{}, fmt.Errorf("no manifest for platform %s in index %s", platforms.DefaultString(), target.Digest)
+	default:
+		return ocispec.Descriptor{}, fmt.Errorf("unsupported image media type %q", target.MediaType)
+	}
+}
+
+// sourceRepos lists repositories the base layers can be fetched from: the
+// names of every image record with the same target, then the distribution
+// source labels containerd put on the manifest blob when pulling.
+func (c *Committer) sourceRepos(ctx context.Context, img images.Image, mdesc ocispec.Descriptor) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(ref string) {
+		if strings.HasPrefix(ref, "sha256:") {
+			return
+		}
+		r, err := name.ParseReference(ref, name.StrictValidation)
+		if err != nil {
+			return
+		}
+		n := r.Context().RegistryStr() + "/" + r.Context().RepositoryStr()
+		if !seen[n] && len(out) < maxSourceReposInLabel {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	add(img.Name)
+	if others, err := c.client.ImageService().List(ctx, "target.digest=="+img.Target.Digest.String()); err == nil {
+		sort.Slice(others, func(i, j int) bool { return others[i].Name < others[j].Name })
+		for _, o := range others {
+			add(o.Name)
+		}
+	}
+	if info, err := c.client.ContentStore().Info(ctx, mdesc.Digest); err == nil {
+		keys := make([]string, 0, len(info.Labels))
+		for k := range info.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if host, ok := strings.CutPrefix(k, labelDistributionSrc); ok {
+				for _, repo := range strings.Split(info.Labels[k], ",") {
+					add(host + "/" + repo + ":latest")
+				}
+			}
+		}
+	}
+	return out
+}
+
+// finish compresses the diff and writes config, manifest and image record.
+func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error) {
+	l := p.live
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
+	}
+	cs := c.client.ContentStore()
+	layerMT := ocispec.MediaTypeImageLayerGzip
+	if p.manifestMT == mediaTypeDockerManif {
+		layerMT = mediaTypeDockerGzip
+	}
+	layer, err := compressBlob(ctx, cs, p.diff, layerMT)
+	if err != nil {
+		return nil, fail("compressing layer %s: %v", p.diff.Digest, err)
+	}
+
+	now := time.Now().UTC()
+	cfg, err := appendLayerToConfig(p.config, p.diff.Digest, now,
+		fmt.Sprintf("sandbox-commit pod %s container %s", c.podRef(), l.target.Container))
+	if err != nil {
+		return nil, fail("updating image config: %v", err)
+	}
+	cfgDesc := ocispec.Descriptor{MediaType: p.configMT, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
+	if err := writeBlob(ctx, cs, cfgDesc, cfg, nil); err != nil {
+		return nil, fail("writing config: %v", err)
+	}
+
+	m := p.manifest
+	m.Config = cfgDesc
+	m.Layers = append(append([]ocispec.Descriptor{}, p.manifest.Layers...), layer)
+	m.Subject = nil
+	if p.manifestMT == mediaTypeDockerManif {
+		m.MediaType = mediaTypeDockerManif
+	} else {
+		m.MediaType = ocispec.MediaTypeImageManifest
+		ann := map[string]string{}
+		for k, v := range p.manifest.Annotations {
+			ann[k] = v
+		}
+		ann[annotationBaseName] = p.baseName
+		ann[annotationBaseDigest] = p.manifestDgs.String()
+		m.Annotations = ann
+	}
+	mraw, err := json.Marshal(m)
+	if err != nil {
+		return nil, fail("encoding manifest: %v", err)
+	}
+	mdesc := ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(mraw), Size: int64(len(mraw))}
+	gc := map[string]string{labelGCRefContent + ".config": cfgDesc.Digest.String()}
+	for i, ld := range m.Layers {
+		gc[labelGCRefContent+".l."+strconv.Itoa(i)] = ld.Digest.String()
+	}
+	if err := writeBlob(ctx, cs, mdesc, mraw, gc); err != nil {
+		return nil, fail("writing manifest: %v", err)
+	}
+
+	img := images.Image{
+		Name:   l.target.Image,
+		Target: mdesc,
+		Labels: map[string]string{
+			LabelSourceImage:   p.baseName,
+			LabelSourceRepos:   strings.Join(p.sourceRepos, ","),
+			LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
+		},
+	}
+	is := c.client.ImageService()
+	if _, err := is.Create(ctx, img); err != nil {
+		if !errdefs.IsAlreadyExists(err) {
+			return nil, fail("creating image record: %v", err)
+		}
+		if _, err := is.Update(ctx, img, "target", "labels"); err != nil {
+			return nil, fail("updating image record: %v", err)
+		}
+	}
+	c.log.Printf("pod %s %s committed as %s (manifest %s, diff %d bytes, layer %d bytes)",
+		c.podRef(), l, l.target.Image, mdesc.Digest, p.diff.Size, layer.Size)
+	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: p.diff.Size, LayerSize: layer.Size}, nil
+}
+
+// appendLayerToConfig appends a diff ID and a history entry to an image
+// config, keeping every field it does not know about.
+func appendLayerToConfig(cfg map[string]json.RawMessage, diffID digest.Digest, now time.Time, createdBy string) ([]byte, error) {
+	out := make(map[string]json.RawMessage, len(cfg)+3)
+	for k, v := range cfg {
+		out[k] = v
+	}
+	var rfs ocispec.RootFS
+	if raw, ok := cfg["rootfs"]; ok {
+		if err := json.Unmarshal(raw, &rfs); err != nil {
+			return nil, fmt.Errorf("rootfs: %w", err)
+		}
+	}
+	if rfs.Type == "" {
+		rfs.Type = "layers"
+	}
+	rfs.DiffIDs = append(rfs.DiffIDs, diffID)
+	var hist []ocispec.History
+	if raw, ok := cfg["history"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &hist); err != nil {
+			return nil, fmt.Errorf("history: %w", err)
+		}
+	}
+	hist = append(hist, ocispec.History{Created: &now, CreatedBy: createdBy, Comment: historyComment})
+	var err error
+	if out["rootfs"], err = json.Marshal(rfs); err != nil {
+		return nil, err
+	}
+	if out["history"], err = json.Marshal(hist); err != nil {
+		return nil, err
+	}
+	if out["created"], err = json.Marshal(now); err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+func writeBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor, b []byte, labels map[string]string) error {
+	var opts []content.Opt
+	if labels != nil {
+		opts = append(opts, content.WithLabels(labels))
+	}
+	err := content.WriteBlob(ctx, cs, "sandbox-commit-"+desc.Digest.String(), bytes.NewReader(b), desc, opts...)
+	if err != nil && errdefs.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// compressBlob gzips an uncompressed layer from the content store into a new
+// blob, outside the pause window.
+func compressBlob(ctx context.Context, cs content.Store, src ocispec.Descriptor, mediaType string) (ocispec.Descriptor, error) {
+	ra, err := cs.ReaderAt(ctx, src)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	defer ra.Close()
+	ref := "sandbox-commit-gzip-" + src.Digest.Encoded()
+	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	defer w.Close()
+	if err := w.Truncate(0); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	dg := digest.Canonical.Digester()
+	cnt := &countingWriter{}
+	// Large buffers: every content-store read and write is one RPC.
+	bw := bufio.NewWriterSize(io.MultiWriter(w, dg.Hash(), cnt), 1<<20)
+	zw, err := gzip.NewWriterLevel(bw, gzip.DefaultCompression)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if _, err := io.CopyBuffer(zw, io.NewSectionReader(ra, 0, ra.Size()), make([]byte, 1<<20)); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if err := zw.Close(); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if err := bw.Flush(); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	desc := ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.n}
+	err = w.Commit(ctx, desc.Size, desc.Digest, content.WithLabels(map[string]string{labelUncompressed: src.Digest.String()}))
+	if err != nil && !errdefs.IsAlreadyExists(err) {
+		return ocispec.Descriptor{}, err
+	}
+	return desc, nil
+}
+
+type countingWriter struct{ n int64 }
+
+// Write implements io.Writer.
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
+}

@@ -1,0 +1,430 @@
+package committer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+	"github.com/google/go-containerregistry/pkg/authn"
+)
+
+// CRI labels used to find a pod's containers in containerd.
+const (
+	LabelPodName       = "io.kubernetes.pod.name"
+	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelContainerName = "io.kubernetes.container.name"
+	labelCRIKind       = "io.cri-containerd.kind"
+)
+
+// Labels the committer writes.
+const (
+	// LabelPausedBy marks a container the committer is about to pause. It is
+	// removed after the thaw; mode=unpause only thaws containers carrying it,
+	// so a container paused by somebody else stays paused.
+	LabelPausedBy = "sandbox.opensandbox.io/paused-by"
+	// LabelSourceImage records, on the committed image, the image the
+	// container was created from.
+	LabelSourceImage = "sandbox.opensandbox.io/source-image"
+	// LabelSourceRepos records, on the committed image, the repositories the
+	// base layers can be fetched from when containerd no longer holds them.
+	LabelSourceRepos = "sandbox.opensandbox.io/source-repositories"
+	// LabelCommittedFrom records pod/container on the committed image.
+	LabelCommittedFrom = "sandbox.opensandbox.io/committed-from"
+)
+
+// DefaultNamespace is the containerd namespace the CRI plugin uses.
+const DefaultNamespace = "k8s.io"
+
+// Config configures a Committer.
+type Config struct {
+	// Params are the validated Task parameters.
+	Params *Params
+	// Namespace is the containerd namespace, DefaultNamespace when empty.
+	Namespace string
+	// Keychain resolves registry credentials (push only). Anonymous when nil.
+	Keychain authn.Keychain
+	// MaxPause bounds the time containers stay frozen; 0 means 2 minutes.
+	MaxPause time.Duration
+	// Log receives progress lines; os.Stderr when nil.
+	Log io.Writer
+}
+
+// Committer pauses, commits, pushes and thaws the containers of one pod.
+type Committer struct {
+	cfg    Config
+	client *client.Client
+	log    *log.Logger
+	frz    freezer
+
+	// hookInPause, when set (tests only), runs while the containers are frozen.
+	hookInPause func(context.Context) error
+}
+
+// New returns a Committer using an existing containerd client.
+func New(c *client.Client, cfg Config) *Committer {
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.MaxPause == 0 {
+		cfg.MaxPause = 2 * time.Minute
+	}
+	if cfg.Keychain == nil {
+		cfg.Keychain = authn.NewMultiKeychain()
+	}
+	w := cfg.Log
+	if w == nil {
+		w = os.Stderr
+	}
+	return &Committer{cfg: cfg, client: c, log: log.New(w, "", log.LstdFlags|log.Lmicroseconds)}
+}
+
+func (c *Committer) podRef() string {
+	return c.cfg.Params.PodNamespace + "/" + c.cfg.Params.PodName
+}
+
+// liveContainer is the running (or already paused) attempt of one target.
+type liveContainer struct {
+	target Target
+	ctr    client.Container
+	info   containers.Container
+	task   client.Task
+	// wasPaused is true when somebody else had paused it before we started.
+	wasPaused bool
+}
+
+// String names the container, its base image and its target for errors.
+func (l *liveContainer) String() string {
+	s := fmt.Sprintf("container %q (id %s, image %s", l.target.Container, shortID(l.info.ID), l.info.Image)
+	if l.target.Image != "" {
+		s += ", target " + l.target.Image
+	}
+	return s + ")"
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// podContainers lists the CRI containers of the pod, grouped by container name.
+func (c *Committer) podContainers(ctx context.Context) (map[string][]client.Container, error) {
+	p := c.cfg.Params
+	filter := fmt.Sprintf("labels.%q==%s,labels.%q==%s",
+		LabelPodName, strconv.Quote(p.PodName), LabelPodNamespace, strconv.Quote(p.PodNamespace))
+	list, err := c.client.Containers(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: listing containers in containerd namespace %s: %w", c.podRef(), c.cfg.Namespace, err)
+	}
+	out := map[string][]client.Container{}
+	for _, ctr := range list {
+		labels, err := ctr.Labels(ctx)
+		if err != nil {
+			if errdefs.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("pod %s: reading labels of container %s: %w", c.podRef(), shortID(ctr.ID()), err)
+		}
+		if labels[labelCRIKind] == "sandbox" {
+			continue
+		}
+		if n := labels[LabelContainerName]; n != "" {
+			out[n] = append(out[n], ctr)
+		}
+	}
+	return out, nil
+}
+
+// findLive picks, for every target, the attempt whose task is running (or
+// paused); exited attempts are skipped. With allowMissing, targets without
+// a live attempt are left out instead of failing.
+func (c *Committer) findLive(ctx context.Context, allowMissing bool) ([]*liveContainer, error) {
+	byName, err := c.podContainers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*liveContainer
+	for _, t := range c.cfg.Params.Targets {
+		var cands []*liveContainer
+		exited := 0
+		for _, ctr := range byName[t.Container] {
+			info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
+			if err != nil {
+				if errdefs.IsNotFound(err) {
+					continue
+				}
+				return nil, fmt.Errorf("pod %s container %q: reading container %s: %w", c.podRef(), t.Container, shortID(ctr.ID()), err)
+			}
+			task, err := ctr.Task(ctx, nil)
+			if err != nil {
+				if errdefs.IsNotFound(err) {
+					exited++
+					continue
+				}
+				return nil, fmt.Errorf("pod %s container %q: loading task of %s: %w", c.podRef(), t.Container, shortID(ctr.ID()), err)
+			}
+			st, err := task.Status(ctx)
+			if err != nil {
+				if errdefs.IsNotFound(err) {
+					exited++
+					continue
+				}
+				return nil, fmt.Errorf("pod %s container %q: task status of %s: %w", c.podRef(), t.Container, shortID(ctr.ID()), err)
+			}
+			switch st.Status {
+			case client.Running:
+				cands = append(cands, &liveContainer{target: t, ctr: ctr, info: info, task: task})
+			case client.Paused, client.Pausing:
+				cands = append(cands, &liveContainer{target: t, ctr: ctr, info: info, task: task, wasPaused: info.Labels[LabelPausedBy] == ""})
+			default:
+				exited++
+			}
+		}
+		if len(cands) == 0 {
+			if allowMissing {
+				c.log.Printf("pod %s container %q: no running container found (%d exited attempts); skipping", c.podRef(), t.Container, exited)
+				continue
+			}
+			return nil, fmt.Errorf("pod %s container %q (target image %s): no running container found in containerd namespace %s (%d exited attempts)",
+				c.podRef(), t.Container, t.Image, c.cfg.Namespace, exited)
+		}
+		sort.Slice(cands, func(i, j int) bool { return cands[i].info.CreatedAt.After(cands[j].info.CreatedAt) })
+		if len(cands) > 1 {
+			c.log.Printf("pod %s container %q: %d live attempts, using the newest %s", c.podRef(), t.Container, len(cands), shortID(cands[0].info.ID))
+		}
+		out = append(out, cands[0])
+	}
+	return out, nil
+}
+
+// freezer tracks the tasks this process paused so that every exit path,
+// including a signal, can thaw them.
+type freezer struct {
+	// thawMu serialises thaws, so that a signal handler waits for a thaw the
+	// main flow has started before the process exits.
+	thawMu    sync.Mutex
+	mu        sync.Mutex
+	closed    bool
+	inflight  sync.WaitGroup
+	attempted []*liveContainer
+}
+
+var errAborted = errors.New("aborted by signal")
+
+// ErrThawFailed is wrapped by errors after which containers may still be
+// paused; the caller should exit with a code that triggers mode=unpause.
+var ErrThawFailed = errors.New("containers may still be paused")
+
+// begin registers a pause attempt; it fails once the freezer is closed.
+func (f *freezer) begin(l *liveContainer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return errAborted
+	}
+	f.attempted = append(f.attempted, l)
+	f.inflight.Add(1)
+	return nil
+}
+
+// take closes the freezer (when close is set) and returns the attempted
+// tasks, clearing the list so that each is thawed by one caller only.
+func (f *freezer) take(closeIt bool) []*liveContainer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if closeIt {
+		f.closed = true
+	}
+	out := f.attempted
+	f.attempted = nil
+	return out
+}
+
+// pauseAll marks and pauses every container that is not already paused, in
+// parallel, and returns when all are frozen.
+func (c *Committer) pauseAll(ctx context.Context, live []*liveContainer) error {
+	marker := markerValue()
+	for _, l := range live {
+		if l.wasPaused {
+			c.log.Printf("pod %s %s was already paused by somebody else; committing it as is and leaving it paused", c.podRef(), l)
+			continue
+		}
+		if _, err := l.ctr.SetLabels(ctx, map[string]string{LabelPausedBy: marker}); err != nil {
+			return fmt.Errorf("pod %s %s: marking before pause: %w", c.podRef(), l, err)
+		}
+	}
+	errs := make([]error, len(live))
+	var wg sync.WaitGroup
+	for i, l := range live {
+		if l.wasPaused {
+			continue
+		}
+		if err := c.frz.begin(l); err != nil {
+			errs[i] = err
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer c.frz.inflight.Done()
+			if err := l.task.Pause(ctx); err != nil {
+				errs[i] = fmt.Errorf("pod %s %s: pause: %w", c.podRef(), l, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// thawAll resumes every task this process tried to pause. It is safe to call
+// more than once and from the signal handler.
+func (c *Committer) thawAll(ctx context.Context, closeIt bool) (int, error) {
+	c.frz.thawMu.Lock()
+	defer c.frz.thawMu.Unlock()
+	list := c.frz.take(closeIt)
+	if closeIt {
+		done := make(chan struct{})
+		go func() { c.frz.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	errs := make([]error, len(list))
+	thawed := make([]bool, len(list))
+	var wg sync.WaitGroup
+	for i, l := range list {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := c.resume(ctx, l)
+			thawed[i], errs[i] = ok, err
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for _, ok := range thawed {
+		if ok {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// resume thaws one task if it is paused and drops the marker label.
+func (c *Committer) resume(ctx context.Context, l *liveContainer) (bool, error) {
+	thawed := false
+	st, err := l.task.Status(ctx)
+	switch {
+	case err != nil && errdefs.IsNotFound(err):
+		// The task is gone: nothing is frozen any more.
+	case err == nil && st.Status != client.Paused && st.Status != client.Pausing:
+		// Already running.
+	default:
+		// Paused, or status unknown: resuming a running task only errors.
+		if rerr := l.task.Resume(ctx); rerr != nil && !errdefs.IsNotFound(rerr) {
+			if st2, serr := l.task.Status(ctx); serr != nil || st2.Status == client.Paused || st2.Status == client.Pausing {
+				return false, fmt.Errorf("pod %s %s: resume: %w", c.podRef(), l, rerr)
+			}
+		} else if rerr == nil {
+			thawed = true
+		}
+	}
+	if _, err := l.ctr.SetLabels(ctx, map[string]string{LabelPausedBy: ""}); err != nil && !errdefs.IsNotFound(err) {
+		c.log.Printf("pod %s %s: thawed, but removing label %s failed: %v", c.podRef(), l, LabelPausedBy, err)
+	}
+	return thawed, nil
+}
+
+func (c *Committer) nsCtx(ctx context.Context) context.Context {
+	return namespaces.WithNamespace(ctx, c.cfg.Namespace)
+}
+
+func markerValue() string {
+	host, _ := os.Hostname()
+	return "sandbox-commit." + host + "." + time.Now().UTC().Format("20060102T150405Z")
+}
+
+// Abort is meant for a signal handler: it stops new pauses, waits briefly
+// for pause calls in flight and thaws everything this process paused.
+func (c *Committer) Abort(timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return c.thawAll(c.nsCtx(ctx), true)
+}
+
+// Unpause implements mode=unpause: it thaws every container of the pod that
+// carries the LabelPausedBy marker (all attempts; the containers param, if
+// given, is not needed) and leaves containers paused by others alone. It is
+// idempotent.
+func (c *Committer) Unpause(ctx context.Context) (int, error) {
+	ctx = c.nsCtx(ctx)
+	byName, err := c.podContainers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	n := 0
+	var errs []error
+	for _, cname := range names {
+		for _, ctr := range byName[cname] {
+			info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
+			if err != nil {
+				if !errdefs.IsNotFound(err) {
+					errs = append(errs, fmt.Errorf("pod %s container %q: reading %s: %w", c.podRef(), cname, shortID(ctr.ID()), err))
+				}
+				continue
+			}
+			l := &liveContainer{target: Target{Container: cname}, ctr: ctr, info: info}
+			task, err := ctr.Task(ctx, nil)
+			if err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("pod %s %s: loading task: %w", c.podRef(), l, err))
+				continue
+			}
+			if info.Labels[LabelPausedBy] == "" {
+				if task != nil {
+					if st, err := task.Status(ctx); err == nil && (st.Status == client.Paused || st.Status == client.Pausing) {
+						c.log.Printf("pod %s %s is paused but not by sandbox-commit; leaving it paused", c.podRef(), l)
+					}
+				}
+				continue
+			}
+			if task == nil {
+				// No task any more: just drop the stale marker.
+				if _, err := ctr.SetLabels(ctx, map[string]string{LabelPausedBy: ""}); err != nil && !errdefs.IsNotFound(err) {
+					errs = append(errs, fmt.Errorf("pod %s %s: removing label: %w", c.podRef(), l, err))
+				}
+				continue
+			}
+			l.task = task
+			ok, err := c.resume(ctx, l)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if ok {
+				n++
+				c.log.Printf("pod %s %s thawed", c.podRef(), l)
+			} else {
+				c.log.Printf("pod %s %s was running; removed stale label", c.podRef(), l)
+			}
+		}
+	}
+	return n, errors.Join(errs...)
+}

@@ -1,0 +1,557 @@
+//go:build integration
+
+package committer
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
+)
+
+// Integration tests run against a real containerd (CONTAINERD_BIN, default
+// /usr/bin/containerd) and real in-process registries on 127.0.0.1. They need
+// root; otherwise every test is skipped with the reason.
+
+var (
+	env        *testEnv
+	skipReason string
+)
+
+type testEnv struct {
+	ctrd *ctrharness.Containerd
+	regA *ctrharness.Registry
+	regB *ctrharness.Registry
+	// dockerBase lives in regA (Docker media types), ociBase in regB (OCI).
+	dockerBase string
+	ociBase    string
+	binOnce    sync.Once
+	bin        string
+	binErr     error
+	tmp        string
+}
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	if os.Geteuid() != 0 {
+		skipReason = "integration tests need root (they run a private containerd and runc)"
+		return m.Run()
+	}
+	ctrd, err := ctrharness.Start(ctrharness.Bin())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting containerd %s: %v\n", ctrharness.Bin(), err)
+		return 1
+	}
+	defer func() {
+		if err := ctrd.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping containerd: %v\n", err)
+		}
+	}()
+	fmt.Fprintf(os.Stderr, "integration: using %s (%s)\n", ctrd.Bin, ctrd.Version)
+	e := &testEnv{ctrd: ctrd, regA: ctrharness.NewRegistry(), regB: ctrharness.NewRegistry()}
+	defer e.regA.Close()
+	defer e.regB.Close()
+	e.tmp, err = os.MkdirTemp("", "committer-it-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(e.tmp)
+	e.dockerBase = e.regA.Host + "/base/busybox:docker"
+	e.ociBase = e.regB.Host + "/base/busybox:oci"
+	ctx := ctrd.Ctx(context.Background())
+	for ref, oci := range map[string]bool{e.dockerBase: false, e.ociBase: true} {
+		img, err := ctrharness.BusyboxImage(oci)
+		if err == nil {
+			err = ctrharness.PushImage(ref, img)
+		}
+		if err == nil {
+			_, err = ctrd.Pull(ctx, ref)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "preparing base image %s: %v\n", ref, err)
+			return 1
+		}
+	}
+	env = e
+	return m.Run()
+}
+
+func requireEnv(t *testing.T) *testEnv {
+	t.Helper()
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	return env
+}
+
+func randSuffix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// podSpec: container name -> base image.
+type podContainer struct {
+	name  string
+	image string
+}
+
+type runningPod struct {
+	name, namespace string
+	ctrs            map[string]client.Container
+	tasks           map[string]client.Task
+}
+
+// startPod runs CRI-labelled containers, plus a sandbox container and an
+// exited earlier attempt of the first container, to exercise the selection.
+func (e *testEnv) startPod(t *testing.T, pcs ...podContainer) *runningPod {
+	t.Helper()
+	ctx := e.ctrd.Ctx(context.Background())
+	p := &runningPod{name: "sb-" + randSuffix(), namespace: "default", ctrs: map[string]client.Container{}, tasks: map[string]client.Task{}}
+	cleanup := func(c client.Container) {
+		t.Cleanup(func() {
+			if err := e.ctrd.DeleteContainer(ctx, c); err != nil {
+				t.Logf("cleanup: %v", err)
+			}
+		})
+	}
+	sb, _, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-sandbox", Pod: p.name, PodNamespace: p.namespace, Image: e.dockerBase, Sandbox: true}, nil)
+	if err != nil {
+		t.Fatalf("sandbox container: %v", err)
+	}
+	cleanup(sb)
+	if len(pcs) > 0 {
+		// An exited attempt with the same container name.
+		old, oldTask, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-" + pcs[0].name + "-0", Pod: p.name, PodNamespace: p.namespace, Name: pcs[0].name, Image: pcs[0].image, Args: []string{"true"}}, nil)
+		if err != nil {
+			t.Fatalf("exited attempt: %v", err)
+		}
+		cleanup(old)
+		ch, _ := oldTask.Wait(ctx)
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Second):
+			t.Fatal("exited attempt did not exit")
+		}
+	}
+	for _, pc := range pcs {
+		c, task, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-" + pc.name + "-1", Pod: p.name, PodNamespace: p.namespace, Name: pc.name, Image: pc.image}, nil)
+		if err != nil {
+			t.Fatalf("container %s: %v", pc.name, err)
+		}
+		cleanup(c)
+		p.ctrs[pc.name], p.tasks[pc.name] = c, task
+	}
+	return p
+}
+
+// rootfs returns the host path of a container's root filesystem.
+func (p *runningPod) rootfs(t *testing.T, container string) string {
+	t.Helper()
+	return fmt.Sprintf("/proc/%d/root", p.tasks[container].Pid())
+}
+
+func (p *runningPod) writeFile(t *testing.T, container, path string, data []byte) {
+	t.Helper()
+	full := filepath.Join(p.rootfs(t, container), path)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeBig writes size bytes of pseudo-random data (compressible poorly).
+func (p *runningPod) writeBig(t *testing.T, container, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(p.rootfs(t, container), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	_, _ = rand.Read(buf)
+	for written := int64(0); written < size; written += int64(len(buf)) {
+		buf[0]++ // avoid identical chunks
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *Params {
+	t.Helper()
+	ins := "false"
+	if insecure {
+		ins = "true"
+	}
+	pp, err := ParseParams(RawParams{PodName: p.name, PodNamespace: p.namespace, Containers: targets, InsecureRegistry: ins, Mode: ModeCommit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pp
+}
+
+func (e *testEnv) committer(p *Params) *Committer {
+	return New(e.ctrd.Client, Config{Params: p, Log: testLogWriter{}})
+}
+
+type testLogWriter struct{}
+
+func (testLogWriter) Write(b []byte) (int, error) {
+	os.Stderr.Write(b)
+	return len(b), nil
+}
+
+// assertAllRunning checks that no container of the pod is paused and that
+// the paused-by marker is gone.
+func (e *testEnv) assertAllRunning(t *testing.T, p *runningPod) {
+	t.Helper()
+	ctx := e.ctrd.Ctx(context.Background())
+	for n, task := range p.tasks {
+		st, err := task.Status(ctx)
+		if err != nil {
+			t.Errorf("container %s: status: %v", n, err)
+			continue
+		}
+		if st.Status != client.Running {
+			t.Errorf("container %s is %s, want running", n, st.Status)
+		}
+		labels, err := p.ctrs[n].Labels(ctx)
+		if err != nil {
+			t.Errorf("container %s: labels: %v", n, err)
+		} else if v := labels[LabelPausedBy]; v != "" {
+			t.Errorf("container %s still carries %s=%s", n, LabelPausedBy, v)
+		}
+	}
+}
+
+// lastLayerFiles lists the entries of the top layer of a pushed image.
+func lastLayerFiles(t *testing.T, ref string) map[string][]byte {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		t.Fatalf("pulling %s: %v", ref, err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := layers[len(layers)-1].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	out := map[string][]byte{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(tr, 4096))
+		out[strings.TrimPrefix(h.Name, "./")] = b
+	}
+	return out
+}
+
+func registryDigest(t *testing.T, ref string) string {
+	t.Helper()
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := remote.Head(r)
+	if err != nil {
+		t.Fatalf("HEAD %s: %v", ref, err)
+	}
+	return d.Digest.String()
+}
+
+// deleteBaseBlobs removes the base image layers from the content store, as
+// containerd's discard_unpacked_layers does, and returns how many are absent.
+func (e *testEnv) deleteBaseBlobs(t *testing.T, ref string) int {
+	t.Helper()
+	ctx := e.ctrd.Ctx(context.Background())
+	img, err := e.ctrd.Client.ImageService().Get(ctx, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := e.ctrd.Client.ContentStore()
+	m, err := images.Manifest(ctx, cs, img.Target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range m.Layers {
+		_ = cs.Delete(ctx, l.Digest)
+		if _, err := cs.Info(ctx, l.Digest); errdefs.IsNotFound(err) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestCommitPushVerify(t *testing.T) {
+	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
+	t.Logf("containerd %s, shims %v", e.ctrd.Version, e.ctrd.ShimBinaries())
+	p.writeFile(t, "app", "/data/app.txt", []byte("app-state-1\n"))
+	p.writeFile(t, "app", "/root/nested/deep.txt", []byte("deep\n"))
+	if err := os.Remove(filepath.Join(p.rootfs(t, "app"), "bin/ls")); err != nil {
+		t.Fatal(err)
+	}
+	p.writeFile(t, "sidecar", "/data/sidecar.txt", []byte("sidecar-state\n"))
+	p.writeBig(t, "sidecar", "/data/big.bin", 1<<20)
+
+	// app goes to regA (same registry as its base: cross-repo mount);
+	// sidecar goes to regA too while its base is in regB (fetched from regB).
+	appRef := e.regA.Host + "/snap/" + p.name + "-app:gen1"
+	sideRef := e.regA.Host + "/snap/" + p.name + "-sidecar:gen1"
+	params := p.params(t, true, "app="+appRef, "sidecar="+sideRef)
+	c := e.committer(params)
+
+	res, err := c.Commit(context.Background())
+	if err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	t.Logf("pause window: %s", res.PauseWindow)
+	e.assertAllRunning(t, p)
+	if len(res.Images) != 2 {
+		t.Fatalf("got %d committed images", len(res.Images))
+	}
+
+	// The base layers are gone from containerd, like after unpack with
+	// discard_unpacked_layers; the push must still complete.
+	if n := e.deleteBaseBlobs(t, e.dockerBase) + e.deleteBaseBlobs(t, e.ociBase); n == 0 {
+		t.Fatal("no base blob deleted")
+	}
+	t.Cleanup(func() {
+		// Restore the base images for later tests.
+		for _, ref := range []string{e.dockerBase, e.ociBase} {
+			if _, err := e.ctrd.Pull(ctx, ref); err != nil {
+				t.Errorf("re-pulling %s: %v", ref, err)
+			}
+		}
+	})
+
+	pushed, stats, err := c.Push(context.Background())
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	t.Logf("push stats: %+v", *stats)
+	if stats.Remote != 2 {
+		t.Errorf("expected 2 blobs taken from source repositories, got %+v", *stats)
+	}
+	for i, ref := range []string{appRef, sideRef} {
+		if got := registryDigest(t, ref); got != pushed[i].Digest {
+			t.Errorf("%s: recorded digest %s, registry holds %s", ref, pushed[i].Digest, got)
+		}
+		if pushed[i].Digest != res.Images[i].Manifest.Digest.String() {
+			t.Errorf("%s: pushed digest %s differs from committed manifest %s", ref, pushed[i].Digest, res.Images[i].Manifest.Digest)
+		}
+		if _, err := e.ctrd.Client.ImageService().Get(ctx, ref); err == nil {
+			t.Errorf("local committed image %s was not removed", ref)
+		}
+	}
+	digests := FormatDigests(pushed)
+	if strings.Count(digests, ",") != 1 || !strings.HasPrefix(digests, "sha256:") {
+		t.Errorf("DIGESTS = %q", digests)
+	}
+	if want := e.regA.Host + "/snap/" + p.name + "-app@" + pushed[0].Digest; !strings.HasPrefix(FormatImages(pushed), want+"\n") {
+		t.Errorf("IMAGES = %q, want first line %q", FormatImages(pushed), want)
+	}
+
+	files := lastLayerFiles(t, appRef)
+	if string(files["data/app.txt"]) != "app-state-1\n" || string(files["root/nested/deep.txt"]) != "deep\n" {
+		t.Errorf("app layer lacks the written files: %v", keys(files))
+	}
+	if _, ok := files["bin/.wh.ls"]; !ok {
+		t.Errorf("app layer lacks the whiteout for /bin/ls: %v", keys(files))
+	}
+	if string(lastLayerFiles(t, sideRef)["data/sidecar.txt"]) != "sidecar-state\n" {
+		t.Error("sidecar layer lacks data/sidecar.txt")
+	}
+
+	// The pushed images run again in containerd and show the files.
+	for _, tc := range []struct {
+		ref, script, want string
+	}{
+		{appRef, "cat /data/app.txt /root/nested/deep.txt; test -e /bin/ls && echo ls-present || echo ls-gone", "app-state-1\ndeep\nls-gone\n"},
+		{sideRef, "cat /data/sidecar.txt; wc -c < /data/big.bin", "sidecar-state\n1048576\n"},
+	} {
+		if _, err := e.ctrd.Pull(ctx, tc.ref); err != nil {
+			t.Fatalf("pulling %s back: %v", tc.ref, err)
+		}
+		code, out, err := e.ctrd.RunToCompletion(ctx, "verify-"+randSuffix(), tc.ref, "sh", "-c", tc.script)
+		if err != nil || code != 0 || out != tc.want {
+			t.Errorf("running %s: code=%d err=%v output=%q want %q", tc.ref, code, err, out, tc.want)
+		}
+		_ = e.ctrd.Client.ImageService().Delete(ctx, tc.ref)
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestCommitFailureThaws(t *testing.T) {
+	e := requireEnv(t)
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
+	p.writeFile(t, "app", "/data/x", []byte("x"))
+	params := p.params(t, true, "app="+e.regA.Host+"/snap/fail:1", "sidecar="+e.regA.Host+"/snap/fail-side:1")
+
+	t.Run("failure inside the pause window", func(t *testing.T) {
+		c := e.committer(params)
+		var sawPaused bool
+		c.hookInPause = func(ctx context.Context) error {
+			for n, task := range p.tasks {
+				st, err := task.Status(ctx)
+				if err != nil || st.Status != client.Paused {
+					return fmt.Errorf("container %s not paused in window: %v %v", n, st.Status, err)
+				}
+			}
+			sawPaused = true
+			return errors.New("induced failure")
+		}
+		_, err := c.Commit(context.Background())
+		t.Logf("commit error: %v", err)
+		if err == nil || !strings.Contains(err.Error(), "induced failure") || !strings.Contains(err.Error(), p.namespace+"/"+p.name) {
+			t.Fatalf("want induced failure naming the pod, got %v", err)
+		}
+		if !sawPaused {
+			t.Fatal("hook did not observe paused containers")
+		}
+		e.assertAllRunning(t, p)
+	})
+
+	t.Run("snapshot removed under a container", func(t *testing.T) {
+		// A target whose diff fails for real: its snapshot key points to a
+		// snapshot that no longer exists by the time the diff runs.
+		c := e.committer(params)
+		c.hookInPause = func(ctx context.Context) error {
+			ctx = c.nsCtx(ctx)
+			info, err := p.ctrs["sidecar"].Info(ctx)
+			if err != nil {
+				return err
+			}
+			// Point the container at a missing snapshot for the diff only.
+			for _, l := range c.frzList() {
+				if l.target.Container == "sidecar" {
+					l.info.SnapshotKey = info.SnapshotKey + "-missing"
+				}
+			}
+			return nil
+		}
+		_, err := c.Commit(context.Background())
+		t.Logf("commit error: %v", err)
+		if err == nil || !strings.Contains(err.Error(), `container "sidecar"`) || !strings.Contains(err.Error(), "diffing rootfs") {
+			t.Fatalf("want a diff error naming container sidecar, got %v", err)
+		}
+		e.assertAllRunning(t, p)
+	})
+
+	t.Run("missing container fails before pausing", func(t *testing.T) {
+		bad := p.params(t, true, "app="+e.regA.Host+"/snap/fail:1", "ghost="+e.regA.Host+"/snap/ghost:1")
+		c := e.committer(bad)
+		c.hookInPause = func(context.Context) error { t.Error("paused although a container is missing"); return nil }
+		_, err := c.Commit(context.Background())
+		t.Logf("commit error: %v", err)
+		if err == nil || !strings.Contains(err.Error(), `container "ghost"`) || !strings.Contains(err.Error(), "/snap/ghost:1") {
+			t.Fatalf("want error naming container ghost and its image, got %v", err)
+		}
+		e.assertAllRunning(t, p)
+	})
+}
+
+func TestPushFailureThaws(t *testing.T) {
+	e := requireEnv(t)
+	p := e.startPod(t, podContainer{"app", e.dockerBase})
+	p.writeFile(t, "app", "/data/x", []byte("x"))
+
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "induced", http.StatusInternalServerError)
+	}))
+	defer broken.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedHost := strings.TrimPrefix(closed.URL, "http://")
+	closed.Close()
+
+	for _, tc := range []struct {
+		name     string
+		ref      string
+		insecure bool
+		want     string
+	}{
+		{"registry answers 500", strings.TrimPrefix(broken.URL, "http://") + "/snap/app:1", true, "500"},
+		{"closed port", closedHost + "/snap/app:1", true, "connection refused"},
+		{"plain HTTP without insecure-registry", e.regA.Host + "/snap/app:1", false, "insecure-registry"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := e.committer(p.params(t, tc.insecure, "app="+tc.ref))
+			if _, err := c.Commit(context.Background()); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			e.assertAllRunning(t, p)
+			_, _, err := c.Push(context.Background())
+			if err == nil {
+				t.Fatal("push succeeded")
+			}
+			t.Logf("push error: %v", err)
+			for _, w := range []string{tc.want, `container "app"`, tc.ref, p.namespace + "/" + p.name} {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("push error %q lacks %q", err, w)
+				}
+			}
+			e.assertAllRunning(t, p)
+			// The committed image stays for a retry of the push step.
+			if _, err := e.ctrd.Client.ImageService().Get(e.ctrd.Ctx(context.Background()), tc.ref); err != nil {
+				t.Errorf("committed image gone after failed push: %v", err)
+			}
+			_ = e.ctrd.Client.ImageService().Delete(e.ctrd.Ctx(context.Background()), tc.ref)
+		})
+	}
+}
+
+// frzList returns the containers the freezer is tracking (test helper).
+func (c *Committer) frzList() []*liveContainer {
+	c.frz.mu.Lock()
+	defer c.frz.mu.Unlock()
+	return append([]*liveContainer(nil), c.frz.attempted...)
+}

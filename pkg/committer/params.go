@@ -1,0 +1,141 @@
+package committer
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+// Mode values accepted by the committer.
+const (
+	ModeCommit  = task.ModeCommit
+	ModeUnpause = task.ModeUnpause
+)
+
+// RawParams holds the Task parameters exactly as Tekton passes them.
+type RawParams struct {
+	PodName          string
+	PodNamespace     string
+	Containers       []string
+	InsecureRegistry string
+	Mode             string
+}
+
+// Target is one "<containerName>=<imageURI>" item of the containers param.
+type Target struct {
+	// Container is the Kubernetes container name inside the pod.
+	Container string
+	// Image is the target image URI exactly as given (registry/repo:tag).
+	Image string
+	// Tag is the parsed, strictly validated target reference.
+	Tag name.Tag
+}
+
+// Repository returns the image URI without its tag, as used for the IMAGES result.
+func (t Target) Repository() string {
+	return strings.TrimSuffix(t.Image, ":"+t.Tag.TagStr())
+}
+
+// Params is the validated form of RawParams.
+type Params struct {
+	PodName      string
+	PodNamespace string
+	Targets      []Target
+	Insecure     bool
+	Mode         string
+}
+
+// ParseParams validates raw Task parameters. It never touches containerd, so
+// every error is reported before any container is paused.
+func ParseParams(in RawParams) (*Params, error) {
+	p := &Params{PodName: in.PodName, PodNamespace: in.PodNamespace}
+	if in.PodName == "" {
+		return nil, fmt.Errorf("param pod-name is empty")
+	}
+	if errs := validation.IsDNS1123Subdomain(in.PodName); len(errs) > 0 {
+		return nil, fmt.Errorf("param pod-name %q is invalid: %s", in.PodName, strings.Join(errs, "; "))
+	}
+	if in.PodNamespace == "" {
+		return nil, fmt.Errorf("param pod-namespace is empty")
+	}
+	if errs := validation.IsDNS1123Label(in.PodNamespace); len(errs) > 0 {
+		return nil, fmt.Errorf("param pod-namespace %q is invalid: %s", in.PodNamespace, strings.Join(errs, "; "))
+	}
+	switch in.InsecureRegistry {
+	case "true":
+		p.Insecure = true
+	case "false":
+	default:
+		return nil, fmt.Errorf("param insecure-registry must be \"true\" or \"false\", got %q", in.InsecureRegistry)
+	}
+	switch in.Mode {
+	case "", ModeCommit:
+		p.Mode = ModeCommit
+	case ModeUnpause:
+		p.Mode = ModeUnpause
+	default:
+		return nil, fmt.Errorf("param mode must be %q or %q, got %q", ModeCommit, ModeUnpause, in.Mode)
+	}
+	if len(in.Containers) == 0 && p.Mode != ModeUnpause {
+		return nil, fmt.Errorf("param containers is empty: pod %s/%s needs at least one \"<container>=<image>\" item", in.PodNamespace, in.PodName)
+	}
+	seenC := map[string]bool{}
+	seenI := map[string]string{}
+	for _, item := range in.Containers {
+		t, err := ParseTarget(item, p.Insecure)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
+		}
+		if seenC[t.Container] {
+			return nil, fmt.Errorf("pod %s/%s: container %q is listed twice in param containers", in.PodNamespace, in.PodName, t.Container)
+		}
+		key := t.Tag.Name()
+		if other, ok := seenI[key]; ok {
+			return nil, fmt.Errorf("pod %s/%s: containers %q and %q both target image %s", in.PodNamespace, in.PodName, other, t.Container, t.Image)
+		}
+		seenC[t.Container] = true
+		seenI[key] = t.Container
+		p.Targets = append(p.Targets, t)
+	}
+	return p, nil
+}
+
+// ParseTarget parses one "<containerName>=<imageURI>" item. The image must be a
+// fully specified tag reference (registry, repository and tag; no digest).
+func ParseTarget(item string, insecure bool) (Target, error) {
+	cname, img, ok := strings.Cut(item, "=")
+	if !ok {
+		return Target{}, fmt.Errorf("containers item %q is not of the form <container>=<image>", item)
+	}
+	if cname == "" {
+		return Target{}, fmt.Errorf("containers item %q has an empty container name", item)
+	}
+	if errs := validation.IsDNS1123Label(cname); len(errs) > 0 {
+		return Target{}, fmt.Errorf("containers item %q: container name is invalid: %s", item, strings.Join(errs, "; "))
+	}
+	if img == "" {
+		return Target{}, fmt.Errorf("container %q: image is empty", cname)
+	}
+	opts := []name.Option{name.StrictValidation}
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(img, opts...)
+	if err != nil {
+		return Target{}, fmt.Errorf("container %q: image %q is not a fully qualified <registry>/<repository>:<tag> reference: %v", cname, img, err)
+	}
+	tag, isTag := ref.(name.Tag)
+	if !isTag || strings.Contains(img, "@") {
+		return Target{}, fmt.Errorf("container %q: image %q must be a tag reference, not a digest", cname, img)
+	}
+	// Strict parsing still accepts "repo:tag" with an implied registry when
+	// the first path component looks like a host; require an explicit one.
+	if first, _, _ := strings.Cut(img, "/"); !strings.ContainsAny(first, ".:") && first != "localhost" {
+		return Target{}, fmt.Errorf("container %q: image %q has no registry host", cname, img)
+	}
+	return Target{Container: cname, Image: img, Tag: tag}, nil
+}

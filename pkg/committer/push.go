@@ -1,0 +1,290 @@
+package committer
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// pushConcurrency bounds parallel blob uploads.
+const pushConcurrency = 4
+
+// PushStats counts where pushed blobs came from.
+type PushStats struct {
+	// Local blobs were read from the containerd content store.
+	Local int64
+	// Remote blobs were absent locally and delegated to a source repository
+	// (cross-repo mount, or streamed through the committer).
+	Remote int64
+}
+
+func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
+	return []remote.Option{
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(c.cfg.Keychain),
+		remote.WithTransport(NewRegistryTransport(c.cfg.Params.Insecure)),
+		remote.WithUserAgent("sandbox-snapshot-operator-committer"),
+		remote.WithJobs(pushConcurrency),
+	}
+}
+
+// Push uploads every committed image to its target, verifies the manifest
+// digest with a HEAD request and removes the local image from containerd.
+// Results are in the order of the containers param.
+func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
+	ctx = c.nsCtx(ctx)
+	opts := c.remoteOptions(ctx)
+	pusher, err := remote.NewPusher(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	puller, err := remote.NewPuller(opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	stats := &PushStats{}
+	var out []Pushed
+	for _, t := range c.cfg.Params.Targets {
+		p, err := c.pushOne(ctx, t, pusher, puller, opts, stats)
+		if err != nil {
+			return nil, stats, fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
+		}
+		out = append(out, *p)
+	}
+	for _, p := range out {
+		if err := c.client.ImageService().Delete(ctx, p.Target.Image); err != nil && !errdefs.IsNotFound(err) {
+			c.log.Printf("pod %s container %q: removing local image %s: %v", c.podRef(), p.Target.Container, p.Target.Image, err)
+		}
+	}
+	return out, stats, nil
+}
+
+func (c *Committer) pushOne(ctx context.Context, t Target, pusher *remote.Pusher, puller *remote.Puller, opts []remote.Option, stats *PushStats) (*Pushed, error) {
+	cs := c.client.ContentStore()
+	img, err := c.client.ImageService().Get(ctx, t.Image)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("no committed image in containerd (did the commit step run?)")
+		}
+		return nil, fmt.Errorf("reading committed image: %w", err)
+	}
+	if img.Target.MediaType != ocispec.MediaTypeImageManifest && img.Target.MediaType != images.MediaTypeDockerSchema2Manifest {
+		return nil, fmt.Errorf("committed image has unexpected media type %q", img.Target.MediaType)
+	}
+	mraw, err := content.ReadBlob(ctx, cs, img.Target)
+	if err != nil {
+		return nil, fmt.Errorf("reading manifest %s: %w", img.Target.Digest, err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(mraw, &m); err != nil {
+		return nil, fmt.Errorf("decoding manifest %s: %w", img.Target.Digest, err)
+	}
+	sources := c.sourceRepositories(img.Labels[LabelSourceRepos])
+	repo := t.Tag.Context()
+
+	blobs := append([]ocispec.Descriptor{m.Config}, m.Layers...)
+	errs := make([]error, len(blobs))
+	sem := make(chan struct{}, pushConcurrency)
+	var wg sync.WaitGroup
+	for i, d := range blobs {
+		layer, local, err := c.blobLayer(ctx, d, repo, sources, puller)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		if local {
+			atomic.AddInt64(&stats.Local, 1)
+		} else {
+			atomic.AddInt64(&stats.Remote, 1)
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := pusher.Upload(ctx, repo, layer); err != nil {
+				errs[i] = fmt.Errorf("uploading blob %s: %w", d.Digest, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := firstError(errs); err != nil {
+		return nil, err
+	}
+	if err := pusher.Put(ctx, t.Tag, &rawManifest{raw: mraw, mediaType: img.Target.MediaType}); err != nil {
+		return nil, fmt.Errorf("putting manifest %s: %w", img.Target.Digest, err)
+	}
+	head, err := remote.Head(t.Tag, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("verifying pushed manifest with HEAD: %w", err)
+	}
+	want := digest.FromBytes(mraw).String()
+	if head.Digest.String() != want {
+		return nil, fmt.Errorf("registry reports manifest digest %s after push, expected %s", head.Digest, want)
+	}
+	c.log.Printf("pod %s container %q pushed %s@%s", c.podRef(), t.Container, t.Repository(), head.Digest)
+	return &Pushed{Target: t, Digest: head.Digest.String()}, nil
+}
+
+// sourceRepositories parses the LabelSourceRepos value; the insecure param
+// applies to source registries too.
+func (c *Committer) sourceRepositories(label string) []name.Repository {
+	var out []name.Repository
+	opts := []name.Option{name.StrictValidation}
+	if c.cfg.Params.Insecure {
+		opts = append(opts, name.Insecure)
+	}
+	for _, s := range strings.Split(label, ",") {
+		if s == "" {
+			continue
+		}
+		if r, err := name.NewRepository(s, opts...); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// blobLayer returns a v1.Layer for one blob: read from the containerd content
+// store when present, otherwise fetched lazily from a source repository (as a
+// cross-repo mount candidate when it is on the target registry).
+func (c *Committer) blobLayer(ctx context.Context, d ocispec.Descriptor, target name.Repository, sources []name.Repository, puller *remote.Puller) (v1.Layer, bool, error) {
+	if _, err := c.client.ContentStore().Info(ctx, d.Digest); err == nil {
+		l, err := partial.CompressedToLayer(&contentLayer{ctx: ctx, cs: c.client.ContentStore(), desc: d})
+		return l, true, err
+	} else if !errdefs.IsNotFound(err) {
+		return nil, false, fmt.Errorf("content store info for %s: %w", d.Digest, err)
+	}
+	if len(sources) == 0 {
+		return nil, false, fmt.Errorf("blob %s is not in containerd and the source image has no known repository", d.Digest)
+	}
+	l, err := partial.CompressedToLayer(&sourceLayer{ctx: ctx, desc: d, sources: sources, puller: puller})
+	if err != nil {
+		return nil, false, err
+	}
+	for _, s := range sources {
+		if s.RegistryStr() == target.RegistryStr() {
+			return &remote.MountableLayer{Layer: l, Reference: s.Digest(d.Digest.String())}, false, nil
+		}
+	}
+	return l, false, nil
+}
+
+// rawManifest is a remote.Taggable for manifest bytes taken verbatim from
+// containerd, so the pushed digest equals the local one.
+type rawManifest struct {
+	raw       []byte
+	mediaType string
+}
+
+// RawManifest implements remote.Taggable.
+func (r *rawManifest) RawManifest() ([]byte, error) { return r.raw, nil }
+
+// MediaType implements remote.Taggable.
+func (r *rawManifest) MediaType() (types.MediaType, error) { return types.MediaType(r.mediaType), nil }
+
+// contentLayer is a partial.CompressedLayer backed by the containerd content store.
+type contentLayer struct {
+	ctx  context.Context
+	cs   content.Provider
+	desc ocispec.Descriptor
+}
+
+// Digest implements partial.CompressedLayer.
+func (l *contentLayer) Digest() (v1.Hash, error) { return v1.NewHash(l.desc.Digest.String()) }
+
+// Size implements partial.CompressedLayer.
+func (l *contentLayer) Size() (int64, error) { return l.desc.Size, nil }
+
+// MediaType implements partial.CompressedLayer.
+func (l *contentLayer) MediaType() (types.MediaType, error) {
+	return types.MediaType(l.desc.MediaType), nil
+}
+
+// Compressed implements partial.CompressedLayer.
+func (l *contentLayer) Compressed() (io.ReadCloser, error) {
+	ra, err := l.cs.ReaderAt(l.ctx, l.desc)
+	if err != nil {
+		return nil, err
+	}
+	// Each content-store read is one RPC: read in large chunks.
+	return &readCloser{Reader: bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), 1<<20), Closer: ra}, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// sourceLayer is a partial.CompressedLayer fetched from the first source
+// repository that serves it, only when its bytes are actually needed.
+type sourceLayer struct {
+	ctx     context.Context
+	desc    ocispec.Descriptor
+	sources []name.Repository
+	puller  *remote.Puller
+}
+
+// Digest implements partial.CompressedLayer.
+func (l *sourceLayer) Digest() (v1.Hash, error) { return v1.NewHash(l.desc.Digest.String()) }
+
+// Size implements partial.CompressedLayer.
+func (l *sourceLayer) Size() (int64, error) { return l.desc.Size, nil }
+
+// MediaType implements partial.CompressedLayer.
+func (l *sourceLayer) MediaType() (types.MediaType, error) {
+	return types.MediaType(l.desc.MediaType), nil
+}
+
+// Compressed implements partial.CompressedLayer.
+func (l *sourceLayer) Compressed() (io.ReadCloser, error) {
+	var errs []error
+	for _, s := range l.sources {
+		rl, err := l.puller.Layer(l.ctx, s.Digest(l.desc.Digest.String()))
+		if err == nil {
+			var rc io.ReadCloser
+			if rc, err = rl.Compressed(); err == nil {
+				return rc, nil
+			}
+		}
+		errs = append(errs, fmt.Errorf("fetching %s from %s: %w", l.desc.Digest, s, err))
+	}
+	return nil, errors.Join(errs...)
+}
+
+// firstError returns the first error and how many others there were; blob
+// uploads to one registry tend to fail alike.
+func firstError(errs []error) error {
+	var first error
+	more := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case first == nil:
+			first = err
+		default:
+			more++
+		}
+	}
+	if first != nil && more > 0 {
+		return fmt.Errorf("%w (and %d more blobs failed)", first, more)
+	}
+	return first
+}

@@ -1,0 +1,99 @@
+package committer
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+// Result names, as declared by the sandbox-commit Task.
+const (
+	ResultDigests       = task.ResultDigests
+	ResultImages        = task.ResultImages
+	ResultPauseWindowMS = task.ResultPauseWindowMS
+	ResultError         = task.ResultError
+)
+
+// MaxErrorResult bounds the ERROR result, so that it fits the termination
+// message next to the other results.
+const MaxErrorResult = 1024
+
+// FormatError renders the ERROR result: the error on one line, truncated.
+func FormatError(err error) string {
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > MaxErrorResult {
+		s = s[:MaxErrorResult-3] + "..."
+	}
+	return s
+}
+
+// TerminationMessageBudget is the size Kubernetes allows for a termination
+// message, which is where Tekton stores step results.
+const TerminationMessageBudget = 4096
+
+// Pushed describes one image pushed by the push step.
+type Pushed struct {
+	Target Target
+	// Digest is the manifest digest reported by the registry (HEAD).
+	Digest string
+}
+
+// FormatDigests renders the DIGESTS result: digests comma-separated, in the
+// order of the containers param.
+func FormatDigests(p []Pushed) string {
+	d := make([]string, len(p))
+	for i := range p {
+		d[i] = p[i].Digest
+	}
+	return strings.Join(d, ",")
+}
+
+// FormatImages renders the IMAGES result (Tekton Chains hint): one
+// "<repo>@<digest>" per line.
+func FormatImages(p []Pushed) string {
+	d := make([]string, len(p))
+	for i := range p {
+		d[i] = p[i].Target.Repository() + "@" + p[i].Digest
+	}
+	return strings.Join(d, "\n")
+}
+
+// FormatPauseWindow renders the PAUSE_WINDOW_MS result.
+func FormatPauseWindow(ms int64) string {
+	return strconv.FormatInt(ms, 10)
+}
+
+// terminationEntry mirrors the JSON Tekton writes per result into the
+// termination message.
+type terminationEntry struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	Type  int    `json:"type"`
+}
+
+// TerminationSize estimates the termination-message bytes the given results
+// occupy once Tekton serialises them.
+func TerminationSize(results map[string]string) int {
+	entries := make([]terminationEntry, 0, len(results))
+	for k, v := range results {
+		entries = append(entries, terminationEntry{Key: k, Value: v, Type: 1})
+	}
+	b, _ := json.Marshal(entries)
+	return len(b)
+}
+
+// WriteResult writes one result file. An empty path means the caller did not
+// ask for this result and nothing is written.
+func WriteResult(path, value string) error {
+	if path == "" {
+		return nil
+	}
+	if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+		return fmt.Errorf("writing result to %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package committer
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestFormatResults(t *testing.T) {
+	p := []Pushed{
+		{Target: mustTarget(t, "app=127.0.0.1:5000/snap/sb1-app:gen3"), Digest: "sha256:" + strings.Repeat("a", 64)},
+		{Target: mustTarget(t, "side=127.0.0.1:5000/snap/sb1-side:gen3"), Digest: "sha256:" + strings.Repeat("b", 64)},
+	}
+	if got, want := FormatDigests(p), "sha256:"+strings.Repeat("a", 64)+",sha256:"+strings.Repeat("b", 64); got != want {
+		t.Errorf("DIGESTS = %q", got)
+	}
+	want := "127.0.0.1:5000/snap/sb1-app@sha256:" + strings.Repeat("a", 64) + "\n127.0.0.1:5000/snap/sb1-side@sha256:" + strings.Repeat("b", 64)
+	if got := FormatImages(p); got != want {
+		t.Errorf("IMAGES = %q", got)
+	}
+	if FormatPauseWindow(1234) != "1234" {
+		t.Error("PAUSE_WINDOW_MS")
+	}
+	dir := t.TempDir()
+	if err := WriteResult(filepath.Join(dir, "DIGESTS"), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "DIGESTS")); string(b) != "x" {
+		t.Errorf("file holds %q", b)
+	}
+	if err := WriteResult("", "x"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestResultsFitTerminationBudget checks a realistic worst case: ten
+// containers with long registry and repository names still fit, with all
+// three results, in the 4096-byte termination message.
+func TestResultsFitTerminationBudget(t *testing.T) {
+	var p []Pushed
+	for i := 0; i < 10; i++ {
+		img := fmt.Sprintf("c%d=registry.internal.example.com:5000/sandbox-snapshots/team-analytics/batch-sandbox-0123456789-c%d:snap-gen123", i, i)
+		p = append(p, Pushed{Target: mustTarget(t, img), Digest: "sha256:" + strings.Repeat("f", 64)})
+	}
+	size := TerminationSize(map[string]string{
+		ResultDigests:       FormatDigests(p),
+		ResultImages:        FormatImages(p),
+		ResultPauseWindowMS: FormatPauseWindow(123456),
+	})
+	t.Logf("termination message for 10 containers: %d bytes", size)
+	if size > TerminationMessageBudget {
+		t.Fatalf("results take %d bytes, budget %d", size, TerminationMessageBudget)
+	}
+}
+
+func mustTarget(t *testing.T, s string) Target {
+	t.Helper()
+	tg, err := ParseTarget(s, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg
+}
