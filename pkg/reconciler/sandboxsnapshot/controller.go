@@ -20,6 +20,7 @@ import (
 
 	pipelineinformers "github.com/tektoncd/pipeline/pkg/client/informers/externalversions"
 	pipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client"
+	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
@@ -69,7 +70,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		namespace:      namespace,
 	}
 
-	configStore := config.NewStore(logger.Named("config-store"))
+	configStore := config.NewStore(logger.Named("config-store"), logConfig(logger))
 	configStore.WatchConfigs(cmw)
 
 	// Snapshots of another class, such as those left to OpenSandbox's own
@@ -93,4 +94,21 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		logger.Fatal("Failed to sync the TaskRun informer")
 	}
 	return impl
+}
+
+// logConfig logs each version of config-snapshot the store loads, so that a
+// misconfiguration shows in the controller's log as well as on snapshots.
+func logConfig(logger *zap.SugaredLogger) func(string, any) {
+	return func(_ string, value any) {
+		s, ok := value.(*config.Snapshot)
+		switch {
+		case !ok:
+		case s.Err != nil:
+			logger.Errorw("config-snapshot is invalid: new snapshots fail until it is fixed", zap.Error(s.Err))
+		default:
+			logger.Infow("Loaded config-snapshot", "registry", s.Registry, "pushSecret", s.PushSecret,
+				"insecureRegistry", s.InsecureRegistry, "commitTimeout", s.CommitTimeout.String(),
+				"containerdSocket", s.ContainerdSocket, "taskName", s.TaskName, "defaultClass", s.DefaultClass)
+		}
+	}
 }

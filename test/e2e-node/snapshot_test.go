@@ -1,0 +1,224 @@
+//go:build e2e_node
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package e2enode
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/core/images"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+)
+
+// TestSnapshotAndResume is the whole loop: a live sandbox pod is snapshotted
+// by a real TaskRun on its node, and a new pod started from the pushed images
+// holds every container's files, byte for byte.
+func TestSnapshotAndResume(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+
+	markers := map[string]string{}
+	for _, ctr := range pod.Spec.Containers {
+		markers[ctr.Name] = randomMarker(t, ctr.Name)
+		run(t, markers[ctr.Name], "kubectl", "-n", ns, "exec", "-i", pod.Name, "-c", ctr.Name, "--",
+			"/bin/sh", "-c", "cat > /marker.txt")
+	}
+
+	created := time.Now()
+	createSnapshot(t, ns, "sb-snap", "sb")
+	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	total := time.Since(created)
+
+	// The TaskRun ran on the sandbox's node.
+	tr, err := c.pipeline.TektonV1().TaskRuns(s.Status.TaskRunRef.Namespace).Get(t.Context(), s.Status.TaskRunRef.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trPod, err := c.kube.CoreV1().Pods(tr.Namespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trPod.Spec.NodeName != pod.Spec.NodeName || s.Status.SourceNodeName != pod.Spec.NodeName {
+		t.Errorf("TaskRun pod ran on %q, snapshot says %q, sandbox pod is on %q", trPod.Spec.NodeName, s.Status.SourceNodeName, pod.Spec.NodeName)
+	}
+
+	// tkn tells the story: the commit step, then the push step.
+	logs := run(t, "", "tkn", "taskrun", "logs", tr.Name, "-n", tr.Namespace)
+	for _, step := range []string{"[commit]", "[push]"} {
+		if !strings.Contains(logs, step) {
+			t.Errorf("tkn taskrun logs shows no %s step:\n%s", step, logs)
+		}
+	}
+
+	// Every digest is the manifest digest the registry holds.
+	if len(s.Status.Containers) != len(pod.Spec.Containers) {
+		t.Fatalf("status.containers = %+v, want one per container of %s", s.Status.Containers, pod.Name)
+	}
+	for _, cs := range s.Status.Containers {
+		held := strings.TrimSpace(run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
+		if cs.ImageDigest != held {
+			t.Errorf("container %s: status digest %s, registry holds %s for %s", cs.ContainerName, cs.ImageDigest, held, cs.ImageURI)
+		}
+	}
+
+	// The sandbox runs on, unpaused.
+	assertNotPaused(t, pod)
+	t.Logf("snapshot: %s from creation to Succeed; pause window %d ms", total.Round(time.Millisecond), *s.Status.PauseWindowMilliseconds)
+
+	// Resume: a new pod from the snapshot's images, as OpenSandbox rewrites
+	// the template's images, reads back each marker.
+	resumed := time.Now()
+	var b strings.Builder
+	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: sb-resumed\n  namespace: %s\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n", ns)
+	for _, cs := range s.Status.Containers {
+		fmt.Fprintf(&b, "    - name: %s\n      image: %s@%s\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 2147483647\"]\n",
+			cs.ContainerName, strings.SplitN(cs.ImageURI, ":snap-", 2)[0], cs.ImageDigest)
+	}
+	run(t, b.String(), "kubectl", "apply", "-f", "-")
+	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/sb-resumed", "--timeout=120s")
+	for name, want := range markers {
+		got := run(t, "", "kubectl", "-n", ns, "exec", "sb-resumed", "-c", name, "--", "cat", "/marker.txt")
+		if got != want {
+			t.Errorf("container %s resumed with marker %q, want %q", name, got, want)
+		}
+	}
+	t.Logf("resume: %s from pod creation to markers read back", time.Since(resumed).Round(time.Millisecond))
+}
+
+// TestMissingSandbox fails clearly and makes no TaskRun.
+func TestMissingSandbox(t *testing.T) {
+	ns := newNamespace(t)
+	createSnapshot(t, ns, "orphan", "no-such-sandbox")
+	s := waitForPhase(t, ns, "orphan", v1alpha1.PhaseFailed)
+	if cond := s.Status.GetCondition(v1alpha1.ConditionFailed); cond == nil || !strings.Contains(cond.Message, "no-such-sandbox") {
+		t.Errorf("Failed condition %+v does not name the sandbox", cond)
+	}
+	if trs := taskRunsOf(t, ns, "orphan"); len(trs) != 0 {
+		t.Errorf("TaskRuns %v exist for a snapshot of a missing sandbox", trs)
+	}
+}
+
+// TestUnreachableRegistry fails with the registry's error and leaves the
+// sandbox running.
+func TestUnreachableRegistry(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+	// A loopback port nothing listens on: the push is refused at once.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	setRegistry(t, closed+"/snapshots")
+
+	createSnapshot(t, ns, "sb-snap", "sb")
+	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	cond := s.Status.GetCondition(v1alpha1.ConditionFailed)
+	if cond == nil || !strings.Contains(cond.Message, closed) || !strings.Contains(cond.Message, "connection refused") {
+		t.Errorf("Failed condition %+v does not carry the registry's error", cond)
+	}
+	assertNotPaused(t, pod)
+}
+
+// TestDeleteMidCommit cancels and removes the TaskRun of a deleted snapshot
+// and leaves the sandbox running.
+func TestDeleteMidCommit(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+	// A large diff keeps the commit busy while the snapshot is deleted.
+	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
+		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=64 2>/dev/null")
+
+	createSnapshot(t, ns, "sb-snap", "sb")
+	eventually(t, "the commit TaskRun to start", time.Minute, func() (bool, error) {
+		trs := taskRunsOf(t, ns, "sb-snap")
+		return len(trs) == 1, nil
+	})
+	if err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the snapshot and its TaskRuns to go", 2*time.Minute, func() (bool, error) {
+		_, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		return apierrs.IsNotFound(err) && len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
+	})
+	// The commit pod got SIGTERM; its containers must be thawed once it is gone.
+	eventually(t, "the commit pod to finish", time.Minute, func() (bool, error) {
+		pods, err := c.kube.CoreV1().Pods(systemNamespace).List(t.Context(), metav1.ListOptions{
+			LabelSelector: "sandbox.opensandbox.io/sandbox-snapshot-namespace=" + ns,
+		})
+		return err == nil && len(pods.Items) == 0, nil
+	})
+	assertNotPaused(t, pod)
+}
+
+// TestMissingBaseBlobs snapshots a pod whose image's compressed layers
+// containerd no longer holds: the committer fetches them from the source
+// registry, and the snapshot still succeeds.
+func TestMissingBaseBlobs(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+	removed := discardLayerBlobs(t, pod.Spec.Containers[0].Image)
+	t.Logf("removed %d layer blob(s) of %s from containerd's content store", removed, pod.Spec.Containers[0].Image)
+
+	createSnapshot(t, ns, "sb-snap", "sb")
+	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	for _, cs := range s.Status.Containers {
+		held := strings.TrimSpace(run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
+		if cs.ImageDigest != held {
+			t.Errorf("container %s: status digest %s, registry holds %s", cs.ContainerName, cs.ImageDigest, held)
+		}
+	}
+	assertNotPaused(t, pod)
+}
+
+// discardLayerBlobs deletes the compressed layer blobs of an image from the
+// node's content store, as containerd does after unpacking when configured
+// to discard them, and returns how many it deleted.
+func discardLayerBlobs(t *testing.T, ref string) int {
+	t.Helper()
+	cl, err := containerd.New(containerdSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := namespaces.WithNamespace(context.Background(), "k8s.io")
+	img, err := cl.ImageService().Get(ctx, ref)
+	if err != nil {
+		t.Fatalf("image %s on the node: %v", ref, err)
+	}
+	manifest, err := images.Manifest(ctx, cl.ContentStore(), img.Target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, layer := range manifest.Layers {
+		if err := cl.ContentStore().Delete(ctx, layer.Digest); err != nil {
+			t.Fatalf("deleting layer %s of %s: %v", layer.Digest, ref, err)
+		}
+	}
+	return len(manifest.Layers)
+}
