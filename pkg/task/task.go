@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package task holds the contract of the sandbox-commit Task: its name, the
 // params the operator passes and the results the committer writes. The
 // operator and the committer both build on it, so neither can drift.

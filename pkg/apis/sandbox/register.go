@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package sandbox holds the API group name and the well-known labels and
 // annotations shared by OpenSandbox and this operator.
 package sandbox

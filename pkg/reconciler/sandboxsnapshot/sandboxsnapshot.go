@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package sandboxsnapshot reconciles SandboxSnapshots onto TaskRuns of the
 // sandbox-commit Task and mirrors those TaskRuns back into their status.
 package sandboxsnapshot

@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package v1alpha1 is the v1alpha1 version of the sandbox.opensandbox.io API.
 // +k8s:deepcopy-gen=package
 // +groupName=sandbox.opensandbox.io

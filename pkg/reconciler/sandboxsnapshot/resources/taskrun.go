@@ -13,6 +13,7 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 // Package resources builds the objects a SandboxSnapshot is mapped onto. Its
 // functions are pure: they make no API calls.
 package resources
