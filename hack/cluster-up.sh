@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Starts a local control plane (etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler) on free loopback ports and installs the CRDs the operator needs:
+#   - Tekton's CRDs from the tektoncd/pipeline module (control-plane mode only, see below),
+#   - the project's config/ (everything but Deployments; skipped if config/ is absent),
+#   - test/config/batchsandbox-crd.yaml.
+# State: _output/cluster/ (kubeconfig: _output/cluster/kubeconfig). Stop with hack/cluster-down.sh.
+#
+# Tekton CRDs without the Tekton webhook: the CRDs in config/300-crds ask for
+# webhook conversion between v1beta1 and v1. With no webhook running the
+# apiserver fails every request that needs conversion, including reads of v1
+# objects. Control-plane mode therefore rewrites `spec.conversion` to
+# `strategy: None`: v1 (the storage version) works fully, v1beta1 objects are
+# served with only apiVersion changed. hack/node-up.sh installs the real
+# Tekton, whose webhook restores conversion.
+#
+# env: NODE_MODE=1  (set by hack/node-up.sh) binds the apiserver to the bridge
+#      address, enables the Node authorizer and aggregator routing, and leaves
+#      Tekton to node-up.
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+NODE_MODE=${NODE_MODE:-0}
+
+# ---------------------------------------------------------------- certificates
+
+# sign NAME SUBJECT [EXTENSIONS] makes PKI/NAME.{key,crt} signed by the local CA.
+sign() {
+  local name=$1 subj=$2 ext=${3:-"extendedKeyUsage=clientAuth"}
+  openssl ecparam -name prime256v1 -genkey -noout -out "${CERT_DIR}/${name}.key" 2>/dev/null
+  openssl req -new -key "${CERT_DIR}/${name}.key" -subj "${subj}" -out "${CERT_DIR}/${name}.csr" 2>/dev/null
+  openssl x509 -req -in "${CERT_DIR}/${name}.csr" -CA "${CERT_DIR}/ca.crt" -CAkey "${CERT_DIR}/ca.key" \
+    -CAcreateserial -days 30 -sha256 -out "${CERT_DIR}/${name}.crt" \
+    -extfile <(printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n%s\n' "${ext}") 2>/dev/null
+  rm -f "${CERT_DIR}/${name}.csr"
+}
+
+make_certs() {
+  mkdir -p "${CERT_DIR}"
+  openssl ecparam -name prime256v1 -genkey -noout -out "${CERT_DIR}/ca.key" 2>/dev/null
+  openssl req -x509 -new -key "${CERT_DIR}/ca.key" -subj "/CN=sso-local-ca" -days 30 -sha256 \
+    -out "${CERT_DIR}/ca.crt" 2>/dev/null
+  # Service-account token signing keys.
+  openssl genrsa -out "${CERT_DIR}/sa.key" 2048 2>/dev/null
+  openssl rsa -in "${CERT_DIR}/sa.key" -pubout -out "${CERT_DIR}/sa.pub" 2>/dev/null
+
+  local svc_dns="DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  sign apiserver "/CN=kube-apiserver" \
+    "extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:${BRIDGE_IP},IP:${SERVICE_CIDR%.0/24}.1,${svc_dns}"
+  sign admin "/O=system:masters/CN=sso-admin"
+  sign kube-controller-manager "/CN=system:kube-controller-manager"
+  sign kube-scheduler "/CN=system:kube-scheduler"
+  # Node components (used by hack/node-up.sh).
+  sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  sign kubelet-client "/O=system:nodes/CN=system:node:${NODE_NAME}"
+  sign kubelet-serving "/CN=${NODE_NAME}" "extendedKeyUsage=serverAuth
+subjectAltName=IP:${BRIDGE_IP},DNS:${NODE_NAME}"
+  sign kube-proxy "/CN=system:kube-proxy"
+  chmod 600 "${CERT_DIR}"/*.key
+}
+
+# write_kubeconfig FILE CERT_NAME writes a kubeconfig for the client cert CERT_NAME.
+write_kubeconfig() {
+  local file=$1 name=$2
+  cat >"${file}" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: sso-local
+  cluster:
+    server: https://${APISERVER_HOST}:${APISERVER_PORT}
+    certificate-authority: ${CERT_DIR}/ca.crt
+users:
+- name: ${name}
+  user:
+    client-certificate: ${CERT_DIR}/${name}.crt
+    client-key: ${CERT_DIR}/${name}.key
+contexts:
+- name: sso-local
+  context:
+    cluster: sso-local
+    user: ${name}
+    namespace: default
+current-context: sso-local
+EOF
+  chmod 600 "${file}"
+}
+
+# --------------------------------------------------------------- control plane
+
+start_etcd() {
+  start_daemon etcd "$(tool_bin etcd)" \
+    --name default \
+    --data-dir "${CLUSTER_DIR}/etcd" \
+    --listen-client-urls "http://127.0.0.1:${ETCD_PORT}" \
+    --advertise-client-urls "http://127.0.0.1:${ETCD_PORT}" \
+    --listen-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
+    --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
+    --initial-cluster "default=http://127.0.0.1:${ETCD_PEER_PORT}" \
+    --listen-metrics-urls "" \
+    --unsafe-no-fsync \
+    --log-level warn
+  wait_daemon etcd 30 "etcd /health" curl -fsS "http://127.0.0.1:${ETCD_PORT}/health"
+}
+
+start_apiserver() {
+  local extra=()
+  if [[ "${NODE_MODE}" == 1 ]]; then
+    # shellcheck disable=SC2054 # the comma is part of the flag value
+    extra+=(
+      --authorization-mode=Node,RBAC
+      --enable-admission-plugins=NodeRestriction
+      --enable-aggregator-routing=true
+      --endpoint-reconciler-type=lease
+      --kubelet-client-certificate="${CERT_DIR}/apiserver-kubelet-client.crt"
+      --kubelet-client-key="${CERT_DIR}/apiserver-kubelet-client.key"
+      --kubelet-certificate-authority="${CERT_DIR}/ca.crt"
+      --kubelet-preferred-address-types=InternalIP
+    )
+  else
+    extra+=(--authorization-mode=RBAC --endpoint-reconciler-type=none)
+  fi
+  start_daemon kube-apiserver "$(tool_bin kube-apiserver)" \
+    --etcd-servers "http://127.0.0.1:${ETCD_PORT}" \
+    --bind-address "${APISERVER_HOST}" \
+    --advertise-address "${APISERVER_HOST}" \
+    --secure-port "${APISERVER_PORT}" \
+    --tls-cert-file "${CERT_DIR}/apiserver.crt" \
+    --tls-private-key-file "${CERT_DIR}/apiserver.key" \
+    --client-ca-file "${CERT_DIR}/ca.crt" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "${CERT_DIR}/sa.pub" \
+    --service-account-signing-key-file "${CERT_DIR}/sa.key" \
+    --service-cluster-ip-range "${SERVICE_CIDR}" \
+    --allow-privileged=true \
+    --profiling=false \
+    "${extra[@]}"
+  wait_daemon kube-apiserver 90 "kube-apiserver /readyz" apiserver_ready
+}
+
+start_controllers() {
+  local controllers="*"
+  # Control-plane mode has only fake nodes without kubelet heartbeats; keep
+  # the node lifecycle controllers from tainting them and evicting pods.
+  [[ "${NODE_MODE}" == 1 ]] || controllers="*,-node-lifecycle-controller,-taint-eviction-controller"
+  write_kubeconfig "${CLUSTER_DIR}/kube-controller-manager.kubeconfig" kube-controller-manager
+  write_kubeconfig "${CLUSTER_DIR}/kube-scheduler.kubeconfig" kube-scheduler
+  start_daemon kube-controller-manager "$(tool_bin kube-controller-manager)" \
+    --kubeconfig "${CLUSTER_DIR}/kube-controller-manager.kubeconfig" \
+    --secure-port 0 \
+    --leader-elect=false \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file "${CERT_DIR}/sa.key" \
+    --root-ca-file "${CERT_DIR}/ca.crt" \
+    --cluster-signing-cert-file "${CERT_DIR}/ca.crt" \
+    --cluster-signing-key-file "${CERT_DIR}/ca.key" \
+    --service-cluster-ip-range "${SERVICE_CIDR}" \
+    --flex-volume-plugin-dir "${CLUSTER_DIR}/flexvolume" \
+    --controllers "${controllers}"
+  start_daemon kube-scheduler "$(tool_bin kube-scheduler)" \
+    --kubeconfig "${CLUSTER_DIR}/kube-scheduler.kubeconfig" \
+    --secure-port 0 \
+    --leader-elect=false
+  # Pods are refused until their namespace has a ServiceAccount.
+  wait_daemon kube-controller-manager 60 "the default ServiceAccount" kc -n default get serviceaccount default
+  daemon_check kube-scheduler
+}
+
+# ------------------------------------------------------------------- manifests
+
+# strip_conversion rewrites a CRD's `spec.conversion` block to `strategy: None`.
+strip_conversion() {
+  awk '
+    /^  conversion:/ { print; print "    strategy: None"; skip = 1; next }
+    skip && (/^    / || /^[[:space:]]*$/) { next }
+    { skip = 0; print }
+  '
+}
+
+apply_tekton_crds() {
+  local dir f
+  dir=$(tekton_module_dir)
+  [[ -d "${dir}/config/300-crds" ]] || die "tektoncd/pipeline ${TEKTON_VERSION} not found in the module cache"
+  log "applying Tekton ${TEKTON_VERSION} CRDs (webhook conversion stripped)"
+  for f in "${dir}"/config/300-crds/*.yaml; do
+    echo "---"
+    strip_conversion <"${f}"
+  done | kc apply -f - >/dev/null
+}
+
+# project_manifests prints the YAML documents under config/ that are not
+# Deployments (samples and kustomization files excluded).
+project_manifests() {
+  local f
+  while IFS= read -r f; do
+    awk '
+      function flush() { if (doc != "" && !deploy) printf "---\n%s", doc; doc = ""; deploy = 0 }
+      /^---/ { flush(); next }
+      /^kind:[[:space:]]*Deployment[[:space:]]*$/ { deploy = 1 }
+      { doc = doc $0 "\n" }
+      END { flush() }
+    ' "${f}"
+  done < <(find "${ROOT_DIR}/config" -path "${ROOT_DIR}/config/samples" -prune -o \
+    -type f \( -name '*.yaml' -o -name '*.yml' \) ! -name 'kustomization.y*ml' -print | sort)
+}
+
+apply_project_config() {
+  local docs
+  if [[ ! -d "${ROOT_DIR}/config" ]]; then
+    log "config/ is not there yet; skipping the project's manifests"
+    return 0
+  fi
+  docs=$(project_manifests)
+  if ! grep -q '^kind:' <<<"${docs}"; then
+    log "config/ holds no manifests yet; skipping"
+    return 0
+  fi
+  log "applying config/ (without Deployments)"
+  # CRDs and the objects using them may come in one go; retry once they are established.
+  if ! kc apply -f - <<<"${docs}" >/dev/null 2>"${LOG_DIR}/apply-config.err"; then
+    kc wait --for condition=established crd --all --timeout=60s >/dev/null
+    kc apply -f - <<<"${docs}" >/dev/null || die "applying config/ failed"
+  fi
+}
+
+apply_manifests() {
+  [[ "${NODE_MODE}" == 1 ]] || apply_tekton_crds
+  log "applying test/config/batchsandbox-crd.yaml"
+  kc apply -f "${ROOT_DIR}/test/config/batchsandbox-crd.yaml" >/dev/null
+  kc wait --for condition=established crd --all --timeout=60s >/dev/null
+  apply_project_config
+}
+
+# ------------------------------------------------------------------------ main
+
+main() {
+  local start mode
+  start=$(now_s)
+  mode=$([[ "${NODE_MODE}" == 1 ]] && echo node || echo control-plane)
+  if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
+    [[ "${MODE}" == "${mode}" ]] || die "a ${MODE} cluster already runs; stop it with hack/cluster-down.sh"
+    log "cluster already up (${MODE}); re-applying manifests"
+    apply_manifests
+    return 0
+  fi
+  # Leftovers of a cluster that is not running any more.
+  if [[ -f "${CLUSTER_DIR}/cluster.env" ]]; then stop_control_plane; fi
+  need_tools etcd kube-apiserver kube-controller-manager kube-scheduler kubectl
+
+  mkdir -p "${CLUSTER_DIR}" "${PID_DIR}" "${LOG_DIR}"
+  APISERVER_HOST=127.0.0.1
+  [[ "${NODE_MODE}" == 1 ]] && APISERVER_HOST=${BRIDGE_IP}
+  ETCD_PORT=$(free_port)
+  ETCD_PEER_PORT=$(free_port)
+  APISERVER_PORT=$(free_port)
+  cat >"${CLUSTER_DIR}/cluster.env" <<EOF
+MODE=${mode}
+APISERVER_HOST=${APISERVER_HOST}
+APISERVER_PORT=${APISERVER_PORT}
+ETCD_PORT=${ETCD_PORT}
+ETCD_PEER_PORT=${ETCD_PEER_PORT}
+EOF
+  MODE=${mode}
+  make_certs
+  write_kubeconfig "${KUBECONFIG_PATH}" admin
+
+  start_etcd
+  start_apiserver
+  log "apiserver ready at https://${APISERVER_HOST}:${APISERVER_PORT} after $(elapsed "${start}")"
+  start_controllers
+  apply_manifests
+  log "control plane (${MODE}) up in $(elapsed "${start}"); export KUBECONFIG=${KUBECONFIG_PATH}"
+}
+
+main "$@"

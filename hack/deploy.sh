@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Deploys the operator to the node cluster the way a user does:
+#   KO_DOCKER_REPO=$LOCAL_REGISTRY/sso ko apply -f config/
+#   KO_DOCKER_REPO=$LOCAL_REGISTRY/sso ko apply -R -f tasks/ -- --namespace=sandbox-snapshot-system
+# (the operator looks its Task up in its own namespace),
+# with busybox from the loopback registry as ko's base image. config/samples/
+# and kustomization files are left out. Skips, with a message, what is not
+# written yet. Needs hack/node-up.sh (a registry and a kubelet).
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# ko_ ARGS... runs ko against the loopback registry, with the chosen kubectl on PATH.
+ko_() {
+  PATH="$(dirname "$(kubectl_bin)"):${PATH}" \
+    KUBECONFIG="${KUBECONFIG_PATH}" \
+    KO_DOCKER_REPO="${LOCAL_REGISTRY}/sso" \
+    KO_DEFAULTBASEIMAGE="${KO_DEFAULTBASEIMAGE:-${LOCAL_REGISTRY}/busybox:latest}" \
+    "$(tool_bin ko)" "$@"
+}
+
+# config_files prints the operator's manifests: config/**.yaml but samples and kustomization files.
+config_files() {
+  find "${ROOT_DIR}/config" -path "${ROOT_DIR}/config/samples" -prune -o \
+    -type f \( -name '*.yaml' -o -name '*.yml' \) ! -name 'kustomization.y*ml' -print | sort
+}
+
+deploy_config() {
+  local files=() f args=()
+  [[ -d "${ROOT_DIR}/config" ]] && mapfile -t files < <(config_files)
+  if ((${#files[@]} == 0)); then
+    log "config/ has no manifests yet; skipping the operator"
+    return 0
+  fi
+  for f in "${files[@]}"; do args+=(-f "${f#"${ROOT_DIR}"/}"); done
+  log "ko apply ${#files[@]} files from config/"
+  # CRDs and their objects may come in one stream; retry once the CRDs are established.
+  if ! ko_ apply --sbom=none "${args[@]}" >"${LOG_DIR}/deploy-config.log" 2>&1; then
+    kc wait --for condition=established crd --all --timeout=60s >/dev/null
+    ko_ apply --sbom=none "${args[@]}" >"${LOG_DIR}/deploy-config.log" 2>&1 || {
+      tail -n 30 "${LOG_DIR}/deploy-config.log" >&2
+      die "ko apply -f config/ failed"
+    }
+  fi
+  if kc get namespace "${OPERATOR_NAMESPACE}" >/dev/null 2>&1; then
+    kc -n "${OPERATOR_NAMESPACE}" wait --for=condition=Available deployment --all --timeout=180s >/dev/null ||
+      die "the operator's deployments in ${OPERATOR_NAMESPACE} did not become Available"
+    log "operator Available in ${OPERATOR_NAMESPACE}"
+  fi
+}
+
+deploy_tasks() {
+  if ! compgen -G "${ROOT_DIR}/tasks/*/*.yaml" >/dev/null && ! compgen -G "${ROOT_DIR}/tasks/*.yaml" >/dev/null; then
+    log "tasks/ has no manifests yet; skipping the tasks"
+    return 0
+  fi
+  log "ko apply -R -f tasks/ into ${OPERATOR_NAMESPACE}"
+  ko_ apply --sbom=none -R -f tasks/ -- --namespace="${OPERATOR_NAMESPACE}" >"${LOG_DIR}/deploy-tasks.log" 2>&1 || {
+    tail -n 30 "${LOG_DIR}/deploy-tasks.log" >&2
+    die "ko apply -f tasks/ failed"
+  }
+}
+
+# configure_local points the operator's config-snapshot at this node: snapshots
+# go to $LOCAL_REGISTRY/snapshots over plain HTTP, through the node's containerd socket.
+configure_local() {
+  kc -n "${OPERATOR_NAMESPACE}" get configmap config-snapshot >/dev/null 2>&1 || return 0
+  kc -n "${OPERATOR_NAMESPACE}" patch configmap config-snapshot --type merge -p "{\"data\": {
+    \"registry\": \"${LOCAL_REGISTRY}/snapshots\", \"insecure-registry\": \"true\",
+    \"containerd-socket\": \"${NODE_RUN_DIR}/containerd.sock\"}}" >/dev/null
+  log "config-snapshot: registry ${LOCAL_REGISTRY}/snapshots (insecure), containerd-socket ${NODE_RUN_DIR}/containerd.sock"
+}
+
+main() {
+  local start
+  start=$(now_s)
+  LOCAL_REGISTRY=$(registry_addr) || die "no loopback registry: run hack/node-up.sh first"
+  apiserver_ready || die "the cluster does not answer: run hack/node-up.sh first"
+  need_tools ko
+  cd "${ROOT_DIR}"
+  deploy_config
+  configure_local
+  deploy_tasks
+  log "deploy done in $(elapsed "${start}")"
+}
+
+main "$@"

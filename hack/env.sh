@@ -1,0 +1,38 @@
+# shellcheck shell=bash
+# Source it (`source hack/env.sh`) to use the local cluster from a shell:
+#   KUBECONFIG      _output/cluster/kubeconfig
+#   PATH            the built kubectl, tkn, crane and ko first (when built);
+#                   kubectl falls back to the system one
+#   LOCAL_REGISTRY  host:port of the loopback registry, when hack/node-up.sh runs it
+#   KO_DOCKER_REPO, KO_DEFAULTBASEIMAGE  ko settings for that registry
+#   CONTAINERD_ADDRESS  the node's containerd socket, when the node is up
+# It does not set shell options (no `set -e` leaks into an interactive shell).
+
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+sso_env() {
+  local t d
+  export KUBECONFIG="${KUBECONFIG_PATH}"
+  for t in kubectl tkn crane ko; do
+    d=$(tool_dir "${t}")
+    if [[ -x "${d}/${t}" && ":${PATH}:" != *":${d}:"* ]]; then
+      PATH="${d}:${PATH}"
+    fi
+  done
+  export PATH
+  if LOCAL_REGISTRY=$(registry_addr); then
+    export LOCAL_REGISTRY
+    export KO_DOCKER_REPO="${LOCAL_REGISTRY}/sso"
+    export KO_DEFAULTBASEIMAGE="${LOCAL_REGISTRY}/busybox:latest"
+  else
+    unset LOCAL_REGISTRY
+  fi
+  if [[ -S "${NODE_RUN_DIR}/containerd.sock" ]]; then
+    export CONTAINERD_ADDRESS="${NODE_RUN_DIR}/containerd.sock"
+  fi
+  [[ -f "${KUBECONFIG}" ]] || echo "hack/env.sh: no cluster yet (run hack/cluster-up.sh or hack/node-up.sh)" >&2
+}
+
+sso_env
+unset -f sso_env

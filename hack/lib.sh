@@ -1,0 +1,338 @@
+#!/usr/bin/env bash
+# Shared helpers for the hack/ scripts. Source it; do not run it.
+#
+# Everything the local cluster writes lives under _output/ (git-ignored):
+#   _output/tools/<name>-<version>/   cached tool binaries (hack/build-tools.sh)
+#   _output/cluster/                  control plane state, certs, kubeconfig, pids, logs
+#   _output/node/                     containerd, kubelet, kube-proxy, registry state
+# plus, in node mode only, the short runtime dir $NODE_RUN_DIR (unix sockets
+# must stay well under 108 bytes, whatever the clone path is).
+
+# Variables here are used by the scripts that source this file.
+# shellcheck disable=SC2034
+
+if [[ -n "${SSO_LIB_SOURCED:-}" ]]; then
+  return 0
+fi
+SSO_LIB_SOURCED=1
+
+ROOT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUTPUT_DIR="${ROOT_DIR}/_output"
+TOOLS_DIR="${OUTPUT_DIR}/tools"
+CLUSTER_DIR="${OUTPUT_DIR}/cluster"
+PID_DIR="${CLUSTER_DIR}/pids"
+LOG_DIR="${CLUSTER_DIR}/logs"
+CERT_DIR="${CLUSTER_DIR}/pki"
+NODE_DIR="${OUTPUT_DIR}/node"
+NODE_RUN_DIR="/run/sso-node"
+KUBECONFIG_PATH="${CLUSTER_DIR}/kubeconfig"
+HOST_ENV="${OUTPUT_DIR}/node-host.env" # host settings node-up changed; kept until node-down restores them
+NODE_OWNER_FILE="${NODE_RUN_DIR}/owner" # the clone whose node owns the machine-wide pieces
+
+# Pinned versions. hack/tools/<name>/go.mod pins the same ones.
+ETCD_VERSION="v3.6.6"
+KUBE_VERSION="v1.35.0"
+TKN_VERSION="v0.46.0"
+KO_VERSION="v0.19.1"
+CRANE_VERSION="v0.22.1"
+PAUSE_VERSION="3.10.1"
+KWOK_VERSION="v0.8.0"
+TEKTON_VERSION="v1.15.1"
+
+# Names used by the one-node cluster.
+NODE_NAME="node-0"
+BRIDGE="knbr0"
+BRIDGE_IP="10.88.0.1"
+BRIDGE_CIDR="10.88.0.0/24"
+SERVICE_CIDR="10.0.0.0/24"
+GUARD_CHAIN="SSO-FORWARD-GUARD"
+TEKTON_NAMESPACE="tekton-pipelines"
+OPERATOR_NAMESPACE="sandbox-snapshot-system"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# now_s prints seconds since the epoch; elapsed START prints seconds since START.
+now_s() { date +%s; }
+elapsed() { echo "$(($(now_s) - $1))s"; }
+
+# require_root dies unless running as root.
+require_root() { [[ "$(id -u)" == 0 ]] || die "$(basename "$0") must run as root"; }
+
+# tool_dir NAME prints the cache folder for NAME at its pinned version.
+tool_dir() {
+  local name=$1 version
+  case "${name}" in
+    etcd) version=${ETCD_VERSION} ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | kubectl) version=${KUBE_VERSION} ;;
+    tkn) version=${TKN_VERSION} ;;
+    ko) version=${KO_VERSION} ;;
+    crane) version=${CRANE_VERSION} ;;
+    pause) version=${PAUSE_VERSION} ;;
+    kwok) version=${KWOK_VERSION} ;;
+    *) die "unknown tool ${name}" ;;
+  esac
+  echo "${TOOLS_DIR}/${name}-${version}"
+}
+
+# tool_bin NAME prints the cached binary path of NAME (it may not exist yet).
+tool_bin() { echo "$(tool_dir "$1")/$1"; }
+
+# need_tools NAME... builds the tools that are not cached yet.
+need_tools() {
+  local t missing=()
+  for t in "$@"; do
+    [[ -x "$(tool_bin "${t}")" ]] || missing+=("${t}")
+  done
+  if ((${#missing[@]})); then
+    "${ROOT_DIR}/hack/build-tools.sh" "${missing[@]}"
+  fi
+}
+
+# kubectl_bin prints the kubectl to use: the built one if present, else the system one.
+kubectl_bin() {
+  if [[ -x "$(tool_bin kubectl)" ]]; then
+    tool_bin kubectl
+  else
+    command -v kubectl || die "no kubectl: run hack/build-tools.sh kubectl"
+  fi
+}
+
+# kc runs kubectl against the local cluster.
+kc() { "$(kubectl_bin)" --kubeconfig "${KUBECONFIG_PATH}" "$@"; }
+
+# port_in_use PORT succeeds when something listens on TCP PORT.
+port_in_use() { ss -Htln "sport = :$1" | grep -q .; }
+
+# free_port prints a TCP port that nothing listens on and that this script
+# has not handed out yet.
+SSO_PORTS_TAKEN=" "
+free_port() {
+  local p i
+  for ((i = 0; i < 200; i++)); do
+    p=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768+)
+    if [[ "${SSO_PORTS_TAKEN}" != *" ${p} "* ]] && ! port_in_use "${p}"; then
+      SSO_PORTS_TAKEN+="${p} "
+      echo "${p}"
+      return 0
+    fi
+  done
+  die "no free port found"
+}
+
+# wait_until TIMEOUT_S DESCRIPTION CMD... retries CMD every 0.2 s until it succeeds.
+wait_until() {
+  local timeout=$1 what=$2 deadline
+  shift 2
+  deadline=$(($(now_s) + timeout))
+  until "$@" >/dev/null 2>&1; do
+    if (($(now_s) >= deadline)); then
+      log "timed out after ${timeout}s waiting for ${what}"
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# pid_alive NAME succeeds when the daemon NAME recorded in PID_DIR runs.
+pid_alive() {
+  local f="${PID_DIR}/$1.pid"
+  [[ -f "${f}" ]] && kill -0 "$(cat "${f}")" 2>/dev/null
+}
+
+# start_daemon NAME CMD... starts CMD detached, logs to LOG_DIR/NAME.log and
+# records its pid in PID_DIR/NAME.pid.
+start_daemon() {
+  local name=$1
+  shift
+  mkdir -p "${PID_DIR}" "${LOG_DIR}"
+  if pid_alive "${name}"; then
+    die "${name} already runs (pid $(cat "${PID_DIR}/${name}.pid"))"
+  fi
+  setsid "$@" </dev/null >>"${LOG_DIR}/${name}.log" 2>&1 &
+  echo $! >"${PID_DIR}/${name}.pid"
+  log "started ${name} (pid $!), log ${LOG_DIR#"${ROOT_DIR}"/}/${name}.log"
+}
+
+# daemon_check NAME dies with the tail of its log when NAME has exited.
+daemon_check() {
+  pid_alive "$1" && return 0
+  tail -n 30 "${LOG_DIR}/$1.log" >&2 || true
+  die "$1 exited"
+}
+
+# wait_daemon NAME TIMEOUT_S DESCRIPTION CMD... waits for CMD, failing early if NAME died.
+wait_daemon() {
+  local name=$1 timeout=$2 what=$3 deadline
+  shift 3
+  deadline=$(($(now_s) + timeout))
+  until "$@" >/dev/null 2>&1; do
+    daemon_check "${name}"
+    if (($(now_s) >= deadline)); then
+      tail -n 30 "${LOG_DIR}/${name}.log" >&2 || true
+      die "timed out after ${timeout}s waiting for ${what}"
+    fi
+    sleep 0.2
+  done
+}
+
+# stop_daemon NAME... stops the recorded pids: TERM to all, then KILL what
+# still runs after 10 s.
+stop_daemon() {
+  local name f pid i names=() pids=()
+  for name in "$@"; do
+    f="${PID_DIR}/${name}.pid"
+    [[ -f "${f}" ]] || continue
+    pid=$(cat "${f}")
+    if kill -0 "${pid}" 2>/dev/null; then
+      kill -TERM "${pid}" 2>/dev/null || true
+      names+=("${name}")
+      pids+=("${pid}")
+    fi
+    rm -f "${f}"
+  done
+  for i in "${!pids[@]}"; do
+    wait_until 10 "${names[i]} to exit" pid_gone "${pids[i]}" || {
+      log "${names[i]} (pid ${pids[i]}) ignored TERM; killing"
+      kill -KILL "${pids[i]}" 2>/dev/null || true
+    }
+    log "stopped ${names[i]} (pid ${pids[i]})"
+  done
+}
+
+# pid_gone PID succeeds when PID has exited.
+pid_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# state_get FILE KEY prints KEY's value from a KEY=VALUE file.
+state_get() { [[ -f "$1" ]] && sed -n "s/^$2=//p" "$1" | tail -n 1; }
+
+# cluster_env loads the ports and mode recorded by cluster-up.
+cluster_env() {
+  local f="${CLUSTER_DIR}/cluster.env"
+  [[ -f "${f}" ]] || return 1
+  # shellcheck disable=SC1090
+  source "${f}"
+}
+
+# apiserver_ready succeeds when the apiserver answers /readyz.
+apiserver_ready() { kc get --raw /readyz >/dev/null 2>&1; }
+
+# registry_addr prints host:port of the loopback registry when it runs.
+registry_addr() {
+  local f="${NODE_DIR}/registry.env" addr
+  [[ -f "${f}" ]] || return 1
+  pid_alive registry || return 1
+  addr=$(state_get "${f}" LOCAL_REGISTRY)
+  [[ -n "${addr}" ]] && echo "${addr}"
+}
+
+# under_dirs PATH DIR... succeeds when PATH is DIR or inside one of the DIRs.
+under_dirs() {
+  local p=$1 d
+  shift
+  for d in "$@"; do
+    [[ "${p}" == "${d}" || "${p}" == "${d}"/* ]] && return 0
+  done
+  return 1
+}
+
+# unmount_under DIR... unmounts every mount point at or below the DIRs, deepest first.
+unmount_under() {
+  local mp
+  # Field 5 of mountinfo is the mount point (octal escapes for spaces are not expected here).
+  awk '{print $5}' /proc/self/mountinfo | sort -r -u | while read -r mp; do
+    if under_dirs "${mp}" "$@"; then
+      umount "${mp}" 2>/dev/null || umount -l "${mp}" 2>/dev/null || log "could not unmount ${mp}"
+    fi
+  done
+}
+
+# tekton_module_dir prints the tektoncd/pipeline module folder, downloading it if
+# needed. It runs outside any module, so the project's go.mod and go.sum stay untouched.
+tekton_module_dir() {
+  (cd "${TMPDIR:-/tmp}" && GOFLAGS='' GO111MODULE=on go mod download -json "github.com/tektoncd/pipeline@${TEKTON_VERSION}") |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
+# node_daemons_recorded succeeds when a node daemon's pid file exists.
+node_daemons_recorded() {
+  local d
+  for d in containerd kubelet kube-proxy registry; do
+    [[ -f "${PID_DIR}/${d}.pid" ]] && return 0
+  done
+  return 1
+}
+
+# node_present succeeds when this clone's hack/node-up.sh may have left something.
+node_present() {
+  [[ -f "${HOST_ENV}" || -d "${NODE_DIR}" ]] || node_daemons_recorded
+}
+
+# node_owner prints the clone that owns the machine-wide node pieces (bridge,
+# iptables, /run/sso-node), if any. There is one node per machine.
+node_owner() { [[ -f "${NODE_OWNER_FILE}" ]] && cat "${NODE_OWNER_FILE}"; }
+
+# foreign_node_running succeeds when another clone's node daemons run.
+foreign_node_running() {
+  local owner d f
+  owner=$(node_owner) || return 1
+  [[ -n "${owner}" && "${owner}" != "${ROOT_DIR}" ]] || return 1
+  for d in containerd kubelet kube-proxy registry kube-apiserver; do
+    f="${owner}/_output/cluster/pids/${d}.pid"
+    [[ -f "${f}" ]] && kill -0 "$(cat "${f}")" 2>/dev/null && return 0
+  done
+  return 1
+}
+
+# stop_control_plane stops the control plane daemons and removes its state;
+# _output/cluster/ goes away entirely unless node daemons are still recorded there.
+stop_control_plane() {
+  stop_daemon kube-scheduler kube-controller-manager kube-apiserver
+  stop_daemon etcd
+  [[ -d "${CLUSTER_DIR}" ]] || return 0
+  if node_daemons_recorded; then
+    rm -rf "${CLUSTER_DIR}/etcd" "${CERT_DIR}" "${CLUSTER_DIR}"/*.kubeconfig "${KUBECONFIG_PATH}" "${CLUSTER_DIR}/cluster.env"
+  else
+    rm -rf "${CLUSTER_DIR}"
+    log "removed ${CLUSTER_DIR#"${ROOT_DIR}"/}"
+  fi
+}
+
+# Host settings that node-up changes (itself or through the kubelet and
+# kube-proxy) and node-down restores.
+HOST_SYSCTLS="net.ipv4.ip_forward net.ipv4.conf.all.route_localnet vm.overcommit_memory vm.panic_on_oom
+kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
+
+# path_key PATH turns a path into a variable-name suffix.
+path_key() { echo "$1" | tr '/.-' '___' | tr '[:lower:]' '[:upper:]'; }
+
+# forward_guard_up makes the first rule of FORWARD (mangle and filter tables)
+# drop every forwarded packet except bridge -> bridge on BRIDGE.
+forward_guard_up() {
+  local t
+  for t in mangle filter; do
+    iptables -w -t "${t}" -N "${GUARD_CHAIN}" 2>/dev/null || iptables -w -t "${t}" -F "${GUARD_CHAIN}"
+    iptables -w -t "${t}" -A "${GUARD_CHAIN}" -i "${BRIDGE}" -o "${BRIDGE}" -j RETURN
+    iptables -w -t "${t}" -A "${GUARD_CHAIN}" -j DROP
+    while iptables -w -t "${t}" -D FORWARD -j "${GUARD_CHAIN}" 2>/dev/null; do :; done
+    iptables -w -t "${t}" -I FORWARD 1 -j "${GUARD_CHAIN}"
+  done
+}
+
+# forward_guard_ok succeeds when the guard is the first FORWARD rule in both tables.
+forward_guard_ok() {
+  local t
+  for t in mangle filter; do
+    [[ "$(iptables -w -t "${t}" -S FORWARD 2>/dev/null | sed -n 2p)" == "-A FORWARD -j ${GUARD_CHAIN}" ]] || return 1
+  done
+}
+
+# forward_guard_down removes the guard.
+forward_guard_down() {
+  local t
+  for t in mangle filter; do
+    while iptables -w -t "${t}" -D FORWARD -j "${GUARD_CHAIN}" 2>/dev/null; do :; done
+    iptables -w -t "${t}" -F "${GUARD_CHAIN}" 2>/dev/null || true
+    iptables -w -t "${t}" -X "${GUARD_CHAIN}" 2>/dev/null || true
+  done
+}
