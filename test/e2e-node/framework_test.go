@@ -268,10 +268,10 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func() (b
 	}
 }
 
-// setRegistry points config-snapshot at another registry, waits until the
-// controller has loaded it (it logs each version of config-snapshot it
-// loads), and restores the ConfigMap when the test ends.
-func setRegistry(t *testing.T, registry string) {
+// setConfig patches config-snapshot, waits until the controller has loaded
+// it (it logs each version of config-snapshot it loads, and loaded must
+// appear in that line), and restores the ConfigMap when the test ends.
+func setConfig(t *testing.T, data map[string]string, loaded string) {
 	t.Helper()
 	cms := c.kube.CoreV1().ConfigMaps(systemNamespace)
 	before, err := cms.Get(t.Context(), "config-snapshot", metav1.GetOptions{})
@@ -279,7 +279,9 @@ func setRegistry(t *testing.T, registry string) {
 		t.Fatal(err)
 	}
 	changed := before.DeepCopy()
-	changed.Data["registry"] = registry
+	for k, v := range data {
+		changed.Data[k] = v
+	}
 	if _, err := cms.Update(t.Context(), changed, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -294,9 +296,9 @@ func setRegistry(t *testing.T, registry string) {
 			t.Errorf("restoring config-snapshot: %v", err)
 		}
 	})
-	eventually(t, "the controller to load registry "+registry, time.Minute, func() (bool, error) {
-		out, err := tryRun("", "kubectl", "-n", systemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since=5m")
-		return err == nil && strings.Contains(out, `"registry":"`+registry+`"`), nil
+	eventually(t, "the controller to load "+loaded, time.Minute, func() (bool, error) {
+		out, err := tryRun("", "kubectl", "-n", systemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since=2m")
+		return err == nil && strings.Contains(out, loaded), nil
 	})
 }
 

@@ -135,7 +135,7 @@ func TestUnreachableRegistry(t *testing.T) {
 	}
 	closed := l.Addr().String()
 	l.Close()
-	setRegistry(t, closed+"/snapshots")
+	setConfig(t, map[string]string{"registry": closed + "/snapshots"}, `"registry":"`+closed+`/snapshots"`)
 
 	createSnapshot(t, ns, "sb-snap", "sb")
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)

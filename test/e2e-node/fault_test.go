@@ -1,0 +1,174 @@
+//go:build e2e_node
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2enode
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+)
+
+// TestCommitPodKilledMidPause kills the committer with SIGKILL while the
+// sandbox is frozen, so its own handler cannot thaw it. The operator must see
+// the commit step die, run an unpause TaskRun on the node, and record it.
+func TestCommitPodKilledMidPause(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+	// A large diff keeps the containers paused long enough to catch.
+	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
+		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=384 2>/dev/null")
+
+	cl, err := containerd.New(containerdSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := namespaces.WithNamespace(t.Context(), "k8s.io")
+
+	createSnapshot(t, ns, "sb-snap", "sb")
+	eventually(t, "the sandbox to be paused by the commit step", 2*time.Minute, func() (bool, error) {
+		return containerPaused(ctx, cl, pod, "app"), nil
+	})
+	killed := killCommitter(t, pod)
+	t.Logf("sent SIGKILL to committer pid %d while pod %s was paused", killed, pod.Name)
+
+	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	if s.Status.UnpauseTaskRunRef == nil {
+		t.Fatalf("status.unpauseTaskRunRef is not set: %+v", s.Status)
+	}
+	run(t, "", "kubectl", "-n", s.Status.UnpauseTaskRunRef.Namespace, "wait", "taskrun/"+s.Status.UnpauseTaskRunRef.Name,
+		"--for=condition=Succeeded", "--timeout=120s")
+	assertNotPaused(t, pod)
+	t.Logf("snapshot failed with %s; unpause TaskRun %s thawed the sandbox",
+		s.Status.GetCondition(v1alpha1.ConditionFailed).Reason, s.Status.UnpauseTaskRunRef.Name)
+}
+
+// containerPaused reports whether the pod's container has a paused task.
+func containerPaused(ctx context.Context, cl *containerd.Client, pod *corev1.Pod, container string) bool {
+	ctrs, err := cl.Containers(ctx, fmt.Sprintf("labels.%q==%q,labels.%q==%q,labels.%q==%q",
+		"io.kubernetes.pod.name", pod.Name, "io.kubernetes.pod.namespace", pod.Namespace,
+		"io.kubernetes.container.name", container))
+	if err != nil {
+		return false
+	}
+	for _, ctr := range ctrs {
+		task, err := ctr.Task(ctx, nil)
+		if err != nil {
+			continue
+		}
+		if st, err := task.Status(ctx); err == nil && st.Status == containerd.Paused {
+			return true
+		}
+	}
+	return false
+}
+
+// killCommitter sends SIGKILL to the commit step's process on this node and
+// returns its pid. The node is this machine, so /proc shows it.
+func killCommitter(t *testing.T, pod *corev1.Pod) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if !strings.HasSuffix(args[0], "committer") || !contains(args, "--step=commit") || !contains(args, "--pod-name="+pod.Name) {
+			continue
+		}
+		var pid int
+		fmt.Sscanf(filepath.Base(filepath.Dir(p)), "%d", &pid)
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("killing committer %d: %v", pid, err)
+		}
+		return pid
+	}
+	t.Fatalf("no committer process for pod %s found", pod.Name)
+	return 0
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSecretsStayOutOfOutputs pushes with a push Secret and checks that its
+// credentials appear nowhere a user can read: snapshot status, events,
+// TaskRun results and logs, and the controller's log.
+func TestSecretsStayOutOfOutputs(t *testing.T) {
+	ns := newNamespace(t)
+	createSandbox(t, ns, "sb")
+
+	password := "pw-" + strings.TrimSpace(randomMarker(t, "secret"))
+	auth := base64.StdEncoding.EncodeToString([]byte("snapshotter:" + password))
+	config, _ := json.Marshal(map[string]any{"auths": map[string]any{localRegistry: map[string]string{"auth": auth}}})
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-push", Namespace: systemNamespace},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: config},
+	}
+	if _, err := c.kube.CoreV1().Secrets(systemNamespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.kube.CoreV1().Secrets(systemNamespace).Delete(context.Background(), "e2e-push", metav1.DeleteOptions{})
+	})
+	setConfig(t, map[string]string{"push-secret": "e2e-push"}, `"pushSecret":"e2e-push"`)
+
+	createSnapshot(t, ns, "sb-snap", "sb")
+	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	tr := s.Status.TaskRunRef
+
+	outputs := map[string]string{
+		"snapshot":       run(t, "", "kubectl", "-n", ns, "get", "sbxsnap", "sb-snap", "-o", "yaml"),
+		"events":         run(t, "", "kubectl", "-n", ns, "get", "events", "-o", "yaml"),
+		"TaskRun":        run(t, "", "kubectl", "-n", tr.Namespace, "get", "taskrun", tr.Name, "-o", "yaml"),
+		"TaskRun logs":   run(t, "", "tkn", "taskrun", "logs", tr.Name, "-n", tr.Namespace),
+		"controller log": run(t, "", "kubectl", "-n", systemNamespace, "logs", "deployment/sandbox-snapshot-controller"),
+	}
+	for where, out := range outputs {
+		for _, secretText := range []string{password, auth} {
+			if strings.Contains(out, secretText) {
+				t.Errorf("the push Secret's credentials appear in the %s", where)
+			}
+		}
+	}
+	if !strings.Contains(outputs["TaskRun"], "e2e-push") {
+		t.Error("the TaskRun does not bind the push Secret, so this test proves nothing")
+	}
+}
