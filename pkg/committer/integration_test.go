@@ -509,6 +509,29 @@ func TestPushFailureThaws(t *testing.T) {
 		http.Error(w, "induced", http.StatusInternalServerError)
 	}))
 	defer broken.Close()
+	// registryError answers the version check, then fails requests as a
+	// registry does: a status and an OCI error body. With missingBlobs, blob
+	// checks answer 404 so that the failure comes from the upload itself.
+	registryError := func(status int, code, message string, missingBlobs bool) *httptest.Server {
+		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/v2/" {
+				return
+			}
+			if missingBlobs && r.Method == http.MethodHead {
+				w.WriteHeader(http.StatusNotFound)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"errors":[{"code":%q,"message":%q}]}`, code, message)
+		}))
+	}
+	unauthorized := registryError(http.StatusUnauthorized, "UNAUTHORIZED", "authentication required", false)
+	defer unauthorized.Close()
+	denied := registryError(http.StatusForbidden, "DENIED", "requested access to the resource is denied", false)
+	defer denied.Close()
+	full := registryError(http.StatusInsufficientStorage, "UNKNOWN", "storage quota exceeded", true)
+	defer full.Close()
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closedHost := strings.TrimPrefix(closed.URL, "http://")
 	closed.Close()
@@ -520,6 +543,9 @@ func TestPushFailureThaws(t *testing.T) {
 		want     string
 	}{
 		{"registry answers 500", strings.TrimPrefix(broken.URL, "http://") + "/snap/app:1", true, "500"},
+		{"registry rejects credentials (401)", strings.TrimPrefix(unauthorized.URL, "http://") + "/snap/app:1", true, "401 Unauthorized"},
+		{"registry denies access (403)", strings.TrimPrefix(denied.URL, "http://") + "/snap/app:1", true, "403 Forbidden"},
+		{"registry is full", strings.TrimPrefix(full.URL, "http://") + "/snap/app:1", true, "storage quota exceeded"},
 		{"closed port", closedHost + "/snap/app:1", true, "connection refused"},
 		{"plain HTTP without insecure-registry", e.regA.Host + "/snap/app:1", false, "insecure-registry"},
 	} {
