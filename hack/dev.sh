@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The local default (make dev): a cluster on this machine with the operator
+# running, the samples of config/samples applied, and what happened to the
+# sample snapshot shown with kubectl and tkn.
+#
+# DEV_MODE=control-plane  (quick iteration) etcd, kube-apiserver,
+#     kube-controller-manager and kube-scheduler on loopback, with Tekton's
+#     CRDs but no Tekton controller and no kubelet (hack/cluster-up.sh). The
+#     controller is built from this tree and runs as a local process under its
+#     own ServiceAccount (hack/run-controller.sh; restarted at every run, so
+#     code changes are picked up). The sample pod gets a fake node and a
+#     Running status (hack/samples.sh). The snapshot goes to Committing with
+#     its TaskRun created; nothing runs that TaskRun.
+# DEV_MODE=node  a real one-node cluster with containerd, Tekton and the
+#     operator deployed with ko (hack/node-up.sh). The sample pod really runs;
+#     the snapshot goes to Succeed and the pushed digests are shown.
+#
+# Without DEV_MODE, the mode of a cluster that is already up is kept;
+# otherwise DEV_MODE_DEFAULT below is used.
+#
+# Rerunnable: a running cluster is reused, this tree's operator is started
+# again (control-plane: hack/run-controller.sh restart; node: hack/deploy.sh)
+# and demo-snap is recreated.
+# Tear down with `make cluster-down` (it also stops the node and the local controller).
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+# ---------------------------------------------------------------------------
+# THE SWITCH: the mode of `make dev` when no cluster is up. "node" needs root
+# and the packages of .ci/run (containerd, runc, CNI plugins, iptables); set
+# it back to "control-plane" if hack/node-up.sh cannot run where you are.
+DEV_MODE_DEFAULT=node
+# ---------------------------------------------------------------------------
+
+SNAP=demo-snap
+NS=default
+START=$(now_s)
+
+# show CMD... prints a command the way a user would type it, then runs it.
+show() {
+  printf '\n$ %s\n' "$*"
+  "$@"
+}
+
+pick_mode() {
+  if [[ -n "${DEV_MODE:-}" ]]; then
+    echo "${DEV_MODE}"
+  elif cluster_env && pid_alive kube-apiserver && apiserver_ready; then
+    # shellcheck disable=SC2153 # MODE comes from cluster.env (cluster_env)
+    echo "${MODE}"
+  else
+    echo "${DEV_MODE_DEFAULT}"
+  fi
+}
+
+snap_phase() { kc -n "${NS}" get sandboxsnapshot "${SNAP}" -o jsonpath='{.status.phase}' 2>/dev/null; }
+started() { [[ "$(snap_phase)" =~ ^(Committing|Succeed|Failed)$ ]]; }
+
+# recreate_snapshot deletes demo-snap (its finalizer needs the operator
+# running) and applies the samples again.
+recreate_snapshot() {
+  if kc -n "${NS}" get sandboxsnapshot "${SNAP}" >/dev/null 2>&1; then
+    log "deleting the previous ${SNAP}"
+    kc -n "${NS}" delete sandboxsnapshot "${SNAP}" --timeout=60s >/dev/null
+  fi
+  "${ROOT_DIR}/hack/samples.sh"
+}
+
+up_control_plane() {
+  "${ROOT_DIR}/hack/build-tools.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl tkn
+  "${ROOT_DIR}/hack/cluster-up.sh"
+  "${ROOT_DIR}/hack/run-controller.sh" stop
+  "${ROOT_DIR}/hack/run-controller.sh" start
+}
+
+up_node() {
+  local was_up=$1
+  [[ -x "${ROOT_DIR}/hack/node-up.sh" ]] || die "hack/node-up.sh is missing; use DEV_MODE=control-plane"
+  "${ROOT_DIR}/hack/build-tools.sh"
+  "${ROOT_DIR}/hack/node-up.sh"
+  # node-up leaves a running node as it is: deploy this tree's operator and Task again.
+  if [[ "${was_up}" == node ]]; then "${ROOT_DIR}/hack/deploy.sh"; fi
+  kc -n "${OPERATOR_NAMESPACE}" get deployment sandbox-snapshot-controller >/dev/null 2>&1 ||
+    die "hack/node-up.sh did not deploy the operator (deployment ${OPERATOR_NAMESPACE}/sandbox-snapshot-controller)"
+}
+
+main() {
+  local mode running_mode="" tr
+  mode=$(pick_mode)
+  [[ "${mode}" == control-plane || "${mode}" == node ]] || die "DEV_MODE must be control-plane or node, not '${mode}'"
+  if cluster_env && pid_alive kube-apiserver && apiserver_ready; then running_mode=${MODE}; fi
+  if [[ -n "${running_mode}" && "${running_mode}" != "${mode}" ]]; then
+    die "a ${running_mode}-mode cluster is up; run \`make cluster-down\` first, or DEV_MODE=${running_mode} make dev"
+  fi
+  log "dev mode: ${mode}"
+
+  case "${mode}" in
+    control-plane) up_control_plane ;;
+    node) up_node "${running_mode}" ;;
+  esac
+  recreate_snapshot
+
+  # shellcheck source=hack/env.sh
+  source "${ROOT_DIR}/hack/env.sh"
+  wait_until 60 "${SNAP} to leave Pending" started || true
+  case "$(snap_phase)" in
+    Committing | Succeed) ;;
+    Failed) die "${SNAP} failed: $(kc -n "${NS}" get sandboxsnapshot "${SNAP}" \
+      -o jsonpath='{.status.conditions[?(@.type=="Failed")].reason}: {.status.conditions[?(@.type=="Failed")].message}')" ;;
+    *) die "${SNAP} did not start (phase '$(snap_phase)'); see \`kubectl describe sbxsnap ${SNAP}\` and the controller's log" ;;
+  esac
+  tr=$(kc -n "${NS}" get sandboxsnapshot "${SNAP}" -o jsonpath='{.status.taskRunRef.name}')
+
+  echo
+  echo "=== ${SNAP}: the snapshot, and the TaskRun the operator made for it"
+  show kubectl get sbxsnap -n "${NS}"
+  show kubectl get sbxsnap "${SNAP}" -n "${NS}" -o wide
+  show tkn taskrun list --label "sandbox.opensandbox.io/sandbox-snapshot-name=${SNAP}" -n "${OPERATOR_NAMESPACE}"
+  echo
+  echo "# Pinned to the sandbox pod's node (Tekton's pod template has no nodeName):"
+  show kubectl get taskrun "${tr}" -n "${OPERATOR_NAMESPACE}" \
+    -o jsonpath='{.spec.podTemplate.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields}{"\n"}'
+  show kubectl get pod demo-0 -n "${NS}" -o jsonpath='{.spec.nodeName}{"\n"}'
+
+  if [[ "${mode}" == node ]]; then
+    log "waiting for ${SNAP} to Succeed (real Tekton, real commit and push)"
+    show kubectl wait --for=jsonpath='{.status.phase}'=Succeed "sbxsnap/${SNAP}" -n "${NS}" --timeout=300s
+    show tkn taskrun describe "${tr}" -n "${OPERATOR_NAMESPACE}"
+    echo
+    echo "# The pushed images (manifest digests, as the registry holds them):"
+    show kubectl get sbxsnap "${SNAP}" -n "${NS}" \
+      -o jsonpath='{range .status.containers[*]}{.containerName}{"\t"}{.imageUri}{"@"}{.imageDigest}{"\n"}{end}'
+  else
+    show tkn taskrun describe "${tr}" -n "${OPERATOR_NAMESPACE}"
+    cat <<EOF
+
+# Control-plane mode runs no Tekton controller: the TaskRun stays pending and
+# ${SNAP} stays Committing. To play Tekton by hand (what test/e2e does):
+#   kubectl -n ${OPERATOR_NAMESPACE} patch taskrun ${tr} --subresource=status --type=merge \\
+#     -p '{"status":{"podName":"","conditions":[{"type":"Succeeded","status":"True","reason":"Succeeded"}],
+#          "results":[{"name":"DIGESTS","type":"string","value":"sha256:$(printf 'a%.0s' {1..64}),sha256:$(printf 'b%.0s' {1..64})"},
+#                     {"name":"PAUSE_WINDOW_MS","type":"string","value":"250"}]}}'
+EOF
+  fi
+
+  cat <<EOF
+
+=== ready in $(elapsed "${START}") (DEV_MODE=${mode})
+  source hack/env.sh                  # KUBECONFIG and the built kubectl, tkn, crane, ko
+  kubectl describe sbxsnap ${SNAP}   # events and conditions
+EOF
+  if [[ "${mode}" == control-plane ]]; then
+    cat <<EOF
+  hack/run-controller.sh status       # the local controller; its log: ${LOG_DIR#"${ROOT_DIR}"/}/controller-1.log
+  hack/run-controller.sh restart      # after a code change (or run make dev again)
+  make e2e                            # the control-plane e2e
+EOF
+  fi
+  cat <<EOF
+Tear down:
+  make cluster-down
+EOF
+}
+
+main "$@"

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Control-plane e2e (make e2e): the controller, as a local process under its
+# own ServiceAccount, against a real kube-apiserver with Tekton's CRDs but no
+# Tekton controller; the tests in test/e2e play Tekton.
+#
+#   1. hack/cluster-up.sh (a cluster that is already up is reused; a node-mode
+#      cluster is refused: its in-cluster operator would compete);
+#   2. config-leader-election gets short Leases (15s) so that the failover
+#      tests take seconds, not minutes; hack/run-controller.sh start;
+#   3. go test -tags e2e -count=1 -timeout 20m ./test/e2e/...
+#   4. on exit, also on failure or interrupt: the controller is stopped and,
+#      if this script brought the cluster up, hack/cluster-down.sh runs.
+#      A reused cluster is left up, with its Lease settings restored and its
+#      controller restarted if one ran before.
+#
+# Logs: _output/e2e/<time>/ holds go-test.log and, on failure, the control
+# plane's and the controller's logs and a dump of the objects. The path is
+# printed at the end.
+#
+# env: E2E_RUN=regexp        only the matching tests (go test -run)
+#      E2E_KEEP_CLUSTER=1    leave the cluster (and controller) up afterwards
+#      E2E_GO_TEST_FLAGS     extra go test flags (default -v)
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+E2E_DIR="${OUTPUT_DIR}/e2e/$(date +%Y%m%d-%H%M%S)"
+LEASE_KEYS=(lease-duration renew-deadline retry-period)
+LEASE_VALUES=(15s 10s 2s)
+
+STARTED_CLUSTER=0
+HAD_CONTROLLER=0
+START=$(now_s)
+
+run_controller() { "${ROOT_DIR}/hack/run-controller.sh" "$@"; }
+
+controllers_running() { compgen -G "${PID_DIR}/controller-*.pid" >/dev/null; }
+
+# lease_patch VALUE... patches the LEASE_KEYS of config-leader-election ("null" removes a key).
+lease_patch() {
+  local i data=""
+  for i in "${!LEASE_KEYS[@]}"; do
+    local v=${1:-null}
+    shift || true
+    [[ "${v}" == null ]] || v="\"${v}\""
+    data+="${data:+,}\"${LEASE_KEYS[i]}\":${v}"
+  done
+  kc -n "${OPERATOR_NAMESPACE}" patch configmap config-leader-election --type merge -p "{\"data\":{${data}}}" >/dev/null
+}
+
+# collect saves what explains a failure before the cluster goes away.
+collect() {
+  local d="${E2E_DIR}"
+  mkdir -p "${d}/logs"
+  cp -a "${LOG_DIR}"/. "${d}/logs/" 2>/dev/null || true
+  if apiserver_ready; then
+    kc get sandboxsnapshots -A -o yaml >"${d}/sandboxsnapshots.yaml" 2>&1 || true
+    kc -n "${OPERATOR_NAMESPACE}" get taskruns -o yaml >"${d}/taskruns.yaml" 2>&1 || true
+    kc -n "${OPERATOR_NAMESPACE}" get leases,configmaps -o yaml >"${d}/system-namespace.yaml" 2>&1 || true
+    kc get events -A --sort-by=.lastTimestamp >"${d}/events.txt" 2>&1 || true
+    kc get namespaces >"${d}/namespaces.txt" 2>&1 || true
+  fi
+}
+
+finish() {
+  local rc=$?
+  trap - EXIT INT TERM
+  set +e
+  if ((rc != 0)); then
+    collect
+  fi
+  if ((STARTED_CLUSTER)) && [[ -z "${E2E_KEEP_CLUSTER:-}" ]]; then
+    run_controller stop
+    "${ROOT_DIR}/hack/cluster-down.sh"
+  elif [[ -z "${E2E_KEEP_CLUSTER:-}" ]] && apiserver_ready; then
+    # A reused cluster: let the controller finish the test namespaces'
+    # finalizers (an interrupted test may have left none running), then put
+    # things back as they were.
+    controllers_running || run_controller start 1
+    kc wait --for=delete namespace -l e2e.sandbox.opensandbox.io/test --timeout=60s >/dev/null 2>&1 ||
+      log "some e2e namespaces are still terminating"
+    run_controller stop
+    lease_patch
+    if ((HAD_CONTROLLER)); then run_controller start; fi
+  fi
+  log "e2e $([[ ${rc} == 0 ]] && echo passed || echo "FAILED (exit ${rc})") in $(elapsed "${START}")"
+  log "e2e logs: ${E2E_DIR#"${ROOT_DIR}"/}/"
+  exit "${rc}"
+}
+
+main() {
+  mkdir -p "${E2E_DIR}"
+  if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
+    [[ "${MODE}" == control-plane ]] ||
+      die "a ${MODE}-mode cluster runs (hack/node-up.sh); the control-plane e2e needs its own: make node-down first"
+    log "reusing the running control-plane cluster"
+    controllers_running && HAD_CONTROLLER=1
+  else
+    STARTED_CLUSTER=1
+  fi
+  trap finish EXIT
+  trap 'exit 130' INT TERM
+
+  need_tools kubectl tkn
+  "${ROOT_DIR}/hack/cluster-up.sh"
+  lease_patch "${LEASE_VALUES[@]}"
+  log "config-leader-election: ${LEASE_KEYS[*]} = ${LEASE_VALUES[*]} (for the failover tests)"
+  # Leader election settings are read at start-up: (re)start the controller.
+  run_controller stop
+  run_controller start 1
+
+  # shellcheck source=hack/env.sh
+  source "${ROOT_DIR}/hack/env.sh"
+  log "go test -tags e2e ./test/e2e/... (log: ${E2E_DIR#"${ROOT_DIR}"/}/go-test.log)"
+  local flags
+  read -r -a flags <<<"${E2E_GO_TEST_FLAGS:--v}"
+  local rc=0
+  (cd "${ROOT_DIR}" && go test -tags e2e -count=1 -timeout 20m ${E2E_RUN:+-run "${E2E_RUN}"} "${flags[@]}" ./test/e2e/...) 2>&1 |
+    tee "${E2E_DIR}/go-test.log" || rc=$?
+  log "summary:"
+  grep -E '^(--- |ok |FAIL)' "${E2E_DIR}/go-test.log" >&2 || true
+  return "${rc}"
+}
+
+main "$@"

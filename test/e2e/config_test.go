@@ -1,0 +1,146 @@
+//go:build e2e
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+)
+
+// TestMisconfiguration: a broken config-snapshot fails new snapshots, before
+// any TaskRun, with a reason naming the problem; the controller keeps running
+// and picks up the fix without a restart.
+func TestMisconfiguration(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{})
+	pids := controllerPIDs()
+
+	for _, tc := range []struct {
+		name    string
+		patch   map[string]any
+		reason  string
+		message string
+	}{{
+		name:    "RegistryNotConfigured",
+		patch:   map[string]any{config.RegistryKey: nil},
+		reason:  v1alpha1.ReasonRegistryNotConfigured,
+		message: `set key "registry"`,
+	}, {
+		name:    "MissingPushSecret",
+		patch:   map[string]any{config.PushSecretKey: "no-such-secret"},
+		reason:  v1alpha1.ReasonInvalidConfiguration,
+		message: "no-such-secret",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			restore := patchSnapshotConfig(t, e, tc.patch)
+			s := e.snapshotUntil(tc.name, func(s *v1alpha1.SandboxSnapshot) bool {
+				c := s.Status.GetCondition(v1alpha1.ConditionFailed)
+				return c != nil && c.Reason == tc.reason
+			})
+			c := condition(t, s, v1alpha1.ConditionFailed)
+			if !strings.Contains(c.Message, tc.message) {
+				t.Errorf("Failed message %q does not mention %q", c.Message, tc.message)
+			}
+			if trs := e.taskRunsOf(s.Name); len(trs) != 0 {
+				t.Errorf("%s has TaskRuns %v", s.Name, trNames(trs))
+			}
+
+			restore()
+			e.snapshotUntil(tc.name+"-fixed", isPhase(v1alpha1.PhaseCommitting))
+		})
+	}
+	if after := controllerPIDs(); !maps.Equal(pids, after) {
+		t.Errorf("controller pids changed from %v to %v: it must keep running on a bad configuration", pids, after)
+	}
+}
+
+// snapshotUntil creates snapshots of sandbox sb, one after the other, until
+// one ends up as ok says. The controller applies a config-snapshot change
+// when its ConfigMap watch delivers it; a snapshot created before that sees
+// the old settings and is skipped.
+func (e *env) snapshotUntil(prefix string, ok func(*v1alpha1.SandboxSnapshot) bool) *v1alpha1.SandboxSnapshot {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for i := 0; time.Now().Before(deadline); i++ {
+		name := fmt.Sprintf("%s-%d", strings.ToLower(prefix), i)
+		e.createSnapshot(name, "sb")
+		s := e.waitSnapshot(name, "to start or fail", func(s *v1alpha1.SandboxSnapshot) bool {
+			return s.Status.Phase == v1alpha1.PhaseCommitting || s.Status.IsTerminal()
+		})
+		if ok(s) {
+			return s
+		}
+		e.t.Logf("%s: %s (config change not seen yet)", name, s.Status.Phase)
+	}
+	e.t.Fatalf("no snapshot reached the expected state within %v", timeout)
+	return nil
+}
+
+// patchSnapshotConfig merges patch into config-snapshot and returns a func
+// that restores the previous values (also run at cleanup and on interrupt).
+func patchSnapshotConfig(t *testing.T, e *env, patch map[string]any) (restore func()) {
+	t.Helper()
+	cms := e.c.Kube.CoreV1().ConfigMaps(systemNamespace)
+	cm, err := cms.Get(e.ctx, config.SnapshotConfigName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	undo := map[string]any{}
+	for k := range patch {
+		if v, ok := cm.Data[k]; ok {
+			undo[k] = v
+		} else {
+			undo[k] = nil
+		}
+	}
+	apply := func(data map[string]any) error {
+		b, _ := json.Marshal(map[string]any{"data": data})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := cms.Patch(ctx, config.SnapshotConfigName, types.MergePatchType, b, metav1.PatchOptions{})
+		return err
+	}
+	if err := apply(patch); err != nil {
+		t.Fatalf("patching %s: %v", config.SnapshotConfigName, err)
+	}
+	t.Logf("config-snapshot patched with %v", patch)
+	done := false
+	restore = func() {
+		if done {
+			return
+		}
+		done = true
+		if err := apply(undo); err != nil {
+			t.Errorf("restoring %s: %v", config.SnapshotConfigName, err)
+		}
+	}
+	cleanup(t, restore)
+	return restore
+}

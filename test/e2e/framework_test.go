@@ -1,0 +1,802 @@
+//go:build e2e
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/client-go/util/retry"
+	"knative.dev/pkg/apis"
+	"knative.dev/pkg/test/helpers"
+	"sigs.k8s.io/yaml"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+const (
+	// systemNamespace is where the controller's ConfigMaps, Leases and TaskRuns are.
+	systemNamespace = "sandbox-snapshot-system"
+	// controllerSA is the controller's identity.
+	controllerSA = "system:serviceaccount:" + systemNamespace + ":sandbox-snapshot-controller"
+	// e2eLabel marks what the tests create, for cleanup.
+	e2eLabel = "e2e.sandbox.opensandbox.io/test"
+	// timeout bounds each wait for the controller.
+	timeout = 60 * time.Second
+	// takeoverTimeout bounds a wait that spans a leader Lease expiring
+	// (hack/e2e.sh shortens lease-duration to 15s).
+	takeoverTimeout = 120 * time.Second
+)
+
+var (
+	metav1GetOptions = metav1.GetOptions{}
+	batchSandboxGVR  = schema.GroupVersionResource{Group: sandbox.GroupName, Version: "v1alpha1", Resource: "batchsandboxes"}
+	snapshotGVR      = v1alpha1.SchemeGroupVersion.WithResource("sandboxsnapshots")
+)
+
+// env is one test's world: its namespace, a fake node, and a recorder of the
+// TaskRuns made for snapshots of that namespace.
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	c        *Clients
+	ns       string
+	node     string
+	taskRuns *taskRunRecorder
+}
+
+// setup makes a namespace for the test (removed at the end, and on interrupt)
+// and starts recording the TaskRuns of its snapshots.
+func setup(t *testing.T) *env {
+	t.Helper()
+	return setupNamespace(t, helpers.ObjectNameForTest(t))
+}
+
+// setupNamespace is setup with a given namespace name.
+func setupNamespace(t *testing.T, namespace string) *env {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	e := &env{t: t, ctx: ctx, c: clients, ns: namespace}
+
+	ns := mustParse[corev1.Namespace](t, `
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: %s
+  labels:
+    %s: %q
+`, e.ns, e2eLabel, "true")
+	if _, err := e.c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace %s: %v", e.ns, err)
+	}
+	t.Logf("namespace %s", e.ns)
+	cleanup(t, func() { e.deleteNamespace() })
+
+	e.taskRuns = recordTaskRuns(t, ctx, e.c, e.ns)
+	return e
+}
+
+// deleteNamespace removes the test namespace. Its snapshots' TaskRuns live in
+// the system namespace: the controller's finalizer removes them (deleting
+// them here first would race with it and fail the snapshots instead).
+func (e *env) deleteNamespace() {
+	if os.Getenv("E2E_KEEP_NAMESPACES") != "" {
+		e.t.Logf("E2E_KEEP_NAMESPACES is set: keeping namespace %s", e.ns)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.c.Kube.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{}); err != nil && !apierrs.IsNotFound(err) {
+		e.t.Logf("deleting namespace %s: %v", e.ns, err)
+	}
+}
+
+// mustParse fills a T from YAML, formatted with args first.
+func mustParse[T any](t *testing.T, format string, args ...any) *T {
+	t.Helper()
+	obj := new(T)
+	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(format, args...)), obj); err != nil {
+		t.Fatalf("parsing %T: %v\n%s", obj, err, fmt.Sprintf(format, args...))
+	}
+	return obj
+}
+
+// mustParseUnstructured parses YAML into an object for the dynamic client.
+func mustParseUnstructured(t *testing.T, format string, args ...any) *unstructured.Unstructured {
+	t.Helper()
+	obj := map[string]any{}
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf(format, args...)), &obj); err != nil {
+		t.Fatalf("parsing YAML: %v", err)
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// ------------------------------------------------------------------ sandboxes
+
+// ensureNode creates the fake node the test's sandbox pods are bound to. No
+// kubelet runs in control-plane mode; the node only has to exist, for the
+// pod garbage collector and for node affinity to name it.
+func (e *env) ensureNode() string {
+	e.t.Helper()
+	if e.node != "" {
+		return e.node
+	}
+	name := "node-" + e.ns
+	node := mustParse[corev1.Node](e.t, `
+apiVersion: v1
+kind: Node
+metadata:
+  name: %s
+  labels:
+    kubernetes.io/hostname: %[1]s
+    %s: %q
+`, name, e2eLabel, "true")
+	if _, err := e.c.Kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("creating node %s: %v", name, err)
+	}
+	cleanup(e.t, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.c.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	e.node = name
+	return name
+}
+
+// sandboxOpts shape a BatchSandbox and its pod.
+type sandboxOpts struct {
+	containers []string
+	// pending leaves the pod Pending (not bound to a node, no Running status).
+	pending bool
+}
+
+// createSandbox creates a BatchSandbox as OpenSandbox does (its pod named in
+// the alloc-status annotation) and its pod <name>-0, bound to the fake node
+// and reported Running, as a kubelet would.
+func (e *env) createSandbox(name string, opts sandboxOpts) *corev1.Pod {
+	e.t.Helper()
+	if len(opts.containers) == 0 {
+		opts.containers = []string{"app", "sidecar"}
+	}
+	sb := mustParseUnstructured(e.t, `
+apiVersion: sandbox.opensandbox.io/v1alpha1
+kind: BatchSandbox
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+  annotations:
+    sandbox.opensandbox.io/alloc-status: '{"pods":["%[1]s-0"]}'
+spec:
+  replicas: 1
+`, name, e.ns)
+	if _, err := e.c.Dynamic.Resource(batchSandboxGVR).Namespace(e.ns).Create(e.ctx, sb, metav1.CreateOptions{}); err != nil {
+		e.t.Fatalf("creating BatchSandbox %s: %v", name, err)
+	}
+
+	var containers strings.Builder
+	for _, c := range opts.containers {
+		fmt.Fprintf(&containers, "  - name: %s\n    image: 127.0.0.1:5000/busybox:latest\n    command: [sleep, infinity]\n", c)
+	}
+	nodeName := ""
+	if !opts.pending {
+		nodeName = e.ensureNode()
+	}
+	pod := mustParse[corev1.Pod](e.t, `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: %s-0
+  namespace: %s
+  labels:
+    batch-sandbox.sandbox.opensandbox.io/name: %s
+spec:
+  nodeName: %q
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 0
+  tolerations:
+  - key: sandbox.opensandbox.io/dedicated
+    operator: Exists
+    effect: NoSchedule
+  containers:
+%s`, name, e.ns, name, nodeName, containers.String())
+	e.waitForDefaultServiceAccount()
+	created, err := e.c.Kube.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating pod %s: %v", pod.Name, err)
+	}
+	if opts.pending {
+		return created
+	}
+	now := metav1.Now()
+	created.Status = corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		HostIP:    "10.88.0.1",
+		PodIP:     "10.88.0.201",
+		StartTime: &now,
+		Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		},
+	}
+	for _, c := range opts.containers {
+		sum := sha256.Sum256([]byte(e.ns + "/" + name + "/" + c))
+		created.Status.ContainerStatuses = append(created.Status.ContainerStatuses, corev1.ContainerStatus{
+			Name: c, Ready: true, Image: "127.0.0.1:5000/busybox:latest", ImageID: "sha256:" + hex.EncodeToString(sum[:]),
+			ContainerID: "containerd://" + hex.EncodeToString(sum[:]),
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
+		})
+	}
+	running, err := e.c.Kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, created, metav1.UpdateOptions{})
+	if err != nil {
+		e.t.Fatalf("marking pod %s Running: %v", pod.Name, err)
+	}
+	return running
+}
+
+// waitForDefaultServiceAccount waits for the namespace's default
+// ServiceAccount: pods are refused until kube-controller-manager made it.
+func (e *env) waitForDefaultServiceAccount() {
+	e.t.Helper()
+	sas := e.c.Kube.CoreV1().ServiceAccounts(e.ns)
+	until(e.t, e.ctx, timeout, "the default ServiceAccount of "+e.ns, &corev1.ServiceAccount{},
+		&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.FieldSelector = "metadata.name=default"
+				return sas.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.FieldSelector = "metadata.name=default"
+				return sas.Watch(ctx, o)
+			},
+		}, nil, func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted, nil })
+}
+
+// ------------------------------------------------------------------ snapshots
+
+// createSnapshot creates a SandboxSnapshot of a sandbox.
+func (e *env) createSnapshot(name, sandboxName string) *v1alpha1.SandboxSnapshot {
+	e.t.Helper()
+	s := mustParse[v1alpha1.SandboxSnapshot](e.t, `
+apiVersion: sandbox.opensandbox.io/v1alpha1
+kind: SandboxSnapshot
+metadata:
+  name: %s
+  namespace: %s
+spec:
+  sandboxName: %s
+`, name, e.ns, sandboxName)
+	created, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Create(e.ctx, s, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("creating SandboxSnapshot %s: %v", name, err)
+	}
+	return created
+}
+
+// snapshotLW lists and watches one snapshot, or all of the namespace when name is empty.
+func (e *env) snapshotLW(name string) cache.ListerWatcher {
+	snaps := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
+	sel := func(o *metav1.ListOptions) {
+		if name != "" {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+		}
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			sel(&o)
+			return snaps.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			sel(&o)
+			return snaps.Watch(ctx, o)
+		},
+	}
+}
+
+// waitSnapshot watches a snapshot until cond holds and returns it.
+func (e *env) waitSnapshot(name, what string, cond func(*v1alpha1.SandboxSnapshot) bool) *v1alpha1.SandboxSnapshot {
+	e.t.Helper()
+	var last *v1alpha1.SandboxSnapshot
+	ev := until(e.t, e.ctx, timeout, fmt.Sprintf("SandboxSnapshot %s/%s %s", e.ns, name, what), &v1alpha1.SandboxSnapshot{},
+		e.snapshotLW(name), nil, func(ev watch.Event) (bool, error) {
+			if ev.Type == watch.Deleted {
+				return false, fmt.Errorf("SandboxSnapshot %s/%s was deleted", e.ns, name)
+			}
+			last = ev.Object.(*v1alpha1.SandboxSnapshot)
+			return cond(last), nil
+		}, func() string { return dump(last) })
+	return ev.Object.(*v1alpha1.SandboxSnapshot)
+}
+
+// waitSnapshotGone waits until a snapshot no longer exists.
+func (e *env) waitSnapshotGone(name string) {
+	e.t.Helper()
+	key := e.ns + "/" + name
+	until(e.t, e.ctx, timeout, "SandboxSnapshot "+key+" to be deleted", &v1alpha1.SandboxSnapshot{}, e.snapshotLW(name),
+		func(store cache.Store) (bool, error) {
+			_, exists, err := store.GetByKey(key)
+			return !exists, err
+		}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
+}
+
+// waitAllTerminal waits until the namespace holds want snapshots, all Succeed or Failed.
+func (e *env) waitAllTerminal(want int, within time.Duration) []*v1alpha1.SandboxSnapshot {
+	e.t.Helper()
+	var store cache.Store
+	describe := func() string {
+		var b strings.Builder
+		if store != nil {
+			for _, o := range store.List() {
+				s := o.(*v1alpha1.SandboxSnapshot)
+				fmt.Fprintf(&b, "%s: %q\n", s.Name, s.Status.Phase)
+			}
+		}
+		return b.String()
+	}
+	allDone := func(s cache.Store) (bool, error) {
+		store = s
+		items := s.List()
+		if len(items) != want {
+			return false, nil
+		}
+		for _, o := range items {
+			if !o.(*v1alpha1.SandboxSnapshot).Status.IsTerminal() {
+				return false, nil
+			}
+		}
+		return true, nil
+	}
+	until(e.t, e.ctx, within, fmt.Sprintf("%d snapshots in %s to end", want, e.ns), &v1alpha1.SandboxSnapshot{}, e.snapshotLW(""),
+		allDone, func(watch.Event) (bool, error) { return allDone(store) }, describe)
+	out := make([]*v1alpha1.SandboxSnapshot, 0, want)
+	for _, o := range store.List() {
+		out = append(out, o.(*v1alpha1.SandboxSnapshot))
+	}
+	return out
+}
+
+func isPhase(p v1alpha1.SandboxSnapshotPhase) func(*v1alpha1.SandboxSnapshot) bool {
+	return func(s *v1alpha1.SandboxSnapshot) bool { return s.Status.Phase == p }
+}
+
+func isTerminal(s *v1alpha1.SandboxSnapshot) bool { return s.Status.IsTerminal() }
+
+// until runs watchtools.UntilWithSync within d and fails the test on a
+// timeout, with describe's view of the last state.
+func until(t *testing.T, ctx context.Context, d time.Duration, what string, obj runtime.Object, lw cache.ListerWatcher,
+	pre watchtools.PreconditionFunc, cond watchtools.ConditionFunc, describe ...func() string) *watch.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	start := time.Now()
+	ev, err := watchtools.UntilWithSync(ctx, lw, obj, pre, cond)
+	if err != nil {
+		var last string
+		for _, f := range describe {
+			last += f()
+		}
+		t.Fatalf("waiting %v for %s: %v\nlast seen:\n%s", d, what, err, last)
+	}
+	t.Logf("%s after %v", what, time.Since(start).Round(time.Millisecond))
+	return ev
+}
+
+func dump(obj any) string {
+	if obj == nil {
+		return "(nothing)"
+	}
+	b, err := yaml.Marshal(obj)
+	if err != nil {
+		return fmt.Sprintf("%+v", obj)
+	}
+	return string(b)
+}
+
+// ------------------------------------------------------------------- TaskRuns
+
+// taskRunRecorder watches the TaskRuns made for one namespace's snapshots
+// (they live in the system namespace) and counts how often each is created.
+type taskRunRecorder struct {
+	informer cache.SharedIndexInformer
+	mu       sync.Mutex
+	adds     map[string]int
+	deletes  map[string]int
+	// cancelled records TaskRuns seen with spec.status TaskRunCancelled.
+	cancelled map[string]bool
+}
+
+func recordTaskRuns(t *testing.T, ctx context.Context, c *Clients, ns string) *taskRunRecorder {
+	t.Helper()
+	sel := labels.SelectorFromSet(labels.Set{sandbox.SnapshotNamespaceLabel: ns}).String()
+	trs := c.Pipeline.TektonV1().TaskRuns(systemNamespace)
+	r := &taskRunRecorder{adds: map[string]int{}, deletes: map[string]int{}, cancelled: map[string]bool{}}
+	r.informer = cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = sel
+			return trs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = sel
+			return trs.Watch(ctx, o)
+		},
+	}, &pipelinev1.TaskRun{}, 0, cache.Indexers{})
+	seen := func(obj any) {
+		if tr, ok := obj.(*pipelinev1.TaskRun); ok && tr.Spec.Status == pipelinev1.TaskRunSpecStatusCancelled {
+			r.cancelled[tr.Name] = true
+		}
+	}
+	if _, err := r.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.adds[obj.(*pipelinev1.TaskRun).Name]++
+			seen(obj)
+		},
+		UpdateFunc: func(_, obj any) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			seen(obj)
+		},
+		DeleteFunc: func(obj any) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			tr := obj.(*pipelinev1.TaskRun)
+			r.deletes[tr.Name]++
+			seen(obj)
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go r.informer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), r.informer.HasSynced) {
+		t.Fatalf("TaskRun informer for %s did not sync", sel)
+	}
+	return r
+}
+
+// created returns how many times each TaskRun was created.
+func (r *taskRunRecorder) created() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.adds))
+	for k, v := range r.adds {
+		out[k] = v
+	}
+	return out
+}
+
+func (r *taskRunRecorder) deleted(name string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.deletes[name]
+}
+
+func (r *taskRunRecorder) wasCancelled(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cancelled[name]
+}
+
+// taskRunsOf lists the TaskRuns labelled with a snapshot's name and namespace.
+func (e *env) taskRunsOf(snapshot string) []pipelinev1.TaskRun {
+	e.t.Helper()
+	sel := labels.SelectorFromSet(labels.Set{sandbox.SnapshotNameLabel: snapshot, sandbox.SnapshotNamespaceLabel: e.ns}).String()
+	list, err := e.c.Pipeline.TektonV1().TaskRuns(systemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		e.t.Fatalf("listing TaskRuns %s: %v", sel, err)
+	}
+	return list.Items
+}
+
+// taskRunLW lists and watches one TaskRun of the system namespace.
+func (e *env) taskRunLW(name string) cache.ListerWatcher {
+	trs := e.c.Pipeline.TektonV1().TaskRuns(systemNamespace)
+	fs := fields.OneTermEqualSelector("metadata.name", name).String()
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fs
+			return trs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fs
+			return trs.Watch(ctx, o)
+		},
+	}
+}
+
+// waitTaskRun waits for a TaskRun to exist (and cond to hold) and returns it.
+func (e *env) waitTaskRun(name, what string, cond func(*pipelinev1.TaskRun) bool) *pipelinev1.TaskRun {
+	e.t.Helper()
+	var last *pipelinev1.TaskRun
+	ev := until(e.t, e.ctx, timeout, "TaskRun "+name+" "+what, &pipelinev1.TaskRun{}, e.taskRunLW(name), nil,
+		func(ev watch.Event) (bool, error) {
+			if ev.Type == watch.Deleted {
+				return false, nil
+			}
+			last = ev.Object.(*pipelinev1.TaskRun)
+			return cond == nil || cond(last), nil
+		}, func() string { return dump(last) })
+	return ev.Object.(*pipelinev1.TaskRun)
+}
+
+// waitTaskRunGone waits until a TaskRun no longer exists.
+func (e *env) waitTaskRunGone(name string) {
+	e.t.Helper()
+	key := systemNamespace + "/" + name
+	until(e.t, e.ctx, timeout, "TaskRun "+key+" to be deleted", &pipelinev1.TaskRun{}, e.taskRunLW(name),
+		func(store cache.Store) (bool, error) {
+			_, exists, err := store.GetByKey(key)
+			return !exists, err
+		}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
+}
+
+// setTaskRunStatus plays Tekton: it writes a TaskRun's status.
+func (e *env) setTaskRunStatus(name string, mutate func(*pipelinev1.TaskRun)) *pipelinev1.TaskRun {
+	e.t.Helper()
+	tr, err := setTaskRunStatus(e.ctx, e.c, name, mutate)
+	if err != nil {
+		e.t.Fatalf("writing the status of TaskRun %s: %v", name, err)
+	}
+	return tr
+}
+
+func setTaskRunStatus(ctx context.Context, c *Clients, name string, mutate func(*pipelinev1.TaskRun)) (*pipelinev1.TaskRun, error) {
+	trs := c.Pipeline.TektonV1().TaskRuns(systemNamespace)
+	var out *pipelinev1.TaskRun
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tr, err := trs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(tr)
+		out, err = trs.UpdateStatus(ctx, tr, metav1.UpdateOptions{})
+		return err
+	})
+	return out, err
+}
+
+// running is the status Tekton writes once the commit step runs.
+func running(tr *pipelinev1.TaskRun) {
+	now := metav1.Now()
+	tr.Status.StartTime = &now
+	tr.Status.PodName = tr.Name + "-pod"
+	tr.Status.SetCondition(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionUnknown,
+		Reason: string(pipelinev1.TaskRunReasonRunning), Message: "Not all Steps in the Task have finished executing"})
+	tr.Status.Steps = []pipelinev1.StepState{{Name: task.StepCommit, Container: "step-commit",
+		ContainerState: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
+}
+
+// succeeded is the status of a commit that pushed one image per container,
+// with the results the committer writes.
+func succeeded(pauseMS int64, digests ...string) func(*pipelinev1.TaskRun) {
+	return func(tr *pipelinev1.TaskRun) {
+		now := metav1.Now()
+		if tr.Status.StartTime == nil {
+			tr.Status.StartTime = &now
+		}
+		tr.Status.CompletionTime = &now
+		tr.Status.SetCondition(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionTrue,
+			Reason: string(pipelinev1.TaskRunReasonSuccessful), Message: "All Steps have completed executing"})
+		tr.Status.Results = []pipelinev1.TaskRunResult{
+			{Name: task.ResultDigests, Type: pipelinev1.ResultsTypeString, Value: *pipelinev1.NewStructuredValues(strings.Join(digests, ","))},
+			{Name: task.ResultPauseWindowMS, Type: pipelinev1.ResultsTypeString, Value: *pipelinev1.NewStructuredValues(strconv.FormatInt(pauseMS, 10))},
+		}
+		tr.Status.Steps = []pipelinev1.StepState{
+			{Name: task.StepCommit, Container: "step-commit", ContainerState: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}},
+			{Name: task.StepPush, Container: "step-push", ContainerState: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}},
+		}
+	}
+}
+
+// failed is the status of a TaskRun that failed with reason, e.g. TaskRunTimeout.
+func failed(reason pipelinev1.TaskRunReason, message string, steps ...pipelinev1.StepState) func(*pipelinev1.TaskRun) {
+	return func(tr *pipelinev1.TaskRun) {
+		now := metav1.Now()
+		tr.Status.CompletionTime = &now
+		tr.Status.SetCondition(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionFalse,
+			Reason: string(reason), Message: message})
+		tr.Status.Steps = steps
+	}
+}
+
+// digestsFor makes one well-formed digest per container of a commit TaskRun.
+func digestsFor(tr *pipelinev1.TaskRun) []string {
+	var out []string
+	for _, p := range tr.Spec.Params {
+		if p.Name == task.ParamContainers {
+			for _, item := range p.Value.ArrayVal {
+				sum := sha256.Sum256([]byte(tr.Name + "/" + item))
+				out = append(out, "sha256:"+hex.EncodeToString(sum[:]))
+			}
+		}
+	}
+	return out
+}
+
+// autoSucceed plays Tekton for every commit TaskRun of the env's namespace,
+// present and future: each is marked Succeeded with valid results. It stops
+// when the test ends.
+func (e *env) autoSucceed() {
+	e.t.Helper()
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		stopped bool
+	)
+	ctx, cancel := context.WithCancel(e.ctx)
+	e.t.Cleanup(func() {
+		mu.Lock()
+		stopped = true
+		cancel()
+		mu.Unlock()
+		wg.Wait()
+	})
+	complete := func(obj any) {
+		tr, ok := obj.(*pipelinev1.TaskRun)
+		if !ok || tr.IsDone() || tr.Labels[sandbox.ManagedByLabel] == "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := setTaskRunStatus(ctx, e.c, tr.Name, func(cur *pipelinev1.TaskRun) {
+				if !cur.IsDone() {
+					succeeded(7, digestsFor(cur)...)(cur)
+				}
+			})
+			if err != nil && ctx.Err() == nil && !apierrs.IsNotFound(err) {
+				e.t.Errorf("completing TaskRun %s: %v", tr.Name, err)
+			}
+		}()
+	}
+	if _, err := e.taskRuns.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: complete, UpdateFunc: func(_, obj any) { complete(obj) },
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// --------------------------------------------------------- controller, tools
+
+// controller runs hack/run-controller.sh with args and returns its stdout.
+func controller(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := run(t, filepath.Join(repoRoot, "hack", "run-controller.sh"), args...)
+	if err != nil {
+		t.Fatalf("hack/run-controller.sh %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// run runs a command from the repository root, logs its output and returns stdout.
+func run(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	return runContext(context.Background(), t, name, args...)
+}
+
+func runContext(ctx context.Context, t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+clients.Kubeconfig)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	t.Logf("$ %s %s\n%s%s", filepath.Base(name), strings.Join(args, " "), stdout.String(), stderr.String())
+	if err != nil {
+		return stdout.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// tool finds a CLI: on PATH (hack/env.sh puts the built ones first), else in _output/tools.
+func tool(t *testing.T, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	matches, _ := filepath.Glob(filepath.Join(repoRoot, "_output", "tools", name+"-*", name))
+	if len(matches) == 0 {
+		t.Fatalf("%s not found on PATH nor in _output/tools: run hack/build-tools.sh %s", name, name)
+	}
+	return matches[len(matches)-1]
+}
+
+// controllerPIDs returns the pids of the running controller instances.
+func controllerPIDs() map[string]int {
+	out := map[string]int{}
+	files, _ := filepath.Glob(filepath.Join(repoRoot, "_output", "cluster", "pids", "controller-*.pid"))
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".pid")
+		if strings.HasSuffix(name, "-watchdog") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+			out[name] = pid
+		}
+	}
+	return out
+}
+
+// ensureOneController leaves exactly instance 1 running, the state the tests start from.
+func ensureOneController(t *testing.T) {
+	t.Helper()
+	pids := controllerPIDs()
+	if _, ok := pids["controller-1"]; !ok {
+		controller(t, "start", "1")
+	}
+	for name := range pids {
+		if name != "controller-1" {
+			controller(t, "stop", strings.TrimPrefix(name, "controller-"))
+		}
+	}
+}
+
+// condition returns a snapshot's condition of type ct, failing the test if it is missing.
+func condition(t *testing.T, s *v1alpha1.SandboxSnapshot, ct string) metav1.Condition {
+	t.Helper()
+	c := s.Status.GetCondition(ct)
+	if c == nil {
+		t.Fatalf("SandboxSnapshot %s has no %s condition:\n%s", s.Name, ct, dump(s.Status))
+	}
+	return *c
+}

@@ -1,0 +1,142 @@
+//go:build e2e
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+)
+
+// burst is how many snapshots the crash tests keep in flight.
+const burst = 12
+
+// TestControllerRestart: the controller is killed (SIGKILL) while snapshots
+// are being committed, and more are created while it is down. Once it is
+// back, every snapshot ends, each with exactly one TaskRun.
+func TestControllerRestart(t *testing.T) {
+	e := setup(t)
+	t.Cleanup(func() { ensureOneController(t) })
+	e.createSandbox("sb", sandboxOpts{})
+
+	for i := 0; i < burst; i++ {
+		e.createSnapshot(fmt.Sprintf("before-%02d", i), "sb")
+	}
+	e.waitTaskRunsCreated(1)
+	controller(t, "kill")
+	for i := 0; i < burst/2; i++ {
+		e.createSnapshot(fmt.Sprintf("while-down-%02d", i), "sb")
+	}
+	controller(t, "start")
+
+	e.autoSucceed()
+	all := e.waitAllTerminal(burst+burst/2, takeoverTimeout)
+	checkOneTaskRunEach(t, e, all)
+}
+
+// TestLeaderElection: two replicas share a Lease; the leader is killed
+// mid-flight and the other one finishes the work, with one TaskRun per snapshot.
+func TestLeaderElection(t *testing.T) {
+	e := setup(t)
+	t.Cleanup(func() { ensureOneController(t) })
+	ensureOneController(t)
+	controller(t, "start", "2")
+
+	leader := strings.TrimSpace(controller(t, "leader"))
+	if leader != "1" && leader != "2" {
+		t.Fatalf("hack/run-controller.sh leader = %q, want exactly one of 1 and 2", leader)
+	}
+	follower := map[string]string{"1": "2", "2": "1"}[leader]
+	t.Logf("controller-%s leads, controller-%s follows", leader, follower)
+
+	e.createSandbox("sb", sandboxOpts{})
+	for i := 0; i < burst; i++ {
+		e.createSnapshot(fmt.Sprintf("before-%02d", i), "sb")
+	}
+	e.waitTaskRunsCreated(1)
+	controller(t, "kill", leader)
+	for i := 0; i < burst/2; i++ {
+		e.createSnapshot(fmt.Sprintf("after-%02d", i), "sb")
+	}
+
+	e.autoSucceed()
+	all := e.waitAllTerminal(burst+burst/2, takeoverTimeout)
+	checkOneTaskRunEach(t, e, all)
+	if got := strings.TrimSpace(controller(t, "leader")); got != follower {
+		t.Errorf("after the leader was killed, hack/run-controller.sh leader = %q, want %s", got, follower)
+	}
+}
+
+// waitTaskRunsCreated waits until at least n TaskRuns exist for the namespace's snapshots.
+func (e *env) waitTaskRunsCreated(n int) {
+	e.t.Helper()
+	trs := e.c.Pipeline.TektonV1().TaskRuns(systemNamespace)
+	sel := labels.SelectorFromSet(labels.Set{sandbox.SnapshotNamespaceLabel: e.ns}).String()
+	var store cache.Store
+	enough := func(s cache.Store) (bool, error) {
+		store = s
+		return len(s.List()) >= n, nil
+	}
+	until(e.t, e.ctx, timeout, fmt.Sprintf("%d TaskRun(s) for %s", n, e.ns), &pipelinev1.TaskRun{},
+		&cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				o.LabelSelector = sel
+				return trs.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				o.LabelSelector = sel
+				return trs.Watch(ctx, o)
+			},
+		}, enough, func(watch.Event) (bool, error) { return enough(store) })
+}
+
+// checkOneTaskRunEach checks that every snapshot Succeeded through exactly one
+// TaskRun, created once and never deleted.
+func checkOneTaskRunEach(t *testing.T, e *env, all []*v1alpha1.SandboxSnapshot) {
+	t.Helper()
+	created := e.taskRuns.created()
+	for _, s := range all {
+		if s.Status.Phase != v1alpha1.PhaseSucceed {
+			t.Errorf("%s ended %s: %s", s.Name, s.Status.Phase, dump(s.Status.Conditions))
+		}
+		want := names.CommitTaskRun(s)
+		if s.Status.TaskRunRef == nil || s.Status.TaskRunRef.Name != want {
+			t.Errorf("%s: taskRunRef %v, want %s", s.Name, s.Status.TaskRunRef, want)
+		}
+		if trs := e.taskRunsOf(s.Name); len(trs) != 1 {
+			t.Errorf("%s has %d TaskRuns: %v", s.Name, len(trs), trNames(trs))
+		}
+		checkCreatedOnce(t, e, want)
+	}
+	if len(created) != len(all) {
+		t.Errorf("%d TaskRuns were created for %d snapshots: %v", len(created), len(all), created)
+	}
+}

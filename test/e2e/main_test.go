@@ -1,0 +1,165 @@
+//go:build e2e
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	sandboxclientset "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned"
+)
+
+// Clients are the admin clients the tests act with. The controller has its
+// own, under its ServiceAccount.
+type Clients struct {
+	Kubeconfig string
+	Config     *rest.Config
+	Kube       kubernetes.Interface
+	Sandbox    sandboxclientset.Interface
+	Pipeline   pipelineclientset.Interface
+	Dynamic    dynamic.Interface
+}
+
+var (
+	// repoRoot is the repository, found from the test's working directory.
+	repoRoot string
+	// clients are built from $KUBECONFIG (admin) in TestMain.
+	clients *Clients
+)
+
+func TestMain(m *testing.M) {
+	if err := setupMain(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		os.Exit(1)
+	}
+	handleInterrupts()
+	os.Exit(m.Run())
+}
+
+func setupMain() error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	for repoRoot = wd; ; repoRoot = filepath.Dir(repoRoot) {
+		if _, err := os.Stat(filepath.Join(repoRoot, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(repoRoot) == repoRoot {
+			return fmt.Errorf("no go.mod above %s", wd)
+		}
+	}
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		kubeconfig = filepath.Join(repoRoot, "_output", "cluster", "kubeconfig")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return fmt.Errorf("no cluster (run hack/e2e.sh, or hack/cluster-up.sh and hack/run-controller.sh start): %w", err)
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	clients = &Clients{Kubeconfig: kubeconfig, Config: cfg}
+	if clients.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if clients.Sandbox, err = sandboxclientset.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if clients.Pipeline, err = pipelineclientset.NewForConfig(cfg); err != nil {
+		return err
+	}
+	if clients.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := clients.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1GetOptions); err != nil {
+		return fmt.Errorf("namespace %s (is config/ applied?): %w", systemNamespace, err)
+	}
+	if len(controllerPIDs()) == 0 {
+		return fmt.Errorf("no controller runs: start one with hack/run-controller.sh start")
+	}
+	return nil
+}
+
+// Cleanups that must also run when the tests are interrupted (SIGINT, SIGTERM):
+// t.Cleanup does not run then.
+var interrupt struct {
+	sync.Mutex
+	next  int
+	funcs map[int]func()
+}
+
+// onInterrupt registers f to run on an interrupt; the returned func
+// unregisters it once the regular cleanup has run.
+func onInterrupt(f func()) (unregister func()) {
+	interrupt.Lock()
+	defer interrupt.Unlock()
+	if interrupt.funcs == nil {
+		interrupt.funcs = map[int]func(){}
+	}
+	id := interrupt.next
+	interrupt.next++
+	interrupt.funcs[id] = f
+	return func() {
+		interrupt.Lock()
+		defer interrupt.Unlock()
+		delete(interrupt.funcs, id)
+	}
+}
+
+func handleInterrupts() {
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-c
+		fmt.Fprintf(os.Stderr, "e2e: %v: cleaning up\n", sig)
+		interrupt.Lock()
+		defer interrupt.Unlock()
+		for id := interrupt.next - 1; id >= 0; id-- {
+			if f, ok := interrupt.funcs[id]; ok {
+				f()
+			}
+		}
+		os.Exit(1)
+	}()
+}
+
+// cleanup registers f with t.Cleanup and as an interrupt cleanup.
+func cleanup(t *testing.T, f func()) {
+	t.Helper()
+	unregister := onInterrupt(f)
+	t.Cleanup(func() {
+		unregister()
+		f()
+	})
+}

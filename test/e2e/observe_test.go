@@ -1,0 +1,137 @@
+//go:build e2e
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+)
+
+// TestObservation: what a user sees with kubectl and tkn (the built ones,
+// through hack/env.sh's PATH).
+func TestObservation(t *testing.T) {
+	e := setup(t)
+	kubectl, tkn := tool(t, "kubectl"), tool(t, "tkn")
+	e.createSandbox("sb", sandboxOpts{})
+	e.createSnapshot("observed", "sb")
+	s := e.waitSnapshot("observed", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	tr := s.Status.TaskRunRef.Name
+
+	t.Run("KubectlGet", func(t *testing.T) {
+		out, err := run(t, kubectl, "get", "sbxsnap", "-n", e.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME PHASE SANDBOX AGE" {
+			t.Errorf("columns = %v, want NAME PHASE SANDBOX AGE", got)
+		}
+		if !regexp.MustCompile(`(?m)^observed\s+Committing\s+sb\s+\S+$`).MatchString(out) {
+			t.Errorf("no row 'observed Committing sb <age>' in:\n%s", out)
+		}
+		wide, err := run(t, kubectl, "get", "sandboxsnapshots.sandbox.opensandbox.io", "observed", "-n", e.ns, "-o", "wide")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(wide, "TASKRUN") || !strings.Contains(wide, tr) {
+			t.Errorf("-o wide does not show the TaskRun %s:\n%s", tr, wide)
+		}
+	})
+
+	// kubectl wait, started before the commit ends, returns once it has.
+	ctx, cancel := context.WithTimeout(e.ctx, timeout)
+	defer cancel()
+	waited := make(chan error, 1)
+	go func() {
+		_, err := runContext(ctx, t, kubectl, "wait", "--for=jsonpath={.status.phase}=Succeed", "sbxsnap/observed",
+			"-n", e.ns, "--timeout=60s")
+		waited <- err
+	}()
+	trObj := e.waitTaskRun(tr, "to exist", nil)
+	e.setTaskRunStatus(tr, succeeded(5, digestsFor(trObj)...))
+	if err := <-waited; err != nil {
+		t.Errorf("kubectl wait --for=jsonpath='{.status.phase}'=Succeed: %v", err)
+	}
+	e.waitEvent("observed", "Succeeded")
+
+	t.Run("KubectlDescribe", func(t *testing.T) {
+		out, err := run(t, kubectl, "describe", "sbxsnap", "observed", "-n", e.ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"Events:", "TaskRunCreated", "Succeeded", "Succeed", tr} {
+			if !strings.Contains(out, want) {
+				t.Errorf("kubectl describe does not show %q", want)
+			}
+		}
+	})
+
+	t.Run("TknTaskRunList", func(t *testing.T) {
+		out, err := run(t, tkn, "taskrun", "list", "--label", sandbox.SnapshotNameLabel+"=observed", "-n", systemNamespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(tr) + `\s.*Succeeded`).MatchString(out) {
+			t.Errorf("tkn taskrun list does not show %s Succeeded:\n%s", tr, out)
+		}
+	})
+
+	t.Run("TknTaskRunDescribe", func(t *testing.T) {
+		out, err := run(t, tkn, "taskrun", "describe", tr, "-n", systemNamespace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{tr, "sandbox-commit", sandbox.SnapshotNameLabel + "=observed",
+			sandbox.SnapshotNamespaceLabel + "=" + e.ns, "Succeeded", "DIGESTS", "pod-name"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("tkn taskrun describe does not show %q", want)
+			}
+		}
+	})
+}
+
+// waitEvent waits for an event with reason on a snapshot: events are
+// written asynchronously by the controller's event broadcaster.
+func (e *env) waitEvent(snapshot, reason string) {
+	e.t.Helper()
+	evs := e.c.Kube.CoreV1().Events(e.ns)
+	fs := fields.Set{"involvedObject.name": snapshot, "reason": reason}.String()
+	until(e.t, e.ctx, timeout, "event "+reason+" on "+snapshot, &corev1.Event{}, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fs
+			return evs.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fs
+			return evs.Watch(ctx, o)
+		},
+	}, nil, func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted, nil })
+}

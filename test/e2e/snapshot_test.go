@@ -1,0 +1,361 @@
+//go:build e2e
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+// TestMissingSandbox: a snapshot of a sandbox that does not exist, or has no
+// running pod, fails without any TaskRun.
+func TestMissingSandbox(t *testing.T) {
+	e := setup(t)
+
+	t.Run("NoBatchSandbox", func(t *testing.T) {
+		e.createSnapshot("ghost-snap", "ghost")
+		s := e.waitSnapshot("ghost-snap", "Failed", isPhase(v1alpha1.PhaseFailed))
+		c := condition(t, s, v1alpha1.ConditionFailed)
+		if c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonBatchSandboxLookupFailed {
+			t.Errorf("Failed condition = %s/%s, want True/%s", c.Status, c.Reason, v1alpha1.ReasonBatchSandboxLookupFailed)
+		}
+		if !strings.Contains(c.Message, "ghost") {
+			t.Errorf("Failed message %q does not name the sandbox ghost", c.Message)
+		}
+		if trs := e.taskRunsOf("ghost-snap"); len(trs) != 0 {
+			t.Errorf("TaskRuns labelled %s=ghost-snap exist: %v", sandbox.SnapshotNameLabel, trNames(trs))
+		}
+	})
+
+	t.Run("NoRunningPod", func(t *testing.T) {
+		e.createSandbox("pending", sandboxOpts{pending: true})
+		e.createSnapshot("pending-snap", "pending")
+		s := e.waitSnapshot("pending-snap", "Failed", isPhase(v1alpha1.PhaseFailed))
+		c := condition(t, s, v1alpha1.ConditionFailed)
+		if c.Reason != v1alpha1.ReasonSourcePodNotFound || !strings.Contains(c.Message, "pending") {
+			t.Errorf("Failed condition = %s: %q, want %s naming the sandbox", c.Reason, c.Message, v1alpha1.ReasonSourcePodNotFound)
+		}
+		if trs := e.taskRunsOf("pending-snap"); len(trs) != 0 {
+			t.Errorf("TaskRuns exist: %v", trNames(trs))
+		}
+	})
+
+	if n := len(e.taskRuns.created()); n != 0 {
+		t.Errorf("%d TaskRuns were created for this namespace, want none", n)
+	}
+}
+
+// TestSnapshotSucceeds: the happy path. The commit TaskRun is created once,
+// pinned to the sandbox pod's node; the test then plays Tekton and the
+// snapshot takes the results.
+func TestSnapshotSucceeds(t *testing.T) {
+	e := setup(t)
+	pod := e.createSandbox("sb", sandboxOpts{containers: []string{"app", "sidecar"}})
+	e.createSnapshot("snap", "sb")
+
+	s := e.waitSnapshot("snap", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	if s.Status.TaskRunRef == nil {
+		t.Fatalf("Committing without taskRunRef:\n%s", dump(s.Status))
+	}
+	if s.Status.SourcePodName != pod.Name || s.Status.SourceNodeName != pod.Spec.NodeName {
+		t.Errorf("source = %s on %s, want %s on %s", s.Status.SourcePodName, s.Status.SourceNodeName, pod.Name, pod.Spec.NodeName)
+	}
+	if got := containerNames(s); !slices.Equal(got, []string{"app", "sidecar"}) {
+		t.Errorf("status.containers = %v, want app, sidecar", got)
+	}
+	for _, c := range s.Status.Containers {
+		if !strings.HasPrefix(c.ImageURI, "127.0.0.1:5000/snapshots/sb-"+c.ContainerName+":snap-") {
+			t.Errorf("container %s: imageUri %q, want <registry>/sb-%s:snap-...", c.ContainerName, c.ImageURI, c.ContainerName)
+		}
+	}
+	if s.Status.TaskRunRef.Namespace != systemNamespace {
+		t.Errorf("TaskRun namespace %q, want %q", s.Status.TaskRunRef.Namespace, systemNamespace)
+	}
+
+	tr := e.waitTaskRun(s.Status.TaskRunRef.Name, "to exist", nil)
+	checkCommitTaskRun(t, e, tr, s, pod)
+
+	// Tekton's part: the commit pod ran and wrote its results.
+	e.setTaskRunStatus(tr.Name, running)
+	e.setTaskRunStatus(tr.Name, succeeded(321, digestsFor(tr)...))
+	s = e.waitSnapshot("snap", "Succeed", isTerminal)
+	if s.Status.Phase != v1alpha1.PhaseSucceed {
+		t.Fatalf("phase %s, want Succeed:\n%s", s.Status.Phase, dump(s.Status))
+	}
+	want := digestsFor(tr)
+	for i, c := range s.Status.Containers {
+		if c.ImageDigest != want[i] {
+			t.Errorf("containers[%d] (%s) imageDigest = %q, want %q", i, c.ContainerName, c.ImageDigest, want[i])
+		}
+	}
+	if p := s.Status.PauseWindowMilliseconds; p == nil || *p != 321 {
+		t.Errorf("pauseWindowMilliseconds = %v, want 321", p)
+	}
+	if c := condition(t, s, v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
+		t.Errorf("Ready = %s (%s), want True", c.Status, c.Reason)
+	}
+	if c := condition(t, s, v1alpha1.ConditionFailed); c.Status != metav1.ConditionFalse {
+		t.Errorf("Failed = %s (%s), want False", c.Status, c.Reason)
+	}
+	if s.Status.CompletionTime == nil || s.Status.StartTime == nil {
+		t.Errorf("startTime %v, completionTime %v: both must be set", s.Status.StartTime, s.Status.CompletionTime)
+	}
+	checkCreatedOnce(t, e, tr.Name)
+}
+
+// checkCommitTaskRun checks a commit TaskRun against the contract.
+func checkCommitTaskRun(t *testing.T, e *env, tr *pipelinev1.TaskRun, s *v1alpha1.SandboxSnapshot, pod *corev1.Pod) {
+	t.Helper()
+	for k, v := range map[string]string{
+		sandbox.SnapshotNameLabel:      s.Name,
+		sandbox.SnapshotNamespaceLabel: e.ns,
+		sandbox.SandboxNameLabel:       s.Spec.SandboxName,
+		sandbox.ManagedByLabel:         sandbox.ManagedByValue,
+	} {
+		if tr.Labels[k] != v {
+			t.Errorf("TaskRun label %s = %q, want %q", k, tr.Labels[k], v)
+		}
+	}
+	if tr.Spec.TaskRef == nil || tr.Spec.TaskRef.Name != task.Name {
+		t.Errorf("taskRef = %+v, want Task %s", tr.Spec.TaskRef, task.Name)
+	}
+	params := map[string]pipelinev1.ParamValue{}
+	for _, p := range tr.Spec.Params {
+		params[p.Name] = p.Value
+	}
+	if params[task.ParamPodName].StringVal != pod.Name || params[task.ParamPodNamespace].StringVal != e.ns ||
+		params[task.ParamMode].StringVal != task.ModeCommit {
+		t.Errorf("params pod-name/pod-namespace/mode = %q/%q/%q", params[task.ParamPodName].StringVal,
+			params[task.ParamPodNamespace].StringVal, params[task.ParamMode].StringVal)
+	}
+	var wantItems []string
+	for _, c := range s.Status.Containers {
+		wantItems = append(wantItems, task.ContainerItem(c.ContainerName, c.ImageURI))
+	}
+	if got := params[task.ParamContainers].ArrayVal; !slices.Equal(got, wantItems) {
+		t.Errorf("containers param = %v, want %v", got, wantItems)
+	}
+
+	pt := tr.Spec.PodTemplate
+	if pt == nil || pt.Affinity == nil || pt.Affinity.NodeAffinity == nil ||
+		pt.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Fatalf("TaskRun %s has no required node affinity: %s", tr.Name, dump(pt))
+	}
+	terms := pt.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	pinned := len(terms) == 1 && len(terms[0].MatchFields) == 1 && len(terms[0].MatchExpressions) == 0 &&
+		terms[0].MatchFields[0].Key == "metadata.name" && terms[0].MatchFields[0].Operator == corev1.NodeSelectorOpIn &&
+		slices.Equal(terms[0].MatchFields[0].Values, []string{pod.Spec.NodeName})
+	if !pinned {
+		t.Errorf("TaskRun is not pinned to node %s by matchFields metadata.name: %s", pod.Spec.NodeName, dump(terms))
+	}
+	if !slices.EqualFunc(pt.Tolerations, pod.Spec.Tolerations, func(a, b corev1.Toleration) bool { return a.MatchToleration(&b) }) {
+		t.Errorf("tolerations = %v, want the pod's %v", pt.Tolerations, pod.Spec.Tolerations)
+	}
+	socket := slices.IndexFunc(pt.Volumes, func(v corev1.Volume) bool { return v.Name == task.SocketVolume })
+	if socket < 0 || pt.Volumes[socket].HostPath == nil || pt.Volumes[socket].HostPath.Path != "/var/run/containerd/containerd.sock" ||
+		pt.Volumes[socket].HostPath.Type == nil || *pt.Volumes[socket].HostPath.Type != corev1.HostPathSocket {
+		t.Errorf("podTemplate volumes = %s, want hostPath socket volume %s", dump(pt.Volumes), task.SocketVolume)
+	}
+	if pt.AutomountServiceAccountToken == nil || *pt.AutomountServiceAccountToken {
+		t.Error("the commit pod must not mount a ServiceAccount token")
+	}
+	if tr.Spec.Timeout == nil || tr.Spec.Timeout.Duration.String() != "10m0s" {
+		t.Errorf("timeout = %v, want the default 10m", tr.Spec.Timeout)
+	}
+}
+
+// checkCreatedOnce checks that a TaskRun was created exactly once and never deleted.
+func checkCreatedOnce(t *testing.T, e *env, name string) {
+	t.Helper()
+	if n := e.taskRuns.created()[name]; n != 1 {
+		t.Errorf("TaskRun %s was created %d times, want once", name, n)
+	}
+	if n := e.taskRuns.deleted(name); n != 0 {
+		t.Errorf("TaskRun %s was deleted %d times", name, n)
+	}
+}
+
+// TestCommitTimesOut: a TaskRun that Tekton timed out fails the snapshot
+// with CommitTimedOut.
+func TestCommitTimesOut(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{})
+	e.createSnapshot("slow", "sb")
+	s := e.waitSnapshot("slow", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	tr := e.waitTaskRun(s.Status.TaskRunRef.Name, "to exist", nil)
+
+	e.setTaskRunStatus(tr.Name, running)
+	e.setTaskRunStatus(tr.Name, failed(pipelinev1.TaskRunReasonTimedOut,
+		fmt.Sprintf("TaskRun %q failed to finish within %q", tr.Name, "10m0s")))
+	s = e.waitSnapshot("slow", "Failed", isTerminal)
+	if s.Status.Phase != v1alpha1.PhaseFailed {
+		t.Fatalf("phase %s, want Failed", s.Status.Phase)
+	}
+	c := condition(t, s, v1alpha1.ConditionFailed)
+	if c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonCommitTimedOut {
+		t.Errorf("Failed = %s/%s, want True/%s", c.Status, c.Reason, v1alpha1.ReasonCommitTimedOut)
+	}
+	if !strings.Contains(c.Message, tr.Name) {
+		t.Errorf("Failed message %q does not name TaskRun %s", c.Message, tr.Name)
+	}
+	if r := condition(t, s, v1alpha1.ConditionReady); r.Status != metav1.ConditionFalse || r.Reason != v1alpha1.ReasonCommitTimedOut {
+		t.Errorf("Ready = %s/%s, want False/%s", r.Status, r.Reason, v1alpha1.ReasonCommitTimedOut)
+	}
+	// The commit step's state is unknown here (no steps recorded): nothing to thaw.
+	if s.Status.UnpauseTaskRunRef != nil {
+		t.Errorf("unpauseTaskRunRef = %v for a TaskRun whose commit step never ran", s.Status.UnpauseTaskRunRef)
+	}
+	checkCreatedOnce(t, e, tr.Name)
+}
+
+// TestCommitKilledThaws: a commit step that was killed (it may have left the
+// sandbox paused) fails the snapshot and starts an unpause TaskRun on the
+// same node; deleting the snapshot waits for that TaskRun, then removes both.
+func TestCommitKilledThaws(t *testing.T) {
+	e := setup(t)
+	pod := e.createSandbox("sb", sandboxOpts{})
+	e.createSnapshot("killed", "sb")
+	s := e.waitSnapshot("killed", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	commit := e.waitTaskRun(s.Status.TaskRunRef.Name, "to exist", nil)
+
+	e.setTaskRunStatus(commit.Name, running)
+	e.setTaskRunStatus(commit.Name, failed(pipelinev1.TaskRunReasonFailed, `"step-commit" exited with code 137`,
+		pipelinev1.StepState{Name: task.StepCommit, Container: "step-commit", ContainerState: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}))
+	s = e.waitSnapshot("killed", "Failed", isTerminal)
+	c := condition(t, s, v1alpha1.ConditionFailed)
+	if s.Status.Phase != v1alpha1.PhaseFailed || c.Reason != v1alpha1.ReasonCommitJobFailed {
+		t.Errorf("phase %s reason %s, want Failed/%s", s.Status.Phase, c.Reason, v1alpha1.ReasonCommitJobFailed)
+	}
+	if s.Status.UnpauseTaskRunRef == nil {
+		t.Fatalf("no unpauseTaskRunRef after a killed commit step:\n%s", dump(s.Status))
+	}
+	unpause := e.waitTaskRun(s.Status.UnpauseTaskRunRef.Name, "to exist", nil)
+	mode := ""
+	for _, p := range unpause.Spec.Params {
+		if p.Name == task.ParamMode {
+			mode = p.Value.StringVal
+		}
+	}
+	if mode != task.ModeUnpause {
+		t.Errorf("unpause TaskRun mode = %q", mode)
+	}
+	if v := unpause.Spec.PodTemplate.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values; !slices.Equal(v, []string{pod.Spec.NodeName}) {
+		t.Errorf("unpause TaskRun pinned to %v, want %s", v, pod.Spec.NodeName)
+	}
+
+	// Deleting the snapshot while the unpause TaskRun runs: both stay until it is done.
+	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, "killed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSnapshot("killed", "to be held by its finalizer", func(s *v1alpha1.SandboxSnapshot) bool { return s.DeletionTimestamp != nil })
+	if e.taskRuns.deleted(unpause.Name) != 0 {
+		t.Errorf("the running unpause TaskRun was deleted")
+	}
+	e.setTaskRunStatus(unpause.Name, succeeded(0))
+	e.waitSnapshotGone("killed")
+	e.waitTaskRunGone(unpause.Name)
+	e.waitTaskRunGone(commit.Name)
+	checkCreatedOnceThenDeleted(t, e, unpause.Name)
+	checkCreatedOnceThenDeleted(t, e, commit.Name)
+}
+
+// TestDeleteCancelsTaskRun: deleting a snapshot whose TaskRun runs cancels
+// the TaskRun, deletes it, and lets the snapshot go.
+func TestDeleteCancelsTaskRun(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{})
+	e.createSnapshot("doomed", "sb")
+	s := e.waitSnapshot("doomed", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	tr := e.waitTaskRun(s.Status.TaskRunRef.Name, "to exist", nil)
+	e.setTaskRunStatus(tr.Name, running)
+
+	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitSnapshotGone("doomed")
+	e.waitTaskRunGone(tr.Name)
+	if !e.taskRuns.wasCancelled(tr.Name) {
+		t.Errorf("TaskRun %s was deleted without being cancelled first (spec.status %s)", tr.Name, pipelinev1.TaskRunSpecStatusCancelled)
+	}
+	checkCreatedOnceThenDeleted(t, e, tr.Name)
+}
+
+func checkCreatedOnceThenDeleted(t *testing.T, e *env, name string) {
+	t.Helper()
+	if n := e.taskRuns.created()[name]; n != 1 {
+		t.Errorf("TaskRun %s was created %d times, want once", name, n)
+	}
+	if n := e.taskRuns.deleted(name); n != 1 {
+		t.Errorf("TaskRun %s was deleted %d times, want once", name, n)
+	}
+}
+
+func trNames(trs []pipelinev1.TaskRun) []string {
+	var out []string
+	for _, tr := range trs {
+		out = append(out, tr.Name)
+	}
+	return out
+}
+
+func containerNames(s *v1alpha1.SandboxSnapshot) []string {
+	var out []string
+	for _, c := range s.Status.Containers {
+		out = append(out, c.ContainerName)
+	}
+	return out
+}
+
+// TestTaskRunNamesDoNotCollide: snapshot "a-snap" in namespace N and snapshot
+// "snap" in namespace N-a are different snapshots; each must get its own
+// TaskRun, although both TaskRuns live in the system namespace.
+//
+// Known bug, reported: names.CommitTaskRun joins namespace and name with "-",
+// so both snapshots map to TaskRun <N>-a-snap-commit; the second stays Pending
+// ("exists but belongs to another SandboxSnapshot") for as long as the first
+// snapshot exists. Skipped unless E2E_KNOWN_BUGS is set; drop the skip with the fix.
+func TestTaskRunNamesDoNotCollide(t *testing.T) {
+	if os.Getenv("E2E_KNOWN_BUGS") == "" {
+		t.Skip("known bug: TaskRun names of <ns>/a-snap and <ns>-a/snap collide (set E2E_KNOWN_BUGS=1 to run)")
+	}
+	first := setup(t)
+	second := setupNamespace(t, first.ns+"-a")
+	first.createSandbox("sb", sandboxOpts{})
+	second.createSandbox("sb", sandboxOpts{})
+
+	first.createSnapshot("a-snap", "sb")
+	s1 := first.waitSnapshot("a-snap", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	second.createSnapshot("snap", "sb")
+	s2 := second.waitSnapshot("snap", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	if s1.Status.TaskRunRef.Name == s2.Status.TaskRunRef.Name {
+		t.Errorf("%s/%s and %s/%s share TaskRun %s", first.ns, s1.Name, second.ns, s2.Name, s1.Status.TaskRunRef.Name)
+	}
+}
