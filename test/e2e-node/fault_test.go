@@ -66,8 +66,7 @@ func TestCommitPodKilledMidPause(t *testing.T) {
 	if s.Status.UnpauseTaskRunRef == nil {
 		t.Fatalf("status.unpauseTaskRunRef is not set: %+v", s.Status)
 	}
-	run(t, "", "kubectl", "-n", s.Status.UnpauseTaskRunRef.Namespace, "wait", "taskrun/"+s.Status.UnpauseTaskRunRef.Name,
-		"--for=condition=Succeeded", "--timeout=120s")
+	run(t, "", "kubectl", "-n", ns, "wait", "sbxsnap/sb-snap", "--for=condition="+v1alpha1.ConditionSandboxThawed, "--timeout=120s")
 	assertNotPaused(t, pod)
 	t.Logf("snapshot failed with %s; unpause TaskRun %s thawed the sandbox",
 		s.Status.GetCondition(v1alpha1.ConditionFailed).Reason, s.Status.UnpauseTaskRunRef.Name)

@@ -20,7 +20,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -337,15 +336,7 @@ func containerNames(s *v1alpha1.SandboxSnapshot) []string {
 // TestTaskRunNamesDoNotCollide: snapshot "a-snap" in namespace N and snapshot
 // "snap" in namespace N-a are different snapshots; each must get its own
 // TaskRun, although both TaskRuns live in the system namespace.
-//
-// Known bug, reported: names.CommitTaskRun joins namespace and name with "-",
-// so both snapshots map to TaskRun <N>-a-snap-commit; the second stays Pending
-// ("exists but belongs to another SandboxSnapshot") for as long as the first
-// snapshot exists. Skipped unless E2E_KNOWN_BUGS is set; drop the skip with the fix.
 func TestTaskRunNamesDoNotCollide(t *testing.T) {
-	if os.Getenv("E2E_KNOWN_BUGS") == "" {
-		t.Skip("known bug: TaskRun names of <ns>/a-snap and <ns>-a/snap collide (set E2E_KNOWN_BUGS=1 to run)")
-	}
 	first := setup(t)
 	second := setupNamespace(t, first.ns+"-a")
 	first.createSandbox("sb", sandboxOpts{})

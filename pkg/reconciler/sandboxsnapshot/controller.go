@@ -44,6 +44,9 @@ import (
 // are cleaned up.
 const FinalizerName = sandbox.GroupName + "/taskrun-cleanup"
 
+// AgentName is the component named on the controller's events.
+const AgentName = "sandbox-snapshot-controller"
+
 // TaskRunSelector selects the TaskRuns this operator makes.
 var TaskRunSelector = labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: sandbox.ManagedByValue}).String()
 
@@ -81,7 +84,12 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		return ok && configStore.Load().Snapshot.Handles(o.GetAnnotations())
 	}
 	impl := snapshotreconciler.NewImpl(ctx, r, func(*controller.Impl) controller.Options {
-		return controller.Options{ConfigStore: configStore, FinalizerName: FinalizerName, PromoteFilterFunc: ours}
+		return controller.Options{
+			AgentName:         AgentName,
+			ConfigStore:       configStore,
+			FinalizerName:     FinalizerName,
+			PromoteFilterFunc: ours,
+		}
 	})
 	snapshots.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: ours,

@@ -72,10 +72,6 @@ var (
 
 // ReconcileKind starts a snapshot's commit TaskRun, then mirrors it.
 func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
-	// A terminal status is frozen; only the thaw of a failed commit goes on.
-	if s.Status.IsTerminal() {
-		return nil
-	}
 	// The generated reconciler patches our finalizer in just before calling
 	// us, then writes status from the informer's copy, which that patch made
 	// stale: the write would conflict. The patch's own watch event brings the
@@ -85,6 +81,13 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 	}
 
 	now := metav1.NewTime(r.clock.Now())
+	// A terminal phase is frozen; only the thaw of a failed commit reports on.
+	if s.Status.IsTerminal() {
+		if s.Status.IsThawing() {
+			return r.observeThaw(ctx, s, now)
+		}
+		return nil
+	}
 	s.Status.ObservedGeneration = s.Generation
 	s.Status.InitializeConditions(now)
 
@@ -94,7 +97,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 	tr, err := r.taskRunLister.TaskRuns(s.Status.TaskRunRef.Namespace).Get(s.Status.TaskRunRef.Name)
 	if apierrs.IsNotFound(err) {
 		// Its pod went with it, maybe before the committer could thaw.
-		if err := r.thaw(ctx, s); err != nil {
+		if err := r.thaw(ctx, s, now); err != nil {
 			return err
 		}
 		s.Status.MarkFailed(now, v1alpha1.ReasonCommitTaskRunMissing,
@@ -184,7 +187,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 		return nil
 	default:
 		if mayHavePaused(tr) {
-			if err := r.thaw(ctx, s); err != nil {
+			if err := r.thaw(ctx, s, now); err != nil {
 				return err
 			}
 		}
@@ -203,7 +206,7 @@ func (r *Reconciler) failed(ctx context.Context, s *v1alpha1.SandboxSnapshot) pk
 // thaw starts an unpause TaskRun on the source pod's node and records it,
 // for a commit pod that may have ended with the sandbox paused. A pod that is
 // gone has nothing left to thaw.
-func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
+func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) error {
 	pod, err := r.kubeClient.CoreV1().Pods(s.Namespace).Get(ctx, s.Status.SourcePodName, metav1.GetOptions{})
 	if apierrs.IsNotFound(err) {
 		return nil
@@ -215,22 +218,48 @@ func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot) erro
 	if err != nil {
 		return err
 	}
-	s.Status.UnpauseTaskRunRef = &v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}
-	controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, "ThawingSandbox",
+	s.Status.MarkThawing(v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, pod.Name, now)
+	controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonThawing,
 		"The commit pod may have left pod %s paused; TaskRun %s/%s is unpausing it", pod.Name, tr.Namespace, tr.Name)
 	return nil
 }
 
+// observeThaw records how the unpause TaskRun of a failed snapshot ended.
+func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
+	ref := s.Status.UnpauseTaskRunRef
+	tr, err := r.taskRunLister.TaskRuns(ref.Namespace).Get(ref.Name)
+	switch {
+	case apierrs.IsNotFound(err):
+		s.Status.MarkThawFailed(now, "TaskRun %s/%s was deleted before it completed; pod %s may still be paused",
+			ref.Namespace, ref.Name, s.Status.SourcePodName)
+	case err != nil:
+		return err
+	case !tr.IsDone():
+		return nil
+	case tr.IsSuccessful():
+		s.Status.MarkThawed(now)
+		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, v1alpha1.ReasonThawed,
+			"TaskRun %s/%s unpaused pod %s", ref.Namespace, ref.Name, s.Status.SourcePodName)
+		return nil
+	default:
+		cond := tr.Status.GetCondition(apis.ConditionSucceeded)
+		s.Status.MarkThawFailed(now, "pod %s may still be paused: %s", s.Status.SourcePodName, failureMessage(tr, cond))
+	}
+	thawed := s.Status.GetCondition(v1alpha1.ConditionSandboxThawed)
+	controller.GetEventRecorder(ctx).Event(s, corev1.EventTypeWarning, thawed.Reason, thawed.Message)
+	return nil
+}
+
 // FinalizeKind cleans up a deleted snapshot's TaskRuns: it cancels and
-// deletes the commit TaskRun, and lets a running unpause TaskRun finish first
-// so that the sandbox is never left paused.
+// deletes the commit TaskRun, and lets an unpause TaskRun finish first, for
+// as long as its own timeout, so that the sandbox is not left paused.
 func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	unpause, err := r.taskRunLister.TaskRuns(r.namespace).Get(names.UnpauseTaskRun(s))
 	switch {
 	case apierrs.IsNotFound(err):
 	case err != nil:
 		return err
-	case !unpause.IsDone():
+	case !unpause.IsDone() && r.clock.Since(unpause.CreationTimestamp.Time) < resources.UnpauseTimeout:
 		return controller.NewRequeueAfter(unpauseWait)
 	default:
 		if err := r.deleteTaskRun(ctx, unpause); err != nil {

@@ -25,6 +25,7 @@ import (
 	fakepipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client/fake"
 	corev1 "k8s.io/api/core/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgotesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -70,8 +71,8 @@ var (
 
 func TestReconcile(t *testing.T) {
 	trNamespace := system.Namespace()
-	trName := "team-a-snap-commit"
-	unpauseName := "team-a-snap-unpause"
+	trName := "team-a-snap-05307b-commit"
+	unpauseName := "team-a-snap-05307b-unpause"
 
 	// snap is a snapshot that already holds our finalizer, as after its first pass.
 	snap := func(opts ...SnapshotOption) *v1alpha1.SandboxSnapshot {
@@ -88,6 +89,8 @@ func TestReconcile(t *testing.T) {
 		return "TaskRun " + trNamespace + "/" + trName + " failed (" + reason + "): " + message +
 			"; see: tkn taskrun logs " + trName + " -n " + trNamespace
 	}
+	thawFailedMessage := "pod sb-0 may still be paused: TaskRun " + trNamespace + "/" + unpauseName +
+		" failed (TaskRunTimeout): timed out; see: tkn taskrun logs " + unpauseName + " -n " + trNamespace
 	createdEvent := rtesting.Eventf(corev1.EventTypeNormal, "TaskRunCreated", "Created TaskRun %s/%s to commit pod sb-0 on node %s", trNamespace, trName, node)
 
 	table := rtesting.TableTest{{
@@ -398,7 +401,7 @@ func TestReconcile(t *testing.T) {
 				WithFailed(v1alpha1.ReasonCommitJobFailed, failedMessage("Failed", "\"step-commit\" exited with code 137"))),
 		}},
 		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeWarning, "ThawingSandbox", "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", failedMessage("Failed", "\"step-commit\" exited with code 137")),
 		},
 	}, {
@@ -433,9 +436,41 @@ func TestReconcile(t *testing.T) {
 				WithFailed(v1alpha1.ReasonCommitTaskRunMissing, "TaskRun "+trNamespace+"/"+trName+" was deleted before it completed")),
 		}},
 		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeWarning, "ThawingSandbox", "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitTaskRunMissing, "TaskRun %s/%s was deleted before it completed", trNamespace, trName),
 		},
+	}, {
+		Name:    "a running unpause TaskRun keeps the thaw pending",
+		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")), TaskRun(unpauseTaskRun, WithTaskRunRunning)},
+		Key:     key,
+	}, {
+		Name: "a succeeded unpause TaskRun marks the sandbox thawed",
+		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			TaskRun(unpauseTaskRun, WithTaskRunSucceeded)},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), WithThawed),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonThawed, "TaskRun %s/%s unpaused pod sb-0", trNamespace, unpauseName)},
+	}, {
+		Name: "a failed unpause TaskRun reports that the sandbox may still be paused",
+		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), WithThawFailed(thawFailedMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawFailed, "%s", thawFailedMessage)},
+	}, {
+		Name:    "a deleted unpause TaskRun reports that the sandbox may still be paused",
+		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"))},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"),
+				WithThawFailed("TaskRun "+trNamespace+"/"+unpauseName+" was deleted before it completed; pod sb-0 may still be paused")),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawFailed,
+			"TaskRun %s/%s was deleted before it completed; pod sb-0 may still be paused", trNamespace, unpauseName)},
 	}, {
 		Name:    "a terminal snapshot is never changed again",
 		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB)), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "late"))},
@@ -493,10 +528,22 @@ func TestReconcile(t *testing.T) {
 		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
 	}, {
-		Name:    "deleting a snapshot waits for a running unpause TaskRun, keeping the finalizer",
-		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed")), TaskRun(unpauseTaskRun, WithTaskRunRunning)},
+		Name: "deleting a snapshot waits for a running unpause TaskRun, keeping the finalizer",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed")),
+			TaskRun(unpauseTaskRun, WithTaskRunRunning, func(tr *pipelinev1.TaskRun) { tr.CreationTimestamp = Now })},
 		Key:     key,
 		WantErr: true,
+	}, {
+		Name: "deleting a snapshot stops waiting for an unpause TaskRun past its timeout",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed")),
+			TaskRun(unpauseTaskRun, WithTaskRunRunning, func(tr *pipelinev1.TaskRun) {
+				tr.CreationTimestamp = metav1.NewTime(Now.Add(-resources.UnpauseTimeout))
+			})},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName), deleteTaskRun(trNamespace, trName)},
+		WantEvents:              []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
 	}, {
 		Name:                    "a failed TaskRun delete keeps the finalizer",
 		Objects:                 []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
@@ -516,7 +563,7 @@ func TestReconcile(t *testing.T) {
 // its own snapshot reason.
 func TestReconcileFailureReasons(t *testing.T) {
 	trNamespace := system.Namespace()
-	trName := "team-a-snap-commit"
+	trName := "team-a-snap-05307b-commit"
 	committing := WithCommitting("sb-0", node, committed, trNamespace, trName)
 	snap := func(opts ...SnapshotOption) *v1alpha1.SandboxSnapshot {
 		return Snapshot(ns, snapName, sbName, append([]SnapshotOption{WithFinalizers(FinalizerName)}, opts...)...)
@@ -580,7 +627,7 @@ func badPauseMessage(namespace, name string) string {
 
 func pushFailedMessage(failedMessage func(reason, message string) string) string {
 	m := failedMessage("Failed", "\"step-push\" exited with code 1")
-	i := len(m) - len("; see: tkn taskrun logs team-a-snap-commit -n "+system.Namespace())
+	i := len(m) - len("; see: tkn taskrun logs team-a-snap-05307b-commit -n "+system.Namespace())
 	return m[:i] + "; committer: pushing registry.test/snapshots/sb-app: connection refused" + m[i:]
 }
 

@@ -112,6 +112,16 @@ func WithFailed(reason, message string) SnapshotOption {
 // WithUnpauseTaskRun records the TaskRun thawing the sandbox.
 func WithUnpauseTaskRun(namespace, name string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {
-		s.Status.UnpauseTaskRunRef = &v1alpha1.TaskRunReference{Namespace: namespace, Name: name}
+		s.Status.MarkThawing(v1alpha1.TaskRunReference{Namespace: namespace, Name: name}, s.Status.SourcePodName, Now)
 	}
+}
+
+// WithThawed records that the unpause TaskRun thawed the sandbox.
+func WithThawed(s *v1alpha1.SandboxSnapshot) {
+	s.Status.MarkThawed(Now)
+}
+
+// WithThawFailed records that the sandbox may still be paused.
+func WithThawFailed(message string) SnapshotOption {
+	return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkThawFailed(Now, "%s", message) }
 }

@@ -46,6 +46,13 @@ const (
 	ReasonSucceeded              = "Succeeded"
 )
 
+// Reasons on the SandboxThawed condition.
+const (
+	ReasonThawing    = "Thawing"
+	ReasonThawed     = "Thawed"
+	ReasonThawFailed = "ThawFailed"
+)
+
 // IsTerminal reports whether the snapshot has reached Succeed or Failed.
 // A terminal status is never changed again.
 func (s *SandboxSnapshotStatus) IsTerminal() bool {
@@ -94,6 +101,31 @@ func (s *SandboxSnapshotStatus) MarkFailed(now metav1.Time, reason, messageForma
 	s.CompletionTime = &now
 	s.setCondition(ConditionReady, metav1.ConditionFalse, reason, message, now)
 	s.setCondition(ConditionFailed, metav1.ConditionTrue, reason, message, now)
+}
+
+// MarkThawing records the unpause TaskRun started for a commit pod that may
+// have ended with the sandbox paused.
+func (s *SandboxSnapshotStatus) MarkThawing(taskRun TaskRunReference, podName string, now metav1.Time) {
+	s.UnpauseTaskRunRef = &taskRun
+	s.setCondition(ConditionSandboxThawed, metav1.ConditionUnknown, ReasonThawing,
+		fmt.Sprintf("TaskRun %s/%s is unpausing pod %s", taskRun.Namespace, taskRun.Name, podName), now)
+}
+
+// IsThawing reports whether an unpause TaskRun is still to report.
+func (s *SandboxSnapshotStatus) IsThawing() bool {
+	c := s.GetCondition(ConditionSandboxThawed)
+	return c != nil && c.Status == metav1.ConditionUnknown
+}
+
+// MarkThawed records that the unpause TaskRun thawed the sandbox.
+func (s *SandboxSnapshotStatus) MarkThawed(now metav1.Time) {
+	s.setCondition(ConditionSandboxThawed, metav1.ConditionTrue, ReasonThawed,
+		fmt.Sprintf("TaskRun %s/%s unpaused pod %s", s.UnpauseTaskRunRef.Namespace, s.UnpauseTaskRunRef.Name, s.SourcePodName), now)
+}
+
+// MarkThawFailed records that the sandbox may still be paused, and why.
+func (s *SandboxSnapshotStatus) MarkThawFailed(now metav1.Time, messageFormat string, args ...any) {
+	s.setCondition(ConditionSandboxThawed, metav1.ConditionFalse, ReasonThawFailed, fmt.Sprintf(messageFormat, args...), now)
 }
 
 // GetCondition returns the condition of the given type, or nil.

@@ -68,6 +68,10 @@ const (
 	ConditionReady = "Ready"
 	// ConditionFailed is True once the snapshot has failed for good.
 	ConditionFailed = "Failed"
+	// ConditionSandboxThawed is set only when the commit pod may have left
+	// the sandbox paused: Unknown while an unpause TaskRun runs, then True,
+	// or False if the sandbox may still be paused.
+	ConditionSandboxThawed = "SandboxThawed"
 )
 
 // SandboxSnapshotStatus is the observed state of a SandboxSnapshot.

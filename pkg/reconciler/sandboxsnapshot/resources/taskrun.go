@@ -20,6 +20,7 @@ package resources
 
 import (
 	"strconv"
+	"time"
 
 	pipelinepod "github.com/tektoncd/pipeline/pkg/apis/pipeline/pod"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
@@ -33,6 +34,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
+
+// UnpauseTimeout bounds an unpause TaskRun; thawing takes milliseconds.
+const UnpauseTimeout = 2 * time.Minute
 
 // SnapshotUIDLabel records the UID of the snapshot a TaskRun works for, so
 // that a TaskRun left by an earlier snapshot of the same name is never adopted.
@@ -74,7 +78,9 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 // MakeUnpauseTaskRun builds the TaskRun that thaws the source pod's
 // containers after a commit pod died while they were paused.
 func MakeUnpauseTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snapshot, namespace string) *pipelinev1.TaskRun {
-	return makeTaskRun(s, pod, cfg, namespace, names.UnpauseTaskRun(s), task.ModeUnpause)
+	tr := makeTaskRun(s, pod, cfg, namespace, names.UnpauseTaskRun(s), task.ModeUnpause)
+	tr.Spec.Timeout = &metav1.Duration{Duration: UnpauseTimeout}
+	return tr
 }
 
 func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snapshot, namespace, name, mode string) *pipelinev1.TaskRun {

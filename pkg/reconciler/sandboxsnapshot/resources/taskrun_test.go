@@ -57,8 +57,9 @@ func TestMakeTaskRun(t *testing.T) {
 	}})
 	tr := MakeTaskRun(s, src, cfg, "sandbox-snapshot-system")
 
-	if tr.Name != "team-a-snap-commit" || tr.Namespace != "sandbox-snapshot-system" {
-		t.Errorf("TaskRun %s/%s, want sandbox-snapshot-system/team-a-snap-commit", tr.Namespace, tr.Name)
+	// sha256("team-a/snap") begins 05307b.
+	if tr.Name != "team-a-snap-05307b-commit" || tr.Namespace != "sandbox-snapshot-system" {
+		t.Errorf("TaskRun %s/%s, want sandbox-snapshot-system/team-a-snap-05307b-commit", tr.Namespace, tr.Name)
 	}
 	wantLabels := map[string]string{
 		"sandbox.opensandbox.io/sandbox-snapshot-name":      "snap",
@@ -126,7 +127,7 @@ func TestMakeUnpauseTaskRun(t *testing.T) {
 	s, src := testSource()
 	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
 	tr := MakeUnpauseTaskRun(s, src.Pod, cfg, "ns")
-	if tr.Name != "team-a-snap-unpause" {
+	if tr.Name != "team-a-snap-05307b-unpause" {
 		t.Errorf("name = %q", tr.Name)
 	}
 	for _, p := range tr.Spec.Params {
@@ -162,9 +163,16 @@ func TestTaskRunNamesFitLabels(t *testing.T) {
 			t.Errorf("commit and unpause TaskRuns share the name %q", commit)
 		}
 	}
-	a := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: long, Name: strings.Repeat("s", 253)}}
-	b := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: long, Name: strings.Repeat("s", 252) + "t"}}
-	if names.CommitTaskRun(a) == names.CommitTaskRun(b) {
-		t.Error("distinct long snapshots share a TaskRun name")
+	for _, pair := range [][2]*v1alpha1.SandboxSnapshot{{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: long, Name: strings.Repeat("s", 253)}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: long, Name: strings.Repeat("s", 252) + "t"}},
+	}, {
+		// "team" + "a-snap" and "team-a" + "snap" read alike once joined.
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "a-snap"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "snap"}},
+	}} {
+		if names.CommitTaskRun(pair[0]) == names.CommitTaskRun(pair[1]) || names.UnpauseTaskRun(pair[0]) == names.UnpauseTaskRun(pair[1]) {
+			t.Errorf("%s/%s and %s/%s share a TaskRun name", pair[0].Namespace, pair[0].Name[:1], pair[1].Namespace, pair[1].Name[:1])
+		}
 	}
 }

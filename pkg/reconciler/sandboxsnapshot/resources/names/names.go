@@ -18,20 +18,30 @@ limitations under the License.
 package names
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+
 	"knative.dev/pkg/kmeta"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
 
-// CommitTaskRun is the name of a snapshot's commit TaskRun. TaskRuns of all
-// namespaces share the operator's namespace, so the name includes the
-// snapshot's namespace; kmeta.ChildName keeps it within 63 characters.
+// CommitTaskRun is the name of a snapshot's commit TaskRun.
 func CommitTaskRun(s *v1alpha1.SandboxSnapshot) string {
-	return kmeta.ChildName(s.Namespace+"-"+s.Name, "-commit")
+	return taskRun(s, "commit")
 }
 
 // UnpauseTaskRun is the name of the TaskRun that thaws a snapshot's sandbox
 // after its commit pod died mid-pause.
 func UnpauseTaskRun(s *v1alpha1.SandboxSnapshot) string {
-	return kmeta.ChildName(s.Namespace+"-"+s.Name, "-unpause")
+	return taskRun(s, "unpause")
+}
+
+// taskRun names a TaskRun <namespace>-<name>-<hash>-<purpose>. TaskRuns of
+// all namespaces share the operator's namespace, and "<namespace>-<name>"
+// alone is ambiguous (team/a-b and team-a/b), so a hash of namespace/name
+// keeps names apart; kmeta.ChildName keeps them within 63 characters.
+func taskRun(s *v1alpha1.SandboxSnapshot, purpose string) string {
+	sum := sha256.Sum256([]byte(s.Namespace + "/" + s.Name))
+	return kmeta.ChildName(s.Namespace+"-"+s.Name, "-"+hex.EncodeToString(sum[:])[:6]+"-"+purpose)
 }

@@ -1,0 +1,153 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command bench measures the SandboxSnapshot controller against a real
+// kube-apiserver, the way OpenSandbox's own controller was measured, so that
+// the figures compare. hack/bench-control-plane.sh drives it:
+//
+//	bench setup   -n N   N BatchSandboxes, each with a pod on the kwok node, all Running
+//	bench run     -n N   one warm-up snapshot, then N snapshots in one burst; every
+//	                     TaskRun is completed the moment it appears; writes a result file
+//	bench cleanup -n N   deletes the namespace (the controller finalizes the snapshots)
+//	bench report  FILE…  prints the table beside the baseline
+//
+// The controller runs as its own process (hack/run-controller.sh); bench only
+// plays the parts of OpenSandbox (sandboxes and pods) and Tekton (TaskRun status).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	pipelineclient "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	sandboxclient "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned"
+)
+
+// systemNamespace is where the controller makes TaskRuns.
+const systemNamespace = "sandbox-snapshot-system"
+
+// options are the flags every subcommand shares.
+type options struct {
+	kubeconfig string
+	n          int
+	node       string
+	containers int
+	out        string
+	pid        int
+	apiPid     int
+	timeout    time.Duration
+}
+
+func (o *options) namespace() string { return fmt.Sprintf("bench-%d", o.n) }
+
+// clients talk to the apiserver as admin, without client-side rate limits,
+// and count their own requests so that they can be told from the controller's.
+type clients struct {
+	kube     kubernetes.Interface
+	dynamic  dynamic.Interface
+	sandbox  sandboxclient.Interface
+	pipeline pipelineclient.Interface
+	own      *requestCounter
+}
+
+func newClients(kubeconfig string) (*clients, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling: the controller is what is measured
+	own := &requestCounter{}
+	cfg.Wrap(own.wrap)
+	c := &clients{own: own}
+	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.sandbox, err = sandboxclient.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	if c.pipeline, err = pipelineclient.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	cmd := os.Args[1]
+	o := &options{}
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the cluster")
+	fs.IntVar(&o.n, "n", 100, "number of sandboxes and snapshots")
+	fs.StringVar(&o.node, "node", "kwok-node-0", "the kwok node the sandbox pods run on")
+	fs.IntVar(&o.containers, "containers", 1, "containers per sandbox pod")
+	fs.StringVar(&o.out, "out", "", "run: result file (JSON)")
+	fs.IntVar(&o.pid, "pid", 0, "run: controller pid, for its peak RSS and CPU time")
+	fs.IntVar(&o.apiPid, "apiserver-pid", 0, "run: kube-apiserver pid, for its CPU time")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long a step may take")
+	_ = fs.Parse(os.Args[2:])
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	var err error
+	switch cmd {
+	case "report":
+		err = report(os.Stdout, fs.Args())
+	case "setup", "run", "cleanup":
+		var c *clients
+		if c, err = newClients(o.kubeconfig); err != nil {
+			break
+		}
+		switch cmd {
+		case "setup":
+			err = setup(ctx, c, o)
+		case "run":
+			err = run(ctx, c, o)
+		case "cleanup":
+			err = cleanup(ctx, c, o)
+		}
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench %s: %v\n", cmd, err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: bench setup|run|cleanup [-n N] [flags] | bench report RESULT.json...")
+	os.Exit(2)
+}
+
+// logf prints a progress line to stderr.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%s] bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,550 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	pipelineinformers "github.com/tektoncd/pipeline/pkg/client/informers/externalversions"
+	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"knative.dev/pkg/apis"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	sandboxinformers "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/informers/externalversions"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+// result is what one run measured; bench report prints it.
+type result struct {
+	N          int `json:"n"`
+	Containers int `json:"containers"`
+	Succeeded  int `json:"succeeded"`
+	Failed     int `json:"failed"`
+	Unfinished int `json:"unfinished"`
+	// Failures are the Failed snapshots' reason and message, the warm-up's
+	// included, one line per distinct message with its count.
+	Failures map[string]int `json:"failures,omitempty"`
+
+	// Seconds from a snapshot's creation (its create call returning) to the
+	// harness seeing its TaskRun, and to the harness seeing phase Succeed.
+	ToTaskRun latency `json:"toTaskRun"`
+	ToSucceed latency `json:"toSucceed"`
+
+	// OverallRate is N over the time from the burst's start to the last
+	// Succeed; SteadyRate is snapshots/s between the 10th and 90th
+	// percentile of completions.
+	SteadyRate  float64 `json:"steadyRate"`
+	OverallRate float64 `json:"overallRate"`
+	CreateSecs  float64 `json:"createSecs"`
+	WallSecs    float64 `json:"wallSecs"`
+
+	// Writes during the burst, the harness's own subtracted. ObjectWrites
+	// are on snapshots and TaskRuns, Events on events, Conflicts all 409s;
+	// Background is every other write (leases, nodes...), not per snapshot.
+	ObjectWrites float64      `json:"objectWrites"`
+	Events       float64      `json:"events"`
+	Conflicts    float64      `json:"conflicts"`
+	Background   float64      `json:"background"`
+	Requests     []countEntry `json:"requests"`
+	// EventReasons counts the snapshots' Event objects by reason.
+	EventReasons map[string]int32 `json:"eventReasons"`
+
+	PeakRSSKiB       int64   `json:"peakRSSKiB"`
+	CPUSecs          float64 `json:"cpuSecs"`
+	ApiserverCPUSecs float64 `json:"apiserverCPUSecs"`
+	// MachineBusyCores is how many of the machine's cores were busy on
+	// average from the burst to the last Succeed (all processes).
+	MachineBusyCores float64 `json:"machineBusyCores"`
+	MachineCores     int     `json:"machineCores"`
+}
+
+type latency struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+type countEntry struct {
+	request
+	Count float64 `json:"count"`
+}
+
+// timeline records, per snapshot name, when each step was seen.
+type timeline struct {
+	mu      sync.Mutex
+	created map[string]time.Time
+	taskRun map[string]time.Time
+	done    map[string]time.Time
+	phase   map[string]v1alpha1.SandboxSnapshotPhase
+	message map[string]string
+	changed chan struct{}
+}
+
+func newTimeline() *timeline {
+	return &timeline{
+		created: map[string]time.Time{}, taskRun: map[string]time.Time{}, done: map[string]time.Time{},
+		phase: map[string]v1alpha1.SandboxSnapshotPhase{}, message: map[string]string{}, changed: make(chan struct{}, 1),
+	}
+}
+
+// first records t under name in m unless something is there already.
+func (tl *timeline) first(m map[string]time.Time, name string, t time.Time) bool {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if _, ok := m[name]; ok {
+		return false
+	}
+	m[name] = t
+	return true
+}
+
+func (tl *timeline) finished(s *v1alpha1.SandboxSnapshot) {
+	if s.Status.Phase != v1alpha1.PhaseSucceed && s.Status.Phase != v1alpha1.PhaseFailed {
+		return
+	}
+	if !tl.first(tl.done, s.Name, time.Now()) {
+		return
+	}
+	tl.mu.Lock()
+	tl.phase[s.Name] = s.Status.Phase
+	if c := s.Status.GetCondition(v1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
+		tl.message[s.Name] = c.Reason + ": " + c.Message
+	}
+	tl.mu.Unlock()
+	select {
+	case tl.changed <- struct{}{}:
+	default:
+	}
+}
+
+// waitDone waits until every name has finished.
+func (tl *timeline) waitDone(ctx context.Context, names []string, timeout time.Duration) error {
+	deadline := time.After(timeout)
+	for {
+		tl.mu.Lock()
+		left := 0
+		for _, n := range names {
+			if _, ok := tl.done[n]; !ok {
+				left++
+			}
+		}
+		tl.mu.Unlock()
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-tl.changed:
+		case <-time.After(time.Second):
+		case <-deadline:
+			return fmt.Errorf("%d of %d snapshots unfinished after %s", left, len(names), timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// run creates the warm-up snapshot, then N snapshots in one burst, plays
+// Tekton by completing each TaskRun as soon as it appears, and measures.
+func run(ctx context.Context, c *clients, o *options) error {
+	ns := o.namespace()
+	tl := newTimeline()
+	stop := make(chan struct{})
+	var completers sync.WaitGroup
+	defer func() { close(stop); completers.Wait() }()
+
+	// Tekton's part: complete each TaskRun of this namespace once, at once.
+	taskRuns := pipelineinformers.NewSharedInformerFactoryWithOptions(c.pipeline, 0,
+		pipelineinformers.WithNamespace(systemNamespace),
+		pipelineinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sandbox.SnapshotNamespaceLabel + "=" + ns }),
+	).Tekton().V1().TaskRuns().Informer()
+	toComplete := make(chan *pipelinev1.TaskRun, o.n+1)
+	_, _ = taskRuns.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		tr := obj.(*pipelinev1.TaskRun)
+		if tl.first(tl.taskRun, tr.Labels[sandbox.SnapshotNameLabel], time.Now()) {
+			toComplete <- tr
+		}
+	}})
+	completeErrs := make(chan error, o.n+1)
+	for range 16 {
+		completers.Go(func() {
+			for {
+				select {
+				case tr := <-toComplete:
+					if err := complete(ctx, c, tr); err != nil {
+						completeErrs <- err
+					}
+				case <-stop:
+					return
+				}
+			}
+		})
+	}
+
+	// The snapshots' outcome.
+	snapshots := sandboxinformers.NewSharedInformerFactoryWithOptions(c.sandbox, 0, sandboxinformers.WithNamespace(ns)).
+		Sandbox().V1alpha1().SandboxSnapshots().Informer()
+	onSnapshot := func(obj any) { tl.finished(obj.(*v1alpha1.SandboxSnapshot)) }
+	_, _ = snapshots.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onSnapshot, UpdateFunc: func(_, obj any) { onSnapshot(obj) },
+	})
+	go taskRuns.Run(stop)
+	go snapshots.Run(stop)
+	if !cache.WaitForCacheSync(ctx.Done(), taskRuns.HasSynced, snapshots.HasSynced) {
+		return fmt.Errorf("informers did not sync")
+	}
+
+	// Warm-up: the controller leads and its connections are open.
+	start := time.Now()
+	if err := createSnapshot(ctx, c, ns, 0, tl); err != nil {
+		return err
+	}
+	if err := tl.waitDone(ctx, []string{snapshotName(0)}, o.timeout); err != nil {
+		return fmt.Errorf("warm-up snapshot (does the controller run?): %w", err)
+	}
+	tl.mu.Lock()
+	phase, msg := tl.phase[snapshotName(0)], tl.message[snapshotName(0)]
+	tl.mu.Unlock()
+	// A failed warm-up is a finding, not a reason to stop: the burst
+	// shows whether it happens again.
+	logf("run: warm-up snapshot ended %s after %.1fs %s", phase, time.Since(start).Seconds(), msg)
+
+	quiesce(ctx, c)
+	before, err := scrapeRequests(ctx, c)
+	if err != nil {
+		return err
+	}
+	ownBefore := c.own.snapshot()
+	cpuBefore, apiCPUBefore := cpuSeconds(o.pid), cpuSeconds(o.apiPid)
+	busyBefore, totalBefore := machineCPU()
+
+	// The burst.
+	names := make([]string, o.n)
+	for i := range names {
+		names[i] = snapshotName(i + 1)
+	}
+	burst := time.Now()
+	if err := parallel(ctx, o.n, 64, func(i int) error { return createSnapshot(ctx, c, ns, i+1, tl) }); err != nil {
+		return err
+	}
+	createSecs := time.Since(burst).Seconds()
+	logf("run: %d snapshots created in %.2fs", o.n, createSecs)
+	waitErr := tl.waitDone(ctx, names, o.timeout)
+	wall := time.Since(burst).Seconds()
+	cpu, apiCPU := cpuSeconds(o.pid)-cpuBefore, cpuSeconds(o.apiPid)-apiCPUBefore
+	busy, total := machineCPU()
+	if waitErr == nil {
+		logf("run: all %d finished %.2fs after the burst began", o.n, wall)
+	}
+
+	quiesce(ctx, c)
+	after, err := scrapeRequests(ctx, c)
+	if err != nil {
+		return err
+	}
+	requests := after.sub(before).sub(c.own.snapshot().sub(ownBefore))
+	reasons, err := eventReasons(ctx, c, ns)
+	if err != nil {
+		return err
+	}
+
+	res := result{N: o.n, Containers: o.containers, CreateSecs: createSecs, WallSecs: wall, EventReasons: reasons}
+	res.PeakRSSKiB = peakRSS(o.pid)
+	res.CPUSecs, res.ApiserverCPUSecs = cpu, apiCPU
+	res.MachineCores = runtime.NumCPU()
+	if total > totalBefore {
+		res.MachineBusyCores = float64(res.MachineCores) * (busy - busyBefore) / (total - totalBefore)
+	}
+	res.measure(tl, names, burst)
+	res.attribute(requests)
+
+	select {
+	case err := <-completeErrs:
+		return fmt.Errorf("completing TaskRuns: %w", err)
+	default:
+	}
+	if waitErr != nil {
+		// Recorded as unfinished; bench report fails on it.
+		logf("run: %v", waitErr)
+	}
+	return res.write(o.out)
+}
+
+func createSnapshot(ctx context.Context, c *clients, ns string, i int, tl *timeline) error {
+	s := &v1alpha1.SandboxSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Name: snapshotName(i), Namespace: ns},
+		Spec:       v1alpha1.SandboxSnapshotSpec{SandboxName: sandboxName(i)},
+	}
+	if _, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating snapshot %s: %w", s.Name, err)
+	}
+	tl.first(tl.created, s.Name, time.Now())
+	return nil
+}
+
+// complete plays the sandbox-commit Task: Succeeded=True with one valid
+// digest per item of the containers param, and a pause window.
+func complete(ctx context.Context, c *clients, tr *pipelinev1.TaskRun) error {
+	var digests []string
+	for _, p := range tr.Spec.Params {
+		if p.Name == task.ParamContainers {
+			for _, item := range p.Value.ArrayVal {
+				sum := sha256.Sum256([]byte(item))
+				digests = append(digests, "sha256:"+hex.EncodeToString(sum[:]))
+			}
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		tr = tr.DeepCopy()
+		now := metav1.Now()
+		tr.Status.StartTime, tr.Status.CompletionTime = &now, &now
+		tr.Status.SetCondition(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionTrue,
+			Reason: string(pipelinev1.TaskRunReasonSuccessful), Message: "All Steps have completed executing"})
+		tr.Status.Results = []pipelinev1.TaskRunResult{
+			{Name: task.ResultDigests, Type: pipelinev1.ResultsTypeString, Value: *pipelinev1.NewStructuredValues(task.FormatDigests(digests))},
+			{Name: task.ResultPauseWindowMS, Type: pipelinev1.ResultsTypeString, Value: *pipelinev1.NewStructuredValues("250")},
+		}
+		_, err := c.pipeline.TektonV1().TaskRuns(tr.Namespace).UpdateStatus(ctx, tr, metav1.UpdateOptions{})
+		if !apierrs.IsConflict(err) || attempt == 5 {
+			return err
+		}
+		if tr, err = c.pipeline.TektonV1().TaskRuns(tr.Namespace).Get(ctx, tr.Name, metav1.GetOptions{}); err != nil {
+			return err
+		}
+	}
+}
+
+// quiesce waits until the writes on snapshots, TaskRuns and events have
+// stopped for 3 s (events are sent asynchronously, and the sink backs off
+// after an error), for up to 30 s.
+func quiesce(ctx context.Context, c *clients) {
+	start := time.Now()
+	last, still := -1.0, 0
+	for time.Since(start) < 30*time.Second {
+		now, err := scrapeRequests(ctx, c)
+		if err != nil {
+			return
+		}
+		total := 0.0
+		for r, v := range now {
+			if r.isWrite() && (r.Resource == "events" || r.Resource == "sandboxsnapshots" || r.Resource == "taskruns") {
+				total += v
+			}
+		}
+		if total == last {
+			if still++; still == 3 {
+				return
+			}
+		} else {
+			last, still = total, 0
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return
+		}
+	}
+	logf("run: writes still going on after %s", time.Since(start).Round(time.Second))
+}
+
+// eventReasons sums the count of the snapshots' events by reason, the
+// warm-up snapshot's left out.
+func eventReasons(ctx context.Context, c *clients, ns string) (map[string]int32, error) {
+	events, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=SandboxSnapshot"})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int32{}
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name != snapshotName(0) {
+			out[e.Reason] += max(e.Count, 1)
+		}
+	}
+	return out, nil
+}
+
+// measure fills in the latencies and rates.
+func (res *result) measure(tl *timeline, names []string, burst time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	var toTR, toDone, doneAt []float64
+	for _, n := range names {
+		created, ok := tl.created[n]
+		if !ok {
+			continue
+		}
+		if t, ok := tl.taskRun[n]; ok {
+			toTR = append(toTR, t.Sub(created).Seconds())
+		}
+		switch tl.phase[n] {
+		case v1alpha1.PhaseSucceed:
+			res.Succeeded++
+			toDone = append(toDone, tl.done[n].Sub(created).Seconds())
+			doneAt = append(doneAt, tl.done[n].Sub(burst).Seconds())
+		case v1alpha1.PhaseFailed:
+			res.Failed++
+			res.failure(tl.message[n])
+		default:
+			res.Unfinished++
+		}
+	}
+	if tl.phase[snapshotName(0)] == v1alpha1.PhaseFailed {
+		res.failure("warm-up " + tl.message[snapshotName(0)])
+	}
+	res.ToTaskRun, res.ToSucceed = summarize(toTR), summarize(toDone)
+	sort.Float64s(doneAt)
+	if k := len(doneAt); k > 0 {
+		res.OverallRate = float64(k) / doneAt[k-1]
+		lo, hi := k/10, k*9/10-1
+		if hi > lo && doneAt[hi] > doneAt[lo] {
+			res.SteadyRate = float64(hi-lo) / (doneAt[hi] - doneAt[lo])
+		}
+	}
+}
+
+// failure counts a failure message, with the snapshot-specific names
+// folded away so that alike failures count together.
+func (res *result) failure(msg string) {
+	if res.Failures == nil {
+		res.Failures = map[string]int{}
+	}
+	msg = snapshotNumber.ReplaceAllString(msg, "${1}NNNN")
+	res.Failures[msg]++
+}
+
+var snapshotNumber = regexp.MustCompile(`(snap-|sb-)[0-9]{4}`)
+
+// attribute splits the burst's writes into the controller's object writes,
+// its events, and background writes.
+func (res *result) attribute(requests counts) {
+	for _, r := range requests.sorted() {
+		v := requests[r]
+		if !r.isWrite() || v == 0 {
+			continue
+		}
+		res.Requests = append(res.Requests, countEntry{request: r, Count: v})
+		switch r.Resource {
+		case "events":
+			res.Events += v
+		case "sandboxsnapshots", "taskruns":
+			res.ObjectWrites += v
+		default:
+			res.Background += v
+		}
+		if r.Code == "409" {
+			res.Conflicts += v
+		}
+	}
+}
+
+func (res *result) write(path string) error {
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if path == "" {
+		_, err = os.Stdout.Write(append(b, '\n'))
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// summarize returns the 50th and 99th percentile (nearest rank) and the maximum.
+func summarize(xs []float64) latency {
+	if len(xs) == 0 {
+		return latency{}
+	}
+	sort.Float64s(xs)
+	rank := func(p float64) float64 {
+		i := int(p*float64(len(xs))+0.999999) - 1
+		return xs[max(0, min(i, len(xs)-1))]
+	}
+	return latency{P50: rank(0.50), P99: rank(0.99), Max: xs[len(xs)-1]}
+}
+
+// peakRSS reads VmHWM, the peak resident set, of pid in KiB.
+func peakRSS(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kib
+		}
+	}
+	return 0
+}
+
+// machineCPU reads the busy and total jiffies of all CPUs from /proc/stat.
+func machineCPU() (busy, total float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseFloat(f, 64)
+		if i >= 8 { // guest time is already in user time
+			break
+		}
+		total += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, total
+}
+
+// cpuSeconds reads the user+system CPU time of pid.
+func cpuSeconds(pid int) float64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name (which ends with ')'): utime is the 12th, stime the 13th.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
