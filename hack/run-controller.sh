@@ -6,7 +6,7 @@
 #     (config/200-serviceaccount.yaml), never as admin: a token minted with
 #     `kubectl create token --duration` goes into _output/cluster/controller.kubeconfig;
 #   - with the Deployment's environment: SYSTEM_NAMESPACE, POD_NAME, the
-#     CONFIG_*_NAME variables and KUBE_API_QPS/KUBE_API_BURST (read from
+#     CONFIG_*_NAME variables, KUBE_API_QPS/KUBE_API_BURST and K_THREADS_PER_CONTROLLER (read from
 #     config/500-controller.yaml);
 #   - with leader election on, so several instances can run side by side.
 #
@@ -185,6 +185,7 @@ start() {
   metrics_port=$(free_port)
   qps=$(deployment_env KUBE_API_QPS)
   burst=$(deployment_env KUBE_API_BURST)
+  threads=$(deployment_env K_THREADS_PER_CONTROLLER)
   cat >"$(env_file "${n}")" <<EOF
 PROFILING_PORT=${pprof_port}
 METRICS_PROMETHEUS_PORT=${metrics_port}
@@ -201,6 +202,7 @@ EOF
     CONFIG_LEADERELECTION_NAME=config-leader-election \
     KUBE_API_QPS="${qps:?no KUBE_API_QPS in config/500-controller.yaml}" \
     KUBE_API_BURST="${burst:?no KUBE_API_BURST in config/500-controller.yaml}" \
+    K_THREADS_PER_CONTROLLER="${threads:?no K_THREADS_PER_CONTROLLER in config/500-controller.yaml}" \
     PROFILING_PORT="${pprof_port}" \
     METRICS_PROMETHEUS_PORT="${metrics_port}" \
     GOMEMLIMIT=512MiB \

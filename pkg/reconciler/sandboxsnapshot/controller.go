@@ -68,7 +68,6 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		kubeClient:     kubeclient.Get(ctx),
 		sandboxClient:  sandboxclient.Get(ctx),
 		pipelineClient: pipelineclient.Get(ctx),
-		snapshotLister: snapshots.Lister(),
 		taskRunLister:  taskRuns.Lister(),
 		clock:          clock.RealClock{},
 		namespace:      namespace,
@@ -89,6 +88,8 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			ConfigStore:       configStore,
 			FinalizerName:     FinalizerName,
 			PromoteFilterFunc: ours,
+			// ReconcileKind writes status itself; see there why.
+			SkipStatusUpdates: true,
 		}
 	})
 	snapshots.Informer().AddEventHandler(cache.FilteringResourceEventHandler{

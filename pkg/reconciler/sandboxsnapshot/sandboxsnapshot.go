@@ -28,10 +28,12 @@ import (
 	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
 	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"knative.dev/pkg/apis"
@@ -42,7 +44,6 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	sandboxclientset "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
-	sandboxlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
@@ -57,7 +58,6 @@ type Reconciler struct {
 	kubeClient     kubernetes.Interface
 	sandboxClient  sandboxclientset.Interface
 	pipelineClient pipelineclientset.Interface
-	snapshotLister sandboxlisters.SandboxSnapshotLister
 	taskRunLister  pipelinelisters.TaskRunLister
 	clock          clock.PassiveClock
 	// namespace is where TaskRuns run: the operator's own namespace, where
@@ -70,16 +70,27 @@ var (
 	_ snapshotreconciler.Finalizer = (*Reconciler)(nil)
 )
 
-// ReconcileKind starts a snapshot's commit TaskRun, then mirrors it.
+// ReconcileKind starts a snapshot's commit TaskRun, mirrors it, and writes
+// the snapshot's status.
+//
+// The status is written here, not by the generated reconciler (the
+// controller sets SkipStatusUpdates): on a snapshot's first pass the
+// generated code patches our finalizer in and would then write status from
+// its informer copy, taken before that patch, so the write would conflict.
+// s carries the patch's resource version.
 func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
-	// The generated reconciler patches our finalizer in just before calling
-	// us, then writes status from the informer's copy, which that patch made
-	// stale: the write would conflict. The patch's own watch event brings the
-	// snapshot back with the current version, so the work waits for it.
-	if r.listerIsBehind(s) {
-		return nil
+	before := s.Status.DeepCopy()
+	event := r.reconcile(ctx, s)
+	if equality.Semantic.DeepEqual(before, &s.Status) {
+		return event
 	}
+	if err := r.updateStatus(ctx, s); err != nil {
+		return err
+	}
+	return event
+}
 
+func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	now := metav1.NewTime(r.clock.Now())
 	// A terminal phase is frozen; only the thaw of a failed commit reports on.
 	if s.Status.IsTerminal() {
@@ -94,7 +105,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 	if s.Status.TaskRunRef == nil {
 		return r.startCommit(ctx, s, now)
 	}
-	tr, err := r.taskRunLister.TaskRuns(s.Status.TaskRunRef.Namespace).Get(s.Status.TaskRunRef.Name)
+	tr, err := r.getTaskRun(ctx, *s.Status.TaskRunRef)
 	if apierrs.IsNotFound(err) {
 		// Its pod went with it, maybe before the committer could thaw.
 		if err := r.thaw(ctx, s, now); err != nil {
@@ -107,6 +118,40 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 		return err
 	}
 	return r.mirror(ctx, s, tr, now)
+}
+
+// updateStatus writes s's status, onto the latest version of s when another
+// writer got there first.
+func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
+	snapshots := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace)
+	desired := s.Status
+	current := s
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		_, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		if apierrs.IsConflict(err) {
+			latest, getErr := snapshots.Get(ctx, s.Name, metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			latest.Status = desired
+			current = latest
+		}
+		if err != nil {
+			return fmt.Errorf("updating the status of SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		return nil
+	})
+}
+
+// getTaskRun reads a TaskRun from the informer, or from the API when the
+// informer has not seen it: one created a moment ago may not be cached yet,
+// and must not be taken for a deleted one.
+func (r *Reconciler) getTaskRun(ctx context.Context, ref v1alpha1.TaskRunReference) (*pipelinev1.TaskRun, error) {
+	tr, err := r.taskRunLister.TaskRuns(ref.Namespace).Get(ref.Name)
+	if apierrs.IsNotFound(err) {
+		return r.pipelineClient.TektonV1().TaskRuns(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	}
+	return tr, err
 }
 
 // startCommit resolves the source and creates the commit TaskRun. Anything
@@ -138,35 +183,43 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 
 	want := resources.MakeTaskRun(s, src, cfg, r.namespace)
-	tr, err := r.ensureTaskRun(ctx, s, want)
+	tr, created, err := r.ensureTaskRun(ctx, s, want)
 	if err != nil {
 		return err
 	}
 	s.Status.MarkCommitting(src.Pod.Name, src.Pod.Spec.NodeName, src.Containers,
 		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, now)
-	controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, "TaskRunCreated",
-		"Created TaskRun %s/%s to commit pod %s on node %s", tr.Namespace, tr.Name, src.Pod.Name, src.Pod.Spec.NodeName)
+	if created {
+		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, "TaskRunCreated",
+			"Created TaskRun %s/%s to commit pod %s on node %s", tr.Namespace, tr.Name, src.Pod.Name, src.Pod.Spec.NodeName)
+	}
 	return nil
 }
 
 // ensureTaskRun creates want, or adopts the TaskRun of that name when an
-// earlier pass made it for this same snapshot but failed to record it.
-func (r *Reconciler) ensureTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, error) {
+// earlier pass made it for this same snapshot but failed to record it. It
+// reports whether it created the TaskRun.
+func (r *Reconciler) ensureTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, bool, error) {
 	tr, err := r.taskRunLister.TaskRuns(want.Namespace).Get(want.Name)
 	if apierrs.IsNotFound(err) {
 		tr, err = r.pipelineClient.TektonV1().TaskRuns(want.Namespace).Create(ctx, want, metav1.CreateOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("creating TaskRun %s/%s: %w", want.Namespace, want.Name, err)
+		if err == nil {
+			return tr, true, nil
 		}
-		return tr, nil
-	} else if err != nil {
-		return nil, err
+		if !apierrs.IsAlreadyExists(err) {
+			return nil, false, fmt.Errorf("creating TaskRun %s/%s: %w", want.Namespace, want.Name, err)
+		}
+		// The informer has not seen it yet.
+		tr, err = r.pipelineClient.TektonV1().TaskRuns(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("getting TaskRun %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	if tr.Labels[resources.SnapshotUIDLabel] != string(s.UID) {
-		return nil, fmt.Errorf("TaskRun %s/%s exists but belongs to another SandboxSnapshot (uid %q); waiting for it to be deleted",
+		return nil, false, fmt.Errorf("TaskRun %s/%s exists but belongs to another SandboxSnapshot (uid %q); waiting for it to be deleted",
 			tr.Namespace, tr.Name, tr.Labels[resources.SnapshotUIDLabel])
 	}
-	return tr, nil
+	return tr, false, nil
 }
 
 // mirror copies the commit TaskRun's Succeeded condition into the snapshot.
@@ -214,7 +267,7 @@ func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, now 
 		return fmt.Errorf("getting pod %s/%s to thaw it: %w", s.Namespace, s.Status.SourcePodName, err)
 	}
 	want := resources.MakeUnpauseTaskRun(s, pod, config.FromContext(ctx).Snapshot, r.namespace)
-	tr, err := r.ensureTaskRun(ctx, s, want)
+	tr, _, err := r.ensureTaskRun(ctx, s, want)
 	if err != nil {
 		return err
 	}
@@ -227,7 +280,7 @@ func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, now 
 // observeThaw records how the unpause TaskRun of a failed snapshot ended.
 func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
 	ref := s.Status.UnpauseTaskRunRef
-	tr, err := r.taskRunLister.TaskRuns(ref.Namespace).Get(ref.Name)
+	tr, err := r.getTaskRun(ctx, *ref)
 	switch {
 	case apierrs.IsNotFound(err):
 		s.Status.MarkThawFailed(now, "TaskRun %s/%s was deleted before it completed; pod %s may still be paused",
@@ -296,11 +349,4 @@ func (r *Reconciler) deleteTaskRun(ctx context.Context, tr *pipelinev1.TaskRun) 
 		return fmt.Errorf("deleting TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
 	}
 	return nil
-}
-
-// listerIsBehind reports whether the informer has not yet seen the version
-// of s we hold, which happens right after our own finalizer patch.
-func (r *Reconciler) listerIsBehind(s *v1alpha1.SandboxSnapshot) bool {
-	cached, err := r.snapshotLister.SandboxSnapshots(s.Namespace).Get(s.Name)
-	return err == nil && cached.ResourceVersion != s.ResourceVersion
 }

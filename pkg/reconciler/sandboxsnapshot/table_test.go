@@ -110,27 +110,31 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantPatches:             []clientgotesting.PatchActionImpl{patchFinalizers(ns, snapName)},
 		WantCreates:             []runtime.Object{commitTaskRun()},
-		// The fake client does not bump resource versions, so the work goes on
-		// in this pass; against a real API server see the next row.
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
-			Object: Snapshot(ns, snapName, sbName, committing),
+			Object: snap(committing),
 		}},
 		WantEvents: []string{
 			rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName),
 			createdEvent,
 		},
 	}, {
-		Name: "finalizer patch leaves the work to the watch event it causes",
+		Name: "the first status write builds on the finalizer patch, so it cannot conflict",
 		Objects: []runtime.Object{
 			Snapshot(ns, snapName, sbName, WithResourceVersion("1")),
 			BatchSandbox(ns, sbName, 1),
 			runningPod,
 		},
-		Key:          key,
-		WithReactors: []clientgotesting.ReactionFunc{bumpResourceVersionOnPatch},
-		WantPatches:  []clientgotesting.PatchActionImpl{patchFinalizers(ns, snapName, "1")},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{bumpResourceVersionOnPatch},
+		WantPatches:             []clientgotesting.PatchActionImpl{patchFinalizers(ns, snapName, "1")},
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithResourceVersion("2"), committing),
+		}},
 		WantEvents: []string{
 			rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName),
+			createdEvent,
 		},
 	}, {
 		Name:                    "pod <sandbox>-0 is the last resort",
@@ -306,12 +310,27 @@ func TestReconcile(t *testing.T) {
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidImageReference, "%s", badImageMessage)},
 	}, {
-		Name:                    "a TaskRun made for this snapshot by an earlier pass is adopted",
+		Name:                    "a TaskRun made for this snapshot by an earlier pass is adopted, without a second create event",
 		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod, commitTaskRun(WithTaskRunRunning)},
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
-		WantEvents:              []string{createdEvent},
+	}, {
+		Name:                    "a TaskRun the informer has not seen yet is adopted after the create says it exists",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{alreadyExists(commitTaskRun(WithTaskRunRunning))},
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name:    "a TaskRun the informer has not seen yet is read from the API, not taken for deleted",
+		Objects: []runtime.Object{snap(committing)},
+		Key:     key,
+		WithReactors: []clientgotesting.ReactionFunc{getReturns(commitTaskRun(WithTaskRunSucceeded,
+			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412")))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB))}},
+		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
 	}, {
 		Name: "a TaskRun of another snapshot of the same name is never adopted",
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
@@ -496,7 +515,7 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB))}},
 		WantEvents: []string{
 			rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0"),
-			rtesting.Eventf(corev1.EventTypeWarning, "UpdateFailed", "Failed to update status for %q: %v", snapName, "inducing failure for update sandboxsnapshots"),
+			rtesting.Eventf(corev1.EventTypeWarning, "InternalError", "updating the status of SandboxSnapshot %s: %v", key, "inducing failure for update sandboxsnapshots"),
 		},
 	}, {
 		Name:                    "deleting a snapshot cancels and deletes its running TaskRun, then drops the finalizer",
@@ -636,14 +655,13 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		kubeClient:     fakekubeclient.Get(ctx),
 		sandboxClient:  fakesandboxclient.Get(ctx),
 		pipelineClient: fakepipelineclient.Get(ctx),
-		snapshotLister: ls.GetSandboxSnapshotLister(),
 		taskRunLister:  ls.GetTaskRunLister(),
 		clock:          clocktesting.NewFakePassiveClock(Now.Time),
 		namespace:      system.Namespace(),
 	}
 	return snapshotreconciler.NewReconciler(ctx, logging.FromContext(ctx), fakesandboxclient.Get(ctx),
 		ls.GetSandboxSnapshotLister(), controller.GetEventRecorder(ctx), r,
-		controller.Options{ConfigStore: staticConfig{}, FinalizerName: FinalizerName})
+		controller.Options{ConfigStore: staticConfig{}, FinalizerName: FinalizerName, SkipStatusUpdates: true})
 }
 
 // staticConfig attaches defaultCfg unless the row's context carries its own.
@@ -708,6 +726,33 @@ func bumpResourceVersionOnPatch(action clientgotesting.Action) (bool, runtime.Ob
 	}
 	s := Snapshot(ns, snapName, sbName, WithFinalizers(FinalizerName), WithResourceVersion("2"))
 	return true, s, nil
+}
+
+// alreadyExists makes TaskRun creates fail as when the TaskRun exists but
+// the informer has not seen it, and serves tr to the follow-up get.
+func alreadyExists(tr *pipelinev1.TaskRun) clientgotesting.ReactionFunc {
+	return func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		switch {
+		case action.GetResource().Resource != "taskruns":
+			return false, nil, nil
+		case action.GetVerb() == "create":
+			return true, nil, apierrs.NewAlreadyExists(pipelinev1.Resource("taskruns"), tr.Name)
+		case action.GetVerb() == "get":
+			return true, tr, nil
+		}
+		return false, nil, nil
+	}
+}
+
+// getReturns serves tr to TaskRun gets, as the API does for a TaskRun the
+// informer has not seen yet.
+func getReturns(tr *pipelinev1.TaskRun) clientgotesting.ReactionFunc {
+	return func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetVerb() != "get" || action.GetResource().Resource != "taskruns" {
+			return false, nil, nil
+		}
+		return true, tr, nil
+	}
 }
 
 // conflictOnce fails the first status update with a conflict.
