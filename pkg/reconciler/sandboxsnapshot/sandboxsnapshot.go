@@ -108,8 +108,14 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 	tr, err := r.getTaskRun(ctx, *s.Status.TaskRunRef)
 	if apierrs.IsNotFound(err) {
 		// Its pod went with it, maybe before the committer could thaw.
-		if err := r.thaw(ctx, s, now); err != nil {
+		pod, err := r.sourcePod(ctx, s)
+		if err != nil {
 			return err
+		}
+		if pod != nil {
+			if err := r.thaw(ctx, s, pod, now); err != nil {
+				return err
+			}
 		}
 		s.Status.MarkFailed(now, v1alpha1.ReasonCommitTaskRunMissing,
 			"TaskRun %s/%s was deleted before it completed", s.Status.TaskRunRef.Namespace, s.Status.TaskRunRef.Name)
@@ -239,14 +245,40 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 			"Pushed %d image(s) from pod %s", len(digests), s.Status.SourcePodName)
 		return nil
 	default:
-		if mayHavePaused(tr) {
-			if err := r.thaw(ctx, s, now); err != nil {
+		pod, err := r.sourcePod(ctx, s)
+		if err != nil {
+			return err
+		}
+		reason, message := failureReason(cond), failureMessage(tr, cond)
+		switch {
+		case pod == nil:
+			reason = v1alpha1.ReasonSourcePodNotFound
+			message = fmt.Sprintf("pod %s/%s went away during the commit; %s", s.Namespace, s.Status.SourcePodName, message)
+		case mayHavePaused(tr):
+			if err := r.thaw(ctx, s, pod, now); err != nil {
 				return err
 			}
 		}
-		s.Status.MarkFailed(now, failureReason(cond), "%s", failureMessage(tr, cond))
+		s.Status.MarkFailed(now, reason, "%s", message)
 		return r.failed(ctx, s)
 	}
+}
+
+// sourcePod returns the pod being committed, or nil when it is gone: deleted,
+// being deleted, or replaced by a new pod of the same name since the commit
+// started.
+func (r *Reconciler) sourcePod(ctx context.Context, s *v1alpha1.SandboxSnapshot) (*corev1.Pod, error) {
+	pod, err := r.kubeClient.CoreV1().Pods(s.Namespace).Get(ctx, s.Status.SourcePodName, metav1.GetOptions{})
+	switch {
+	case apierrs.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("getting pod %s/%s: %w", s.Namespace, s.Status.SourcePodName, err)
+	case pod.DeletionTimestamp != nil, pod.Spec.NodeName != s.Status.SourceNodeName,
+		s.Status.StartTime != nil && pod.CreationTimestamp.After(s.Status.StartTime.Time):
+		return nil, nil
+	}
+	return pod, nil
 }
 
 // failed reports a snapshot's failure with an event.
@@ -257,15 +289,8 @@ func (r *Reconciler) failed(ctx context.Context, s *v1alpha1.SandboxSnapshot) pk
 }
 
 // thaw starts an unpause TaskRun on the source pod's node and records it,
-// for a commit pod that may have ended with the sandbox paused. A pod that is
-// gone has nothing left to thaw.
-func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) error {
-	pod, err := r.kubeClient.CoreV1().Pods(s.Namespace).Get(ctx, s.Status.SourcePodName, metav1.GetOptions{})
-	if apierrs.IsNotFound(err) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("getting pod %s/%s to thaw it: %w", s.Namespace, s.Status.SourcePodName, err)
-	}
+// for a commit pod that may have ended with the sandbox paused.
+func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, now metav1.Time) error {
 	want := resources.MakeUnpauseTaskRun(s, pod, config.FromContext(ctx).Snapshot, r.namespace)
 	tr, _, err := r.ensureTaskRun(ctx, s, want)
 	if err != nil {

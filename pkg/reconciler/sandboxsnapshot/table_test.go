@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	fakepipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client/fake"
@@ -389,7 +390,7 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitResultsInvalid, "%s", badPauseMessage(trNamespace, trName))},
 	}, {
 		Name: "a failed TaskRun carries the committer's error and a logs hint",
-		Objects: []runtime.Object{snap(committing), commitTaskRun(
+		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-push\" exited with code 1"),
 			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}),
 			WithResult(task.ResultError, "pushing registry.test/snapshots/sb-app: connection refused"))},
@@ -400,7 +401,7 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", pushFailedMessage(failedMessage))},
 	}, {
 		Name: "a commit step that failed and thawed by itself needs no unpause",
-		Objects: []runtime.Object{snap(committing), commitTaskRun(
+		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 1"),
 			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}))},
 		Key: key,
@@ -435,15 +436,41 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
 			"creating TaskRun %s/%s: inducing failure for create taskruns", trNamespace, unpauseName)},
 	}, {
-		Name: "a commit pod killed mid-pause whose sandbox pod is gone needs no unpause",
+		Name: "a commit pod killed mid-pause whose sandbox pod is gone fails with SourcePodNotFound and needs no unpause",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonStepOOM, "step commit ran out of memory"),
 			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}))},
 		Key: key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
-			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitOOMKilled, failedMessage("StepOOM", "step commit ran out of memory"))),
+			Object: snap(committing, WithFailed(v1alpha1.ReasonSourcePodNotFound, podGone(failedMessage("StepOOM", "step commit ran out of memory")))),
 		}},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitOOMKilled, "%s", failedMessage("StepOOM", "step commit ran out of memory"))},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonSourcePodNotFound, "%s", podGone(failedMessage("StepOOM", "step commit ran out of memory")))},
+	}, {
+		Name: "a sandbox pod replaced during the commit fails with SourcePodNotFound",
+		Objects: []runtime.Object{snap(committing), Pod(ns, "sb-0", twoApps, WithRunningOn(node), func(p *corev1.Pod) {
+			p.CreationTimestamp = metav1.NewTime(Now.Add(time.Minute))
+		}), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 1"))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonSourcePodNotFound, podGone(failedMessage("Failed", "\"step-commit\" exited with code 1")))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonSourcePodNotFound, "%s", podGone(failedMessage("Failed", "\"step-commit\" exited with code 1")))},
+	}, {
+		Name: "a sandbox pod whose node went away fails with SourcePodNotFound",
+		Objects: []runtime.Object{snap(committing), Pod(ns, "sb-0", twoApps, WithRunningOn("node-2")),
+			commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 1"))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonSourcePodNotFound, podGone(failedMessage("Failed", "\"step-commit\" exited with code 1")))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonSourcePodNotFound, "%s", podGone(failedMessage("Failed", "\"step-commit\" exited with code 1")))},
+	}, {
+		Name:         "a failed read of the sandbox pod after a failed TaskRun is retried",
+		Objects:      []runtime.Object{snap(committing), runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "boom"))},
+		Key:          key,
+		WithReactors: []clientgotesting.ReactionFunc{rtesting.InduceFailure("get", "pods")},
+		WantErr:      true,
+		WantEvents:   []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError", "getting pod team-a/sb-0: inducing failure for get pods")},
 	}, {
 		Name:                    "a TaskRun deleted before it completed fails the snapshot and thaws the sandbox",
 		Objects:                 []runtime.Object{snap(committing), runningPod},
@@ -601,7 +628,7 @@ func TestReconcileFailureReasons(t *testing.T) {
 		src := resources.Source{Pod: runningPod, Containers: committed}
 		table = append(table, rtesting.TableRow{
 			Name: "TaskRun reason " + tekton.String() + " fails the snapshot with " + want,
-			Objects: []runtime.Object{snap(committing),
+			Objects: []runtime.Object{snap(committing), runningPod,
 				TaskRun(resources.MakeTaskRun(snap(), src, defaultCfg, trNamespace), WithTaskRunFailed(tekton, "boom"))},
 			Key:               key,
 			WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithFailed(want, message))}},
@@ -627,6 +654,10 @@ var (
 	badImageMessage = "BatchSandbox team-a/sb: image \"registry.test/Snapshots/sb-app:" + tag +
 		"\" for container \"app\" is not a valid OCI reference: repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: Snapshots/sb-app"
 )
+
+func podGone(message string) string {
+	return "pod team-a/sb-0 went away during the commit; " + message
+}
 
 func missingSecretMessage(namespace string) string {
 	return "push Secret " + namespace + "/push named by ConfigMap config-snapshot (key \"push-secret\") not found"
