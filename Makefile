@@ -14,6 +14,10 @@ PKGS = $(shell $(GO) list ./cmd/... ./pkg/... ./test/crd/... | grep -v /pkg/clie
 help: ## Show the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
+.PHONY: deps
+deps: ## Install the Debian packages the cluster and the tests need (root).
+	hack/install-deps.sh
+
 .PHONY: build
 build: ## Build the controller and the committer.
 	$(GO) build ./...
@@ -52,7 +56,7 @@ node-down: ## Stop the node and undo every change outside the repo.
 	hack/node-down.sh
 
 .PHONY: dev
-dev: ## The local default: cluster, operator, a sample snapshot (DEV_MODE=control-plane for no node).
+dev: deps ## The local default: cluster, operator, a sample snapshot (DEV_MODE=control-plane for no node).
 	hack/dev.sh
 
 .PHONY: e2e
@@ -70,4 +74,4 @@ bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000.
 	hack/bench-control-plane.sh
 
 .PHONY: check
-check: verify test test-integration e2e e2e-node ## Every test tier (CI runs this).
+check: deps verify test test-integration e2e e2e-node ## Every test tier (CI runs this).
