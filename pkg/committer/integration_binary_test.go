@@ -34,6 +34,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -179,7 +180,7 @@ func TestBinaryStepsWithCredentials(t *testing.T) {
 	if code := bad.ProcessState.ExitCode(); code != 1 {
 		t.Errorf("exit code %d, want 1 (failed, containers thawed)", code)
 	}
-	if msg := readResult(t, results, "ERROR"); !strings.Contains(msg, target) || strings.Contains(msg, "\n") || len(msg) > MaxErrorResult {
+	if msg := readResult(t, results, "ERROR"); !strings.Contains(msg, target) || strings.Contains(msg, "\n") || len(msg) > task.MaxErrorLength {
 		t.Errorf("ERROR result %q", msg)
 	} else {
 		t.Logf("ERROR result: %s", msg)

@@ -26,23 +26,11 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// Result names, as declared by the sandbox-commit Task.
-const (
-	ResultDigests       = task.ResultDigests
-	ResultImages        = task.ResultImages
-	ResultPauseWindowMS = task.ResultPauseWindowMS
-	ResultError         = task.ResultError
-)
-
-// MaxErrorResult bounds the ERROR result, so that it fits the termination
-// message next to the other results.
-const MaxErrorResult = 1024
-
 // FormatError renders the ERROR result: the error on one line, truncated.
 func FormatError(err error) string {
 	s := strings.Join(strings.Fields(err.Error()), " ")
-	if len(s) > MaxErrorResult {
-		s = s[:MaxErrorResult-3] + "..."
+	if len(s) > task.MaxErrorLength {
+		s = s[:task.MaxErrorLength-3] + "..."
 	}
 	return s
 }
@@ -65,7 +53,7 @@ func FormatDigests(p []Pushed) string {
 	for i := range p {
 		d[i] = p[i].Digest
 	}
-	return strings.Join(d, ",")
+	return task.FormatDigests(d)
 }
 
 // FormatImages renders the IMAGES result (Tekton Chains hint): one

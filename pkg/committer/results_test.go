@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 func TestFormatResults(t *testing.T) {
@@ -61,9 +63,9 @@ func TestResultsFitTerminationBudget(t *testing.T) {
 		p = append(p, Pushed{Target: mustTarget(t, img), Digest: "sha256:" + strings.Repeat("f", 64)})
 	}
 	size := TerminationSize(map[string]string{
-		ResultDigests:       FormatDigests(p),
-		ResultImages:        FormatImages(p),
-		ResultPauseWindowMS: FormatPauseWindow(123456),
+		task.ResultDigests:       FormatDigests(p),
+		task.ResultImages:        FormatImages(p),
+		task.ResultPauseWindowMS: FormatPauseWindow(123456),
 	})
 	t.Logf("termination message for 10 containers: %d bytes", size)
 	if size > TerminationMessageBudget {

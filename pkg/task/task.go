@@ -45,6 +45,11 @@ const (
 	ResultError         = "ERROR"
 )
 
+// MaxErrorLength bounds the ERROR result, so that it fits Tekton's 4 KiB
+// termination message next to the other results. The operator holds a
+// Task's ERROR to the same bound.
+const MaxErrorLength = 1024
+
 // Step names. The commit step holds the containers paused; it exits 0 on
 // success and ExitCodeThawed on any failure it handled, after thawing them.
 const (

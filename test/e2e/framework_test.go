@@ -622,7 +622,7 @@ func succeeded(pauseMS int64, digests ...string) func(*pipelinev1.TaskRun) {
 		tr.Status.SetCondition(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionTrue,
 			Reason: string(pipelinev1.TaskRunReasonSuccessful), Message: "All Steps have completed executing"})
 		tr.Status.Results = []pipelinev1.TaskRunResult{
-			{Name: task.ResultDigests, Type: pipelinev1.ResultsTypeString, Value: *pipelinev1.NewStructuredValues(strings.Join(digests, ","))},
+			{Name: task.ResultDigests, Type: pipelinev1.ResultsTypeString, Value: *pipelinev1.NewStructuredValues(task.FormatDigests(digests))},
 			{Name: task.ResultPauseWindowMS, Type: pipelinev1.ResultsTypeString, Value: *pipelinev1.NewStructuredValues(strconv.FormatInt(pauseMS, 10))},
 		}
 		tr.Status.Steps = []pipelinev1.StepState{

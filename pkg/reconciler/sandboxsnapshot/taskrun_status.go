@@ -28,9 +28,6 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// maxErrorLength bounds the committer's error copied into a condition.
-const maxErrorLength = 1024
-
 // failureReasons maps a failed TaskRun's reason to the snapshot's reason.
 var failureReasons = map[pipelinev1.TaskRunReason]string{
 	pipelinev1.TaskRunReasonTimedOut:         v1alpha1.ReasonCommitTimedOut,
@@ -56,8 +53,8 @@ func failureMessage(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "TaskRun %s/%s failed (%s): %s", tr.Namespace, tr.Name, cond.Reason, cond.Message)
 	if msg := resultValue(tr, task.ResultError); msg != "" {
-		if len(msg) > maxErrorLength {
-			msg = msg[:maxErrorLength] + "..."
+		if len(msg) > task.MaxErrorLength {
+			msg = msg[:task.MaxErrorLength] + "..."
 		}
 		fmt.Fprintf(&b, "; committer: %s", msg)
 	}
