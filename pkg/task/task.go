@@ -24,8 +24,13 @@ const Name = "sandbox-commit"
 
 // Param names.
 const (
-	ParamPodName          = "pod-name"
-	ParamPodNamespace     = "pod-namespace"
+	ParamPodName      = "pod-name"
+	ParamPodNamespace = "pod-namespace"
+	// ParamPodUID is the pod's UID; only containers of that pod are touched.
+	ParamPodUID = "pod-uid"
+	// ParamRunID marks the containers a commit freezes. An unpause run takes
+	// the run ID of the commit it cleans up after and thaws only those.
+	ParamRunID            = "run-id"
 	ParamContainers       = "containers"
 	ParamInsecureRegistry = "insecure-registry"
 	ParamMode             = "mode"
@@ -61,6 +66,11 @@ const (
 // containers were thawed. Any other failed end of a started commit step may
 // have left them paused.
 const ExitCodeThawed = 1
+
+// ExitCodeFrozenElsewhere is the commit step's exit code when a container of
+// the pod is frozen by another run (another marker, or no marker at all). The
+// step paused, thawed and relabelled nothing.
+const ExitCodeFrozenElsewhere = 4
 
 // WorkspaceDockerConfig is the optional workspace holding config.json.
 const WorkspaceDockerConfig = "dockerconfig"
