@@ -1,0 +1,348 @@
+//go:build e2e_node
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2enode
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+)
+
+// nodeSnapshotTimeout bounds a snapshot on a node that refuses new pods: a
+// commit pod the scheduler cannot place would wait for ever.
+const nodeSnapshotTimeout = 2 * time.Minute
+
+// TestSnapshotOnCordonedNode: a cordoned node (kubectl cordon, as before a
+// drain) takes no new pods, yet the commit pod must still run there, where
+// the sandbox runs.
+func TestSnapshotOnCordonedNode(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+	node := pod.Spec.NodeName
+	t.Cleanup(func() {
+		if _, err := tryRun("", "kubectl", "uncordon", node); err != nil {
+			t.Errorf("uncordoning node %s: %v", node, err)
+		}
+	})
+	run(t, "", "kubectl", "cordon", node)
+	waitNode(t, node, "to be unschedulable", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
+
+	snapshotOnNode(t, ns, pod)
+}
+
+// TestSnapshotOnTaintedNode: a NoSchedule taint added after the sandbox pod
+// started, which the sandbox pod does not tolerate, must not keep the commit
+// pod off the node.
+func TestSnapshotOnTaintedNode(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+	node := pod.Spec.NodeName
+	const key = "e2e.sandbox.opensandbox.io/no-new-pods"
+	for _, tol := range pod.Spec.Tolerations {
+		if tol.Key == key || (tol.Key == "" && tol.Operator == corev1.TolerationOpExists) {
+			t.Fatalf("the sandbox pod tolerates %s: the test proves nothing", key)
+		}
+	}
+	t.Cleanup(func() {
+		if _, err := tryRun("", "kubectl", "taint", "node", node, key+"-"); err != nil {
+			t.Errorf("removing taint %s from node %s: %v", key, node, err)
+		}
+	})
+	run(t, "", "kubectl", "taint", "node", node, key+"=true:NoSchedule")
+	waitNode(t, node, "to carry taint "+key, func(n *corev1.Node) bool { return hasTaint(n, key) })
+
+	snapshotOnNode(t, ns, pod)
+}
+
+// TestSnapshotOnFullNode: every bit of the node's allocatable CPU and memory
+// is requested, so the scheduler places no pod that requests any. The commit
+// pod requests none (BestEffort, like OpenSandbox's own commit Job) and runs.
+func TestSnapshotOnFullNode(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+	node := pod.Spec.NodeName
+
+	// Pods still terminating (earlier tests' namespaces) would free their
+	// requests in the middle of the test.
+	eventually(t, "no terminating pods on node "+node, time.Minute, func() (bool, error) {
+		for _, p := range podsOn(t, node) {
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	n, err := c.kube.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeCPU, freeMem := n.Status.Allocatable.Cpu().MilliValue(), n.Status.Allocatable.Memory().Value()
+	for _, p := range podsOn(t, node) {
+		cpu, mem := podRequests(&p)
+		freeCPU -= cpu
+		freeMem -= mem
+	}
+	t.Logf("node %s: allocatable cpu %s, memory %s; unrequested: cpu %dm, memory %d bytes",
+		node, n.Status.Allocatable.Cpu(), n.Status.Allocatable.Memory(), freeCPU, freeMem)
+
+	if freeCPU > 0 || freeMem > 0 {
+		requests := corev1.ResourceList{}
+		if freeCPU > 0 {
+			requests[corev1.ResourceCPU] = *resource.NewMilliQuantity(freeCPU, resource.DecimalSI)
+		}
+		if freeMem > 0 {
+			requests[corev1.ResourceMemory] = *resource.NewQuantity(freeMem, resource.BinarySI)
+		}
+		hog := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "hog", Namespace: ns},
+			Spec: corev1.PodSpec{
+				NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+				TerminationGracePeriodSeconds: new(int64),
+				Containers: []corev1.Container{{
+					Name: "hog", Image: pauseImage(t, n),
+					Resources: corev1.ResourceRequirements{Requests: requests},
+				}},
+			},
+		}
+		createPod(t, hog)
+		run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/hog", "--timeout=120s")
+	}
+
+	// The scheduler has nothing left: a pod asking for 1m of CPU and 1Mi of
+	// memory on that node is refused for both.
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{
+				Name: "probe", Image: localRegistry + "/busybox:latest", Command: []string{"sleep", "3600"},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU:    resource.MustParse("1m"),
+					corev1.ResourceMemory: resource.MustParse("1Mi"),
+				}},
+			}},
+		},
+	}
+	createPod(t, probe)
+	unschedulable := waitPod(t, ns, "probe", "to be refused by the scheduler", func(p *corev1.Pod) bool {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				return true
+			}
+		}
+		return p.Spec.NodeName != ""
+	})
+	if unschedulable.Spec.NodeName != "" {
+		t.Fatalf("a pod requesting 1m CPU and 1Mi memory was scheduled on node %s: the node is not full", node)
+	}
+	for _, cond := range unschedulable.Status.Conditions {
+		if cond.Type == corev1.PodScheduled {
+			if !strings.Contains(cond.Message, "Insufficient cpu") || !strings.Contains(cond.Message, "Insufficient memory") {
+				t.Fatalf("the probe pod is unschedulable for another reason: %s", cond.Message)
+			}
+			t.Logf("the scheduler refuses the probe pod: %s", cond.Message)
+		}
+	}
+	deletePod(t, ns, "probe")
+
+	snapshotOnNode(t, ns, pod)
+}
+
+// snapshotOnNode snapshots the sandbox and checks that it succeeded through a
+// BestEffort commit pod on the sandbox's node, leaving the sandbox running.
+func snapshotOnNode(t *testing.T, ns string, pod *corev1.Pod) {
+	t.Helper()
+	obs := watchSnapshots(t, ns, []string{"sb-snap"})
+	created := time.Now()
+	createSnapshot(t, ns, "sb-snap", "sb")
+	s := obs.wait(t, nodeSnapshotTimeout)["sb-snap"]
+	if s.Status.Phase != v1alpha1.PhaseSucceed {
+		t.Fatalf("sb-snap ended %s: %+v", s.Status.Phase, s.Status.Conditions)
+	}
+	t.Logf("sb-snap: Succeed %s after its creation; statuses seen: %v", time.Since(created).Round(time.Millisecond), obs.seen["sb-snap"])
+
+	tr := commitTaskRunOf(t, ns, "sb-snap")
+	trPod, err := c.kube.CoreV1().Pods(systemNamespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if trPod.Spec.NodeName != pod.Spec.NodeName {
+		t.Errorf("commit pod %s ran on %q, the sandbox pod is on %q", trPod.Name, trPod.Spec.NodeName, pod.Spec.NodeName)
+	}
+	if trPod.Status.QOSClass != corev1.PodQOSBestEffort {
+		t.Errorf("commit pod %s has QoS class %s, want BestEffort (no requests, like OpenSandbox's commit Job)", trPod.Name, trPod.Status.QOSClass)
+	}
+	for _, cs := range s.Status.Containers {
+		held := strings.TrimSpace(run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
+		if cs.ImageDigest != held {
+			t.Errorf("container %s: status digest %s, registry holds %s", cs.ContainerName, cs.ImageDigest, held)
+		}
+	}
+	assertNotPaused(t, pod)
+}
+
+// podsOn lists the pods bound to a node that still hold their requests.
+func podsOn(t *testing.T, node string) []corev1.Pod {
+	t.Helper()
+	list, err := c.kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range list.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// podRequests is a pod's CPU (millicores) and memory (bytes) requests as the
+// scheduler counts them: its containers and restartable init containers,
+// or its largest init container if that asks for more, plus its overhead.
+func podRequests(p *corev1.Pod) (cpu, mem int64) {
+	for _, ctr := range p.Spec.Containers {
+		cpu += ctr.Resources.Requests.Cpu().MilliValue()
+		mem += ctr.Resources.Requests.Memory().Value()
+	}
+	var sidecarCPU, sidecarMem, initCPU, initMem int64
+	for _, ctr := range p.Spec.InitContainers {
+		c, m := ctr.Resources.Requests.Cpu().MilliValue(), ctr.Resources.Requests.Memory().Value()
+		if ctr.RestartPolicy != nil && *ctr.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecarCPU += c
+			sidecarMem += m
+			continue
+		}
+		initCPU = max(initCPU, sidecarCPU+c)
+		initMem = max(initMem, sidecarMem+m)
+	}
+	cpu, mem = max(cpu+sidecarCPU, initCPU), max(mem+sidecarMem, initMem)
+	cpu += p.Spec.Overhead.Cpu().MilliValue()
+	mem += p.Spec.Overhead.Memory().Value()
+	return cpu, mem
+}
+
+// pauseImage returns the node's pause image (the pod sandbox image, on the
+// local registry), or busybox if the node lists none.
+func pauseImage(t *testing.T, n *corev1.Node) string {
+	for _, img := range n.Status.Images {
+		for _, name := range img.Names {
+			if strings.HasPrefix(name, localRegistry+"/pause:") {
+				return name
+			}
+		}
+	}
+	t.Logf("node %s lists no %s/pause image; using busybox", n.Name, localRegistry)
+	return localRegistry + "/busybox:latest"
+}
+
+// createPod creates a pod and deletes it (and waits until it is gone) when
+// the test ends, so that its requests are freed before the next test.
+func createPod(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	if _, err := c.kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating pod %s/%s: %v", p.Namespace, p.Name, err)
+	}
+	t.Cleanup(func() { deletePod(t, p.Namespace, p.Name) })
+}
+
+func deletePod(t *testing.T, ns, name string) {
+	t.Helper()
+	if _, err := tryRun("", "kubectl", "-n", ns, "delete", "pod", name, "--ignore-not-found", "--wait=true", "--timeout=60s"); err != nil {
+		t.Errorf("deleting pod %s/%s: %v", ns, name, err)
+	}
+}
+
+// waitPod watches a pod until cond holds and returns it.
+func waitPod(t *testing.T, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	pods := c.kube.CoreV1().Pods(ns)
+	fs := fields.OneTermEqualSelector("metadata.name", name).String()
+	ev := until(t, time.Minute, fmt.Sprintf("pod %s/%s %s", ns, name, what), &corev1.Pod{}, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fs
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fs
+			return pods.Watch(ctx, o)
+		},
+	}, func(ev watch.Event) (bool, error) {
+		p, ok := ev.Object.(*corev1.Pod)
+		return ok && ev.Type != watch.Deleted && cond(p), nil
+	})
+	return ev.Object.(*corev1.Pod)
+}
+
+// waitNode watches a node until cond holds.
+func waitNode(t *testing.T, name, what string, cond func(*corev1.Node) bool) {
+	t.Helper()
+	nodes := c.kube.CoreV1().Nodes()
+	fs := fields.OneTermEqualSelector("metadata.name", name).String()
+	until(t, time.Minute, "node "+name+" "+what, &corev1.Node{}, &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fs
+			return nodes.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fs
+			return nodes.Watch(ctx, o)
+		},
+	}, func(ev watch.Event) (bool, error) {
+		n, ok := ev.Object.(*corev1.Node)
+		return ok && ev.Type != watch.Deleted && cond(n), nil
+	})
+}
+
+// until runs watchtools.UntilWithSync within d and fails the test on a timeout.
+func until(t *testing.T, d time.Duration, what string, obj runtime.Object, lw cache.ListerWatcher, cond watchtools.ConditionFunc) *watch.Event {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	ev, err := watchtools.UntilWithSync(ctx, lw, obj, nil, cond)
+	if err != nil {
+		t.Fatalf("waiting %v for %s: %v", d, what, err)
+	}
+	return ev
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, taint := range n.Spec.Taints {
+		if taint.Key == key {
+			return true
+		}
+	}
+	return false
+}
