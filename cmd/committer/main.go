@@ -46,6 +46,7 @@ const (
 type options struct {
 	step, mode                          string
 	podName, podNamespace, insecure     string
+	podUID, runID                       string
 	address, namespace, dockerConfig    string
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath                           string
@@ -63,7 +64,7 @@ func run(args []string) int {
 		return exitFailed
 	}
 	params, err := committer.ParseParams(committer.RawParams{
-		PodName: o.podName, PodNamespace: o.podNamespace, Containers: fs.Args(),
+		PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID, Containers: fs.Args(),
 		InsecureRegistry: o.insecure, Mode: o.mode,
 	})
 	if err == nil && o.step != stepCommit && o.step != stepPush && o.step != stepAll {
@@ -112,11 +113,14 @@ func run(args []string) int {
 	return 0
 }
 
-// Exit codes. exitFailed (task.ExitCodeThawed) means nothing is left paused;
-// the operator runs mode=unpause after any other failure of the commit step.
+// Exit codes. exitFailed (task.ExitCodeThawed) means nothing is left paused
+// and exitFrozenElsewhere (task.ExitCodeFrozenElsewhere) that another run
+// holds the pod and nothing was touched; the operator runs mode=unpause after
+// any other failure of the commit step.
 const (
-	exitFailed      = task.ExitCodeThawed
-	exitMaybePaused = 3
+	exitFailed          = task.ExitCodeThawed
+	exitMaybePaused     = 3
+	exitFrozenElsewhere = task.ExitCodeFrozenElsewhere
 )
 
 // fail reports err on stderr and in the ERROR result and picks the exit code.
@@ -125,8 +129,11 @@ func fail(o options, err error) int {
 	if werr := committer.WriteResult(o.errorPath, committer.FormatError(err)); werr != nil {
 		fmt.Fprintf(os.Stderr, "committer: %v\n", werr)
 	}
-	if errors.Is(err, committer.ErrThawFailed) {
+	switch {
+	case errors.Is(err, committer.ErrThawFailed):
 		return exitMaybePaused
+	case errors.Is(err, committer.ErrFrozenElsewhere):
+		return exitFrozenElsewhere
 	}
 	return exitFailed
 }
@@ -138,6 +145,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.mode, "mode", committer.ModeCommit, "commit, or unpause (only thaw containers left paused by an earlier run)")
 	fs.StringVar(&o.podName, "pod-name", "", "name of the pod whose containers are committed")
 	fs.StringVar(&o.podNamespace, "pod-namespace", "", "namespace of the pod")
+	fs.StringVar(&o.podUID, "pod-uid", "", "UID of the pod; only containers labelled io.kubernetes.pod.uid with it are touched")
+	fs.StringVar(&o.runID, "run-id", "", "ID of this snapshot run (the SandboxSnapshot's UID): the paused-by marker; mode=unpause thaws only containers carrying it")
 	fs.StringVar(&o.insecure, "insecure-registry", "false", "\"true\" allows plain HTTP and unverified TLS for registries")
 	fs.StringVar(&o.address, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
 	fs.StringVar(&o.namespace, "containerd-namespace", committer.DefaultNamespace, "containerd namespace of the CRI plugin")

@@ -57,9 +57,14 @@ func TestTaskMatchesContract(t *testing.T) {
 	for _, p := range tk.Spec.Params {
 		params[p.Name] = p
 	}
-	for _, n := range []string{task.ParamPodName, task.ParamPodNamespace, task.ParamContainers, task.ParamInsecureRegistry, task.ParamMode} {
+	for _, n := range []string{task.ParamPodName, task.ParamPodNamespace, task.ParamPodUID, task.ParamRunID, task.ParamContainers, task.ParamInsecureRegistry, task.ParamMode} {
 		if _, ok := params[n]; !ok {
 			t.Errorf("param %s missing", n)
+		}
+	}
+	for _, n := range []string{task.ParamPodUID, task.ParamRunID} {
+		if params[n].Default != nil || params[n].Type != pipelinev1.ParamTypeString {
+			t.Errorf("param %s must be a required string param", n)
 		}
 	}
 	if params[task.ParamContainers].Type != pipelinev1.ParamTypeArray {
@@ -122,6 +127,8 @@ func testTaskArgs(t *testing.T, mode string, containers []string) {
 		"$(params.mode)", mode,
 		"$(params.pod-name)", "sb1-0",
 		"$(params.pod-namespace)", "default",
+		"$(params.pod-uid)", "0f4c1f4e-7d0a-4a51-9d3b-2f7e0c1a9b11",
+		"$(params.run-id)", "7244861d-0adf-4dbe-91a8-b976efd1365b",
 		"$(params.insecure-registry)", "false",
 		"$(workspaces.dockerconfig.path)", "",
 		"$(results.PAUSE_WINDOW_MS.path)", "/tekton/results/PAUSE_WINDOW_MS",
@@ -150,9 +157,13 @@ func testTaskArgs(t *testing.T, mode string, containers []string) {
 		if o.step != s.Name {
 			t.Errorf("step %s runs --step=%s", s.Name, o.step)
 		}
-		p, err := committer.ParseParams(committer.RawParams{PodName: o.podName, PodNamespace: o.podNamespace, Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode})
+		p, err := committer.ParseParams(committer.RawParams{PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID,
+			Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode})
 		if err != nil {
 			t.Fatalf("step %s: %v", s.Name, err)
+		}
+		if p.PodUID != "0f4c1f4e-7d0a-4a51-9d3b-2f7e0c1a9b11" || p.RunID != "7244861d-0adf-4dbe-91a8-b976efd1365b" {
+			t.Errorf("step %s does not pass pod-uid and run-id: %+v", s.Name, p)
 		}
 		if len(p.Targets) != len(containers) || p.Mode != mode || o.errorPath == "" {
 			t.Errorf("step %s: %+v", s.Name, o)

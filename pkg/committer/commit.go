@@ -90,11 +90,33 @@ type prepared struct {
 
 // Commit pauses every target container, diffs each rootfs, thaws them all,
 // and then stores one new image per container in containerd, named after the
-// target URI. Containers are thawed on every return path.
+// target URI. Containers are thawed on every return path. It holds the pod's
+// lock from before the first read until after the thaw, and fails with
+// ErrFrozenElsewhere, touching nothing, when another run holds the pod.
 func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	ctx = c.nsCtx(ctx)
+	lock, err := c.tryLockPod(ctx)
+	if err != nil {
+		return nil, err
+	}
+	locked := true
+	unlock := func() {
+		if !locked {
+			return
+		}
+		locked = false
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := lock.release(rctx); rerr != nil {
+			c.log.Printf("pod %s: releasing the containerd lock: %v", c.podRef(), rerr)
+		}
+	}
+	defer unlock()
 	live, err := c.findLive(ctx, false)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.checkOwnership(live); err != nil {
 		return nil, err
 	}
 	preps := make([]*prepared, len(live))
@@ -143,6 +165,8 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 		return nil, err
 	}
 	c.log.Printf("pod %s: containers thawed; pause window %d ms", c.podRef(), res.PauseWindow.Milliseconds())
+	// The rest only writes this run's own image: let the next run in.
+	unlock()
 
 	for _, p := range preps {
 		ci, err := c.finish(ctx, p)

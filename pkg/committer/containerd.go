@@ -39,15 +39,17 @@ import (
 const (
 	LabelPodName       = "io.kubernetes.pod.name"
 	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelPodUID        = "io.kubernetes.pod.uid"
 	LabelContainerName = "io.kubernetes.container.name"
 	labelCRIKind       = "io.cri-containerd.kind"
 )
 
 // Labels the committer writes.
 const (
-	// LabelPausedBy marks a container the committer is about to pause. It is
-	// removed after the thaw; mode=unpause only thaws containers carrying it,
-	// so a container paused by somebody else stays paused.
+	// LabelPausedBy marks a container the committer is about to pause; its
+	// value is the run ID. It is removed after the thaw. mode=unpause only
+	// thaws containers carrying its own run ID, so a container paused by
+	// somebody else stays paused.
 	LabelPausedBy = "sandbox.opensandbox.io/paused-by"
 	// LabelSourceImage records, on the committed image, the image the
 	// container was created from.
@@ -106,7 +108,7 @@ func New(c *client.Client, cfg Config) *Committer {
 }
 
 func (c *Committer) podRef() string {
-	return c.cfg.Params.PodNamespace + "/" + c.cfg.Params.PodName
+	return c.cfg.Params.PodNamespace + "/" + c.cfg.Params.PodName + " (uid " + c.cfg.Params.PodUID + ")"
 }
 
 // liveContainer is the running (or already paused) attempt of one target.
@@ -115,8 +117,9 @@ type liveContainer struct {
 	ctr    client.Container
 	info   containers.Container
 	task   client.Task
-	// wasPaused is true when somebody else had paused it before we started.
-	wasPaused bool
+	// adopted is true when an earlier attempt of this same run paused it: it
+	// is committed as it is and thawed like the ones this process pauses.
+	adopted bool
 }
 
 // String names the container, its base image and its target for errors.
@@ -135,11 +138,13 @@ func shortID(id string) string {
 	return id
 }
 
-// podContainers lists the CRI containers of the pod, grouped by container name.
+// podContainers lists the CRI containers of the pod, grouped by container
+// name. The pod UID is part of the filter: a pod re-created under the same
+// name has other containers, which are never touched.
 func (c *Committer) podContainers(ctx context.Context) (map[string][]client.Container, error) {
 	p := c.cfg.Params
-	filter := fmt.Sprintf("labels.%q==%s,labels.%q==%s",
-		LabelPodName, strconv.Quote(p.PodName), LabelPodNamespace, strconv.Quote(p.PodNamespace))
+	filter := fmt.Sprintf("labels.%q==%s,labels.%q==%s,labels.%q==%s",
+		LabelPodName, strconv.Quote(p.PodName), LabelPodNamespace, strconv.Quote(p.PodNamespace), LabelPodUID, strconv.Quote(p.PodUID))
 	list, err := c.client.Containers(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: listing containers in containerd namespace %s: %w", c.podRef(), c.cfg.Namespace, err)
@@ -200,10 +205,8 @@ func (c *Committer) findLive(ctx context.Context, allowMissing bool) ([]*liveCon
 				return nil, fmt.Errorf("pod %s container %q: task status of %s: %w", c.podRef(), t.Container, shortID(ctr.ID()), err)
 			}
 			switch st.Status {
-			case client.Running:
-				cands = append(cands, &liveContainer{target: t, ctr: ctr, info: info, task: task})
-			case client.Paused, client.Pausing:
-				cands = append(cands, &liveContainer{target: t, ctr: ctr, info: info, task: task, wasPaused: info.Labels[LabelPausedBy] == ""})
+			case client.Running, client.Paused, client.Pausing:
+				cands = append(cands, &liveContainer{target: t, ctr: ctr, info: info, task: task, adopted: st.Status != client.Running})
 			default:
 				exited++
 			}
@@ -223,6 +226,35 @@ func (c *Committer) findLive(ctx context.Context, allowMissing bool) ([]*liveCon
 		out = append(out, cands[0])
 	}
 	return out, nil
+}
+
+// checkOwnership fails with ErrFrozenElsewhere when a target container is
+// paused without this run's marker: by another run, or by something that is
+// not sandbox-commit. It runs under the pod lock, before anything is touched.
+func (c *Committer) checkOwnership(live []*liveContainer) error {
+	var errs []error
+	for _, l := range live {
+		marker := l.info.Labels[LabelPausedBy]
+		switch {
+		case !l.adopted && marker != "" && marker != c.cfg.Params.RunID:
+			// Running: the marker is stale (its run ended without removing
+			// it), since no run holds the pod lock but this one.
+			c.log.Printf("pod %s %s is running with the stale marker %s=%s; taking it over", c.podRef(), l, LabelPausedBy, marker)
+		case !l.adopted:
+		case marker == "":
+			errs = append(errs, fmt.Errorf("pod %s %s is paused without a %s marker (paused by something other than sandbox-commit)",
+				c.podRef(), l, LabelPausedBy))
+		case marker != c.cfg.Params.RunID:
+			errs = append(errs, fmt.Errorf("pod %s %s is paused by run %s (%s=%s), not by this run %s",
+				c.podRef(), l, marker, LabelPausedBy, marker, c.cfg.Params.RunID))
+		default:
+			c.log.Printf("pod %s %s was paused by an earlier attempt of this run; committing it as it is", c.podRef(), l)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", errors.Join(errs...), ErrFrozenElsewhere)
+	}
+	return nil
 }
 
 // freezer tracks the tasks this process paused so that every exit path,
@@ -268,27 +300,26 @@ func (f *freezer) take(closeIt bool) []*liveContainer {
 	return out
 }
 
-// pauseAll marks and pauses every container that is not already paused, in
-// parallel, and returns when all are frozen.
+// pauseAll marks every container with the run ID and pauses those not
+// already paused by this run, in parallel; it returns when all are frozen.
 func (c *Committer) pauseAll(ctx context.Context, live []*liveContainer) error {
-	marker := markerValue()
 	for _, l := range live {
-		if l.wasPaused {
-			c.log.Printf("pod %s %s was already paused by somebody else; committing it as is and leaving it paused", c.podRef(), l)
+		if l.adopted {
 			continue
 		}
-		if _, err := l.ctr.SetLabels(ctx, map[string]string{LabelPausedBy: marker}); err != nil {
+		if _, err := l.ctr.SetLabels(ctx, map[string]string{LabelPausedBy: c.cfg.Params.RunID}); err != nil {
 			return fmt.Errorf("pod %s %s: marking before pause: %w", c.podRef(), l, err)
 		}
 	}
 	errs := make([]error, len(live))
 	var wg sync.WaitGroup
 	for i, l := range live {
-		if l.wasPaused {
-			continue
-		}
 		if err := c.frz.begin(l); err != nil {
 			errs[i] = err
+			continue
+		}
+		if l.adopted {
+			c.frz.inflight.Done()
 			continue
 		}
 		wg.Add(1)
@@ -368,11 +399,6 @@ func (c *Committer) nsCtx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, c.cfg.Namespace)
 }
 
-func markerValue() string {
-	host, _ := os.Hostname()
-	return "sandbox-commit." + host + "." + time.Now().UTC().Format("20060102T150405Z")
-}
-
 // Abort is meant for a signal handler: it stops new pauses, waits briefly
 // for pause calls in flight and thaws everything this process paused.
 func (c *Committer) Abort(timeout time.Duration) (int, error) {
@@ -382,11 +408,23 @@ func (c *Committer) Abort(timeout time.Duration) (int, error) {
 }
 
 // Unpause implements mode=unpause: it thaws every container of the pod that
-// carries the LabelPausedBy marker (all attempts; the containers param, if
-// given, is not needed) and leaves containers paused by others alone. It is
-// idempotent.
-func (c *Committer) Unpause(ctx context.Context) (int, error) {
+// carries this run's LabelPausedBy marker (all attempts; the containers
+// param, if given, is not needed) and leaves containers paused by others
+// alone, reporting them. It waits for a commit of the pod in flight, whose
+// containers it must not touch, to finish. It is idempotent.
+func (c *Committer) Unpause(ctx context.Context) (n int, err error) {
 	ctx = c.nsCtx(ctx)
+	lock, err := c.waitLockPod(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := lock.release(rctx); rerr != nil {
+			c.log.Printf("pod %s: releasing the containerd lock: %v", c.podRef(), rerr)
+		}
+	}()
 	byName, err := c.podContainers(ctx)
 	if err != nil {
 		return 0, err
@@ -396,7 +434,6 @@ func (c *Committer) Unpause(ctx context.Context) (int, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	n := 0
 	var errs []error
 	for _, cname := range names {
 		for _, ctr := range byName[cname] {
@@ -413,10 +450,14 @@ func (c *Committer) Unpause(ctx context.Context) (int, error) {
 				errs = append(errs, fmt.Errorf("pod %s %s: loading task: %w", c.podRef(), l, err))
 				continue
 			}
-			if info.Labels[LabelPausedBy] == "" {
+			if marker := info.Labels[LabelPausedBy]; marker != c.cfg.Params.RunID {
 				if task != nil {
 					if st, err := task.Status(ctx); err == nil && (st.Status == client.Paused || st.Status == client.Pausing) {
-						c.log.Printf("pod %s %s is paused but not by sandbox-commit; leaving it paused", c.podRef(), l)
+						by := "something other than sandbox-commit (no " + LabelPausedBy + " marker)"
+						if marker != "" {
+							by = "run " + marker
+						}
+						c.log.Printf("pod %s %s is paused by %s, not by run %s; leaving it paused", c.podRef(), l, by, c.cfg.Params.RunID)
 					}
 				}
 				continue

@@ -63,6 +63,7 @@ func (e *testEnv) binCmd(t *testing.T, p *runningPod, step, mode, insecure, dock
 	args := []string{
 		"--step=" + step, "--mode=" + mode,
 		"--pod-name=" + p.name, "--pod-namespace=" + p.namespace,
+		"--pod-uid=" + p.uid, "--run-id=" + p.runID,
 		"--insecure-registry=" + insecure,
 		"--containerd-address=" + e.ctrd.Address,
 		"--docker-config=" + dockerConfig,
@@ -280,7 +281,7 @@ func TestUnpauseMode(t *testing.T) {
 		}
 	}
 	// A third container paused by somebody else must stay paused.
-	other, otherTask, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-other", Pod: p.name, PodNamespace: p.namespace, Name: "other", Image: e.dockerBase}, nil)
+	other, otherTask, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-other", Pod: p.name, PodNamespace: p.namespace, PodUID: p.uid, Name: "other", Image: e.dockerBase}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,4 +312,13 @@ func TestUnpauseMode(t *testing.T) {
 		}
 	}
 	_ = otherTask.Resume(ctx)
+
+	// The killed run's pod lock died with its process: another run of the
+	// pod takes it and commits.
+	p.runID = "run-after-kill-" + randSuffix()
+	next, nout := e.binCmd(t, p, "commit", "commit", "true", "", t.TempDir(), "app="+e.regA.Host+"/snap/after-kill:1")
+	if err := next.Run(); err != nil {
+		t.Errorf("commit after the killed run: %v\n%s", err, nout)
+	}
+	e.assertAllRunning(t, p)
 }

@@ -137,8 +137,11 @@ type podContainer struct {
 
 type runningPod struct {
 	name, namespace string
-	ctrs            map[string]client.Container
-	tasks           map[string]client.Task
+	uid             string
+	// runID is the run ID that params and binCmd pass.
+	runID string
+	ctrs  map[string]client.Container
+	tasks map[string]client.Task
 }
 
 // startPod runs CRI-labelled containers, plus a sandbox container and an
@@ -146,7 +149,8 @@ type runningPod struct {
 func (e *testEnv) startPod(t *testing.T, pcs ...podContainer) *runningPod {
 	t.Helper()
 	ctx := e.ctrd.Ctx(context.Background())
-	p := &runningPod{name: "sb-" + randSuffix(), namespace: "default", ctrs: map[string]client.Container{}, tasks: map[string]client.Task{}}
+	p := &runningPod{name: "sb-" + randSuffix(), namespace: "default", uid: "uid-" + randSuffix(), runID: "run-" + randSuffix(),
+		ctrs: map[string]client.Container{}, tasks: map[string]client.Task{}}
 	cleanup := func(c client.Container) {
 		t.Cleanup(func() {
 			if err := e.ctrd.DeleteContainer(ctx, c); err != nil {
@@ -154,14 +158,14 @@ func (e *testEnv) startPod(t *testing.T, pcs ...podContainer) *runningPod {
 			}
 		})
 	}
-	sb, _, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-sandbox", Pod: p.name, PodNamespace: p.namespace, Image: e.dockerBase, Sandbox: true}, nil)
+	sb, _, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-sandbox", Pod: p.name, PodNamespace: p.namespace, PodUID: p.uid, Image: e.dockerBase, Sandbox: true}, nil)
 	if err != nil {
 		t.Fatalf("sandbox container: %v", err)
 	}
 	cleanup(sb)
 	if len(pcs) > 0 {
 		// An exited attempt with the same container name.
-		old, oldTask, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-" + pcs[0].name + "-0", Pod: p.name, PodNamespace: p.namespace, Name: pcs[0].name, Image: pcs[0].image, Args: []string{"true"}}, nil)
+		old, oldTask, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-" + pcs[0].name + "-0", Pod: p.name, PodNamespace: p.namespace, PodUID: p.uid, Name: pcs[0].name, Image: pcs[0].image, Args: []string{"true"}}, nil)
 		if err != nil {
 			t.Fatalf("exited attempt: %v", err)
 		}
@@ -174,7 +178,7 @@ func (e *testEnv) startPod(t *testing.T, pcs ...podContainer) *runningPod {
 		}
 	}
 	for _, pc := range pcs {
-		c, task, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-" + pc.name + "-1", Pod: p.name, PodNamespace: p.namespace, Name: pc.name, Image: pc.image}, nil)
+		c, task, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-" + pc.name + "-1", Pod: p.name, PodNamespace: p.namespace, PodUID: p.uid, Name: pc.name, Image: pc.image}, nil)
 		if err != nil {
 			t.Fatalf("container %s: %v", pc.name, err)
 		}
@@ -225,7 +229,7 @@ func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *Par
 	if insecure {
 		ins = "true"
 	}
-	pp, err := ParseParams(RawParams{PodName: p.name, PodNamespace: p.namespace, Containers: targets, InsecureRegistry: ins, Mode: ModeCommit})
+	pp, err := ParseParams(RawParams{PodName: p.name, PodNamespace: p.namespace, PodUID: p.uid, RunID: p.runID, Containers: targets, InsecureRegistry: ins, Mode: ModeCommit})
 	if err != nil {
 		t.Fatal(err)
 	}

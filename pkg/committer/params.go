@@ -36,6 +36,8 @@ const (
 type RawParams struct {
 	PodName          string
 	PodNamespace     string
+	PodUID           string
+	RunID            string
 	Containers       []string
 	InsecureRegistry string
 	Mode             string
@@ -60,15 +62,19 @@ func (t Target) Repository() string {
 type Params struct {
 	PodName      string
 	PodNamespace string
-	Targets      []Target
-	Insecure     bool
-	Mode         string
+	// PodUID selects the pod's containers by io.kubernetes.pod.uid.
+	PodUID string
+	// RunID is the value of LabelPausedBy on the containers this run pauses.
+	RunID    string
+	Targets  []Target
+	Insecure bool
+	Mode     string
 }
 
 // ParseParams validates raw Task parameters. It never touches containerd, so
 // every error is reported before any container is paused.
 func ParseParams(in RawParams) (*Params, error) {
-	p := &Params{PodName: in.PodName, PodNamespace: in.PodNamespace}
+	p := &Params{PodName: in.PodName, PodNamespace: in.PodNamespace, PodUID: in.PodUID, RunID: in.RunID}
 	if in.PodName == "" {
 		return nil, fmt.Errorf("param pod-name is empty")
 	}
@@ -80,6 +86,12 @@ func ParseParams(in RawParams) (*Params, error) {
 	}
 	if errs := validation.IsDNS1123Label(in.PodNamespace); len(errs) > 0 {
 		return nil, fmt.Errorf("param pod-namespace %q is invalid: %s", in.PodNamespace, strings.Join(errs, "; "))
+	}
+	if err := validateID(task.ParamPodUID, in.PodUID); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
+	}
+	if err := validateID(task.ParamRunID, in.RunID); err != nil {
+		return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
 	}
 	switch in.InsecureRegistry {
 	case "true":
@@ -118,6 +130,27 @@ func ParseParams(in RawParams) (*Params, error) {
 		p.Targets = append(p.Targets, t)
 	}
 	return p, nil
+}
+
+// maxIDLength bounds pod-uid and run-id; Kubernetes UIDs are 36 characters.
+const maxIDLength = 128
+
+// validateID checks a pod-uid or run-id value: Kubernetes UIDs are UUIDs, so
+// letters, digits and dashes are enough, and the value is safe in a label
+// filter and in a containerd lock reference.
+func validateID(param, v string) error {
+	if v == "" {
+		return fmt.Errorf("param %s is empty", param)
+	}
+	if len(v) > maxIDLength {
+		return fmt.Errorf("param %s is longer than %d characters", param, maxIDLength)
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return fmt.Errorf("param %s %q may only hold letters, digits and '-'", param, v)
+		}
+	}
+	return nil
 }
 
 // ParseTarget parses one "<containerName>=<imageURI>" item. The image must be a

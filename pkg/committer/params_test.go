@@ -25,6 +25,8 @@ func validRaw() RawParams {
 	return RawParams{
 		PodName:          "sb1-0",
 		PodNamespace:     "team-a",
+		PodUID:           "0f4c1f4e-7d0a-4a51-9d3b-2f7e0c1a9b11",
+		RunID:            "7244861d-0adf-4dbe-91a8-b976efd1365b",
 		Containers:       []string{"app=127.0.0.1:5000/snap/sb1-app:snap-gen3", "sidecar=registry.example.com/snap/sb1-sidecar:snap-gen3"},
 		InsecureRegistry: "false",
 		Mode:             "commit",
@@ -36,7 +38,7 @@ func TestParseParamsValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Mode != ModeCommit || p.Insecure || len(p.Targets) != 2 {
+	if p.Mode != ModeCommit || p.Insecure || len(p.Targets) != 2 || p.PodUID != validRaw().PodUID || p.RunID != validRaw().RunID {
 		t.Fatalf("unexpected %+v", p)
 	}
 	if got := p.Targets[0].Repository(); got != "127.0.0.1:5000/snap/sb1-app" {
@@ -71,6 +73,11 @@ func TestParseParamsInvalid(t *testing.T) {
 		{"empty namespace", func(r *RawParams) { r.PodNamespace = "" }, "pod-namespace is empty"},
 		{"bad namespace", func(r *RawParams) { r.PodNamespace = "a.b" }, "pod-namespace"},
 		{"no containers", func(r *RawParams) { r.Containers = nil }, "containers is empty"},
+		{"empty pod uid", func(r *RawParams) { r.PodUID = "" }, "pod-uid is empty"},
+		{"bad pod uid", func(r *RawParams) { r.PodUID = `x",labels.y=="z` }, "pod-uid"},
+		{"long pod uid", func(r *RawParams) { r.PodUID = strings.Repeat("a", 129) }, "pod-uid is longer"},
+		{"empty run id", func(r *RawParams) { r.RunID = "" }, "run-id is empty"},
+		{"bad run id", func(r *RawParams) { r.RunID = "run/1" }, "run-id"},
 		{"no equals", func(r *RawParams) { r.Containers = []string{"app"} }, "<container>=<image>"},
 		{"empty container name", func(r *RawParams) { r.Containers = []string{"=127.0.0.1:5000/a:b"} }, "empty container name"},
 		{"bad container name", func(r *RawParams) { r.Containers = []string{"App=127.0.0.1:5000/a:b"} }, "container name is invalid"},
@@ -118,7 +125,7 @@ func FuzzParseParams(f *testing.F) {
 	f.Add("", "", "=", "x", "", "")
 	f.Add("p", "ns", "a=127.0.0.1:5000/x@sha256:"+strings.Repeat("0", 64), "b=[::1]:5000/x:1", "true", "commit")
 	f.Fuzz(func(t *testing.T, pod, ns, c1, c2, insecure, mode string) {
-		p, err := ParseParams(RawParams{PodName: pod, PodNamespace: ns, Containers: []string{c1, c2}, InsecureRegistry: insecure, Mode: mode})
+		p, err := ParseParams(RawParams{PodName: pod, PodNamespace: ns, PodUID: "uid-1", RunID: "run-1", Containers: []string{c1, c2}, InsecureRegistry: insecure, Mode: mode})
 		if err != nil {
 			return
 		}

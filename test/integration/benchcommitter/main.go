@@ -160,7 +160,7 @@ func once(ctx context.Context, ctrd *ctrharness.Containerd, reg *ctrharness.Regi
 	tool, committerBin, nerdctlBin, work string, mib, iter int) (sample, error) {
 	pod := fmt.Sprintf("bench-%s-%d-%d", tool, mib, iter)
 	id := pod + "-app"
-	ctr, task, err := ctrd.Run(ctx, ctrharness.PodContainer{ID: id, Pod: pod, PodNamespace: "bench", Name: "app", Image: base}, nil)
+	ctr, task, err := ctrd.Run(ctx, ctrharness.PodContainer{ID: id, Pod: pod, PodNamespace: "bench", PodUID: "uid-" + pod, Name: "app", Image: base}, nil)
 	if err != nil {
 		return sample{}, err
 	}
@@ -174,7 +174,7 @@ func once(ctx context.Context, ctrd *ctrharness.Containerd, reg *ctrharness.Regi
 	switch tool {
 	case "committer":
 		res := filepath.Join(work, pod+".pause")
-		cmd := exec.Command(committerBin, "--step=all", "--pod-name="+pod, "--pod-namespace=bench",
+		cmd := exec.Command(committerBin, "--step=all", "--pod-name="+pod, "--pod-namespace=bench", "--pod-uid=uid-"+pod, "--run-id=run-"+pod,
 			"--insecure-registry=true", "--containerd-address="+ctrd.Address, "--pause-window-result="+res, "app="+ref)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return s, fmt.Errorf("%v\n%s", err, out)

@@ -337,9 +337,11 @@ type PodContainer struct {
 	ID           string
 	Pod          string
 	PodNamespace string
-	Name         string
-	Image        string
-	Args         []string
+	// PodUID is the io.kubernetes.pod.uid label; left out when empty.
+	PodUID string
+	Name   string
+	Image  string
+	Args   []string
 	// Sandbox marks it as a pod sandbox container (kind=sandbox).
 	Sandbox bool
 }
@@ -370,6 +372,9 @@ func (c *Containerd) run(ctx context.Context, pc PodContainer, creator cio.Creat
 	}
 	if !pc.Sandbox {
 		labels["io.kubernetes.container.name"] = pc.Name
+	}
+	if pc.PodUID != "" {
+		labels["io.kubernetes.pod.uid"] = pc.PodUID
 	}
 	args := pc.Args
 	if len(args) == 0 {

@@ -1,0 +1,75 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+// TestFailExitCodes checks the exit code the operator reads for each kind of
+// failure, and that the ERROR result is written.
+func TestFailExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"failed and thawed", errors.New("push failed"), task.ExitCodeThawed},
+		{"thaw failed", fmt.Errorf("diff: %w", committer.ErrThawFailed), 3},
+		{"frozen elsewhere", fmt.Errorf("pod a/b: %w", committer.ErrFrozenElsewhere), task.ExitCodeFrozenElsewhere},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "ERROR")
+			if got := fail(options{errorPath: path}, tc.err); got != tc.want {
+				t.Errorf("exit code %d, want %d", got, tc.want)
+			}
+			if b, err := os.ReadFile(path); err != nil || string(b) != tc.err.Error() {
+				t.Errorf("ERROR result %q (%v), want %q", b, err, tc.err)
+			}
+		})
+	}
+}
+
+// TestRequiredIDs checks that the committer refuses to start without the
+// pod UID or the run ID.
+func TestRequiredIDs(t *testing.T) {
+	base := []string{"--pod-name=p", "--pod-namespace=ns", "--pod-uid=u1", "--run-id=r1", "--step=commit", "app=127.0.0.1:5000/a:1"}
+	for _, drop := range []string{"--pod-uid=u1", "--run-id=r1"} {
+		var args []string
+		for _, a := range base {
+			if a != drop {
+				args = append(args, a)
+			}
+		}
+		path := filepath.Join(t.TempDir(), "ERROR")
+		if got := run(append([]string{"--error-result=" + path}, args...)); got != task.ExitCodeThawed {
+			t.Errorf("without %s: exit code %d, want %d", drop, got, task.ExitCodeThawed)
+		}
+		param := strings.TrimPrefix(strings.Split(drop, "=")[0], "--")
+		if b, _ := os.ReadFile(path); !strings.Contains(string(b), "param "+param+" is empty") {
+			t.Errorf("without %s: ERROR result %q does not name param %s", drop, b, param)
+		}
+	}
+}

@@ -1,0 +1,292 @@
+//go:build integration
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package committer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
+)
+
+// ctrState is what a test compares before and after a refused run.
+type ctrState struct {
+	status client.ProcessStatus
+	labels map[string]string
+}
+
+func (e *testEnv) states(t *testing.T, p *runningPod) map[string]ctrState {
+	t.Helper()
+	ctx := e.ctrd.Ctx(context.Background())
+	out := map[string]ctrState{}
+	for n, tk := range p.tasks {
+		st, err := tk.Status(ctx)
+		if err != nil {
+			t.Fatalf("container %s: status: %v", n, err)
+		}
+		labels, err := p.ctrs[n].Labels(ctx)
+		if err != nil {
+			t.Fatalf("container %s: labels: %v", n, err)
+		}
+		out[n] = ctrState{status: st.Status, labels: labels}
+	}
+	return out
+}
+
+func assertSameStates(t *testing.T, before, after map[string]ctrState) {
+	t.Helper()
+	for n, b := range before {
+		a := after[n]
+		if a.status != b.status {
+			t.Errorf("container %s went from %s to %s", n, b.status, a.status)
+		}
+		if !maps.Equal(a.labels, b.labels) {
+			t.Errorf("container %s labels changed from %v to %v", n, b.labels, a.labels)
+		}
+	}
+}
+
+// TestConcurrentRunsOnePod starts two commits of one pod at the same instant.
+// The pause hook of whichever run gets in holds the pause window open until
+// the other run has returned, so the two always overlap: exactly one commits,
+// the other fails with ErrFrozenElsewhere having written nothing.
+func TestConcurrentRunsOnePod(t *testing.T) {
+	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
+	for round := 0; round < 3; round++ {
+		want := fmt.Sprintf("round-%d\n", round)
+		p.writeFile(t, "app", "/data/round.txt", []byte(want))
+		runs := []string{"run-a-" + randSuffix(), "run-b-" + randSuffix()}
+		refs := make([]string, 2)
+		cms := make([]*Committer, 2)
+		errs := make([]error, 2)
+		results := make([]*CommitResult, 2)
+		done := make([]chan struct{}, 2)
+		start := make(chan struct{})
+		for i := range cms {
+			refs[i] = fmt.Sprintf("%s/snap/%s-%d-%d:1", e.regA.Host, p.name, round, i)
+			params := p.params(t, true, "app="+refs[i], "sidecar="+refs[i]+"-side")
+			params.RunID = runs[i]
+			cms[i] = e.committer(params)
+			done[i] = make(chan struct{})
+			other := 1 - i
+			cms[i].hookInPause = func(context.Context) error {
+				select {
+				case <-done[other]:
+					return nil
+				case <-time.After(30 * time.Second):
+					return errors.New("the other run did not finish while this one held the pause")
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		for i := range cms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer close(done[i])
+				<-start
+				results[i], errs[i] = cms[i].Commit(context.Background())
+			}()
+		}
+		close(start)
+		wg.Wait()
+		t.Logf("round %d: run %s: %v; run %s: %v", round, runs[0], errs[0], runs[1], errs[1])
+		if (errs[0] == nil) == (errs[1] == nil) {
+			t.Fatalf("round %d: want exactly one successful run, got errors %v and %v", round, errs[0], errs[1])
+		}
+		win, lose := 0, 1
+		if errs[0] != nil {
+			win, lose = 1, 0
+		}
+		if !errors.Is(errs[lose], ErrFrozenElsewhere) || !strings.Contains(errs[lose].Error(), p.namespace+"/"+p.name) ||
+			!strings.Contains(errs[lose].Error(), "another sandbox-commit run") {
+			t.Errorf("round %d: losing run's error %v is not a frozen-elsewhere error naming the pod", round, errs[lose])
+		}
+		e.assertAllRunning(t, p)
+		if _, err := e.ctrd.Client.ImageService().Get(ctx, refs[lose]); !errdefs.IsNotFound(err) {
+			t.Errorf("round %d: the losing run left an image %s (err %v)", round, refs[lose], err)
+		}
+		if len(results[win].Images) != 2 {
+			t.Fatalf("round %d: winner committed %d images", round, len(results[win].Images))
+		}
+		pushed, _, err := cms[win].Push(context.Background())
+		if err != nil {
+			t.Fatalf("round %d: push: %v", round, err)
+		}
+		if got := registryDigest(t, refs[win]); got != pushed[0].Digest {
+			t.Errorf("round %d: registry holds %s, pushed %s", round, got, pushed[0].Digest)
+		}
+		if got := string(lastLayerFiles(t, refs[win])["data/round.txt"]); got != want {
+			t.Errorf("round %d: pushed layer holds %q, want %q", round, got, want)
+		}
+	}
+}
+
+// TestForeignPauseRefused pauses a target container outside the committer,
+// with no marker or with another run's marker. The commit step exits with
+// ExitCodeFrozenElsewhere, names the container and the marker, and leaves
+// every container exactly as it was.
+func TestForeignPauseRefused(t *testing.T) {
+	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
+	for _, tc := range []struct {
+		name, marker, want string
+	}{
+		{"no marker", "", "without a " + LabelPausedBy + " marker"},
+		{"another run's marker", "run-other-" + randSuffix(), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
+			if tc.marker != "" {
+				if _, err := p.ctrs["sidecar"].SetLabels(ctx, map[string]string{LabelPausedBy: tc.marker}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.tasks["sidecar"].Pause(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer p.tasks["sidecar"].Resume(ctx)
+			before := e.states(t, p)
+			results := t.TempDir()
+			cmd, out := e.binCmd(t, p, "commit", "commit", "true", "", results,
+				"app="+e.regA.Host+"/snap/foreign:1", "sidecar="+e.regA.Host+"/snap/foreign-side:1")
+			err := cmd.Run()
+			t.Logf("committer output:\n%s", out)
+			if code := cmd.ProcessState.ExitCode(); err == nil || code != task.ExitCodeFrozenElsewhere {
+				t.Fatalf("exit code %d (err %v), want %d", code, err, task.ExitCodeFrozenElsewhere)
+			}
+			msg := readResult(t, results, "ERROR")
+			t.Logf("ERROR result: %s", msg)
+			want := tc.want
+			if want == "" {
+				want = "paused by run " + tc.marker
+			}
+			for _, w := range []string{want, `container "sidecar"`, p.namespace + "/" + p.name} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("ERROR result lacks %q", w)
+				}
+			}
+			assertSameStates(t, before, e.states(t, p))
+		})
+	}
+}
+
+// TestUnpauseOwnRunOnly leaves two containers paused by run X and one by run
+// Y, as killed commits would: unpause with run ID X thaws X's only, and Y's
+// stays paused with its marker until unpause with run ID Y.
+func TestUnpauseOwnRunOnly(t *testing.T) {
+	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase}, podContainer{"other", e.dockerBase})
+	runX, runY := "run-x-"+randSuffix(), "run-y-"+randSuffix()
+	for n, run := range map[string]string{"app": runX, "sidecar": runX, "other": runY} {
+		if _, err := p.ctrs[n].SetLabels(ctx, map[string]string{LabelPausedBy: run}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.tasks[n].Pause(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unpause := func(run string) int {
+		t.Helper()
+		pp, err := ParseParams(RawParams{PodName: p.name, PodNamespace: p.namespace, PodUID: p.uid, RunID: run, InsecureRegistry: "false", Mode: ModeUnpause})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := e.committer(pp).Unpause(context.Background())
+		if err != nil {
+			t.Fatalf("unpause %s: %v", run, err)
+		}
+		return n
+	}
+	if n := unpause(runX); n != 2 {
+		t.Errorf("unpause %s thawed %d containers, want 2", runX, n)
+	}
+	after := e.states(t, p)
+	for _, n := range []string{"app", "sidecar"} {
+		if after[n].status != client.Running || after[n].labels[LabelPausedBy] != "" {
+			t.Errorf("container %s: %s with marker %q after unpause %s", n, after[n].status, after[n].labels[LabelPausedBy], runX)
+		}
+	}
+	if after["other"].status != client.Paused || after["other"].labels[LabelPausedBy] != runY {
+		t.Errorf("container other (run %s) is %s with marker %q after unpause %s", runY, after["other"].status, after["other"].labels[LabelPausedBy], runX)
+	}
+	if n := unpause(runY); n != 1 {
+		t.Errorf("unpause %s thawed %d containers, want 1", runY, n)
+	}
+	e.assertAllRunning(t, p)
+}
+
+// TestPodUIDSelection runs a newer container under the same pod name,
+// namespace and container name but another pod UID, as a re-created pod
+// would have: the commit ignores it and takes the one of its own pod.
+func TestPodUIDSelection(t *testing.T) {
+	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
+	p := e.startPod(t, podContainer{"app", e.dockerBase})
+	p.writeFile(t, "app", "/data/who.txt", []byte("pod-uid-1\n"))
+	otherUID := "uid-other-" + randSuffix()
+	other, otherTask, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: p.name + "-app-newpod", Pod: p.name, PodNamespace: p.namespace, PodUID: otherUID, Name: "app", Image: e.dockerBase}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.ctrd.DeleteContainer(ctx, other)
+	impostor := &runningPod{ctrs: map[string]client.Container{"app": other}, tasks: map[string]client.Task{"app": otherTask}}
+	impostor.writeFile(t, "app", "/data/who.txt", []byte("pod-uid-2\n"))
+	impostorBefore := e.states(t, impostor)
+
+	ref := e.regA.Host + "/snap/" + p.name + "-uid:1"
+	c := e.committer(p.params(t, true, "app="+ref))
+	c.hookInPause = func(ctx context.Context) error {
+		if st, err := otherTask.Status(ctx); err != nil || st.Status != client.Running {
+			return fmt.Errorf("the other pod's container is %s (%v) inside the pause window", st.Status, err)
+		}
+		return nil
+	}
+	if _, err := c.Commit(context.Background()); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	if _, _, err := c.Push(context.Background()); err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if got := string(lastLayerFiles(t, ref)["data/who.txt"]); got != "pod-uid-1\n" {
+		t.Errorf("committed layer holds who.txt %q, want the file of pod uid %s", got, p.uid)
+	}
+	assertSameStates(t, impostorBefore, e.states(t, impostor))
+	e.assertAllRunning(t, p)
+
+	// A container that exists only under the other UID is not found.
+	ghost := p.params(t, true, "app="+ref)
+	ghost.PodUID = "uid-absent-" + randSuffix()
+	if _, err := e.committer(ghost).Commit(context.Background()); err == nil || !strings.Contains(err.Error(), "no running container") {
+		t.Errorf("commit with an unknown pod UID: %v, want no running container", err)
+	}
+}

@@ -1,0 +1,130 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package committer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	contentapi "github.com/containerd/containerd/api/services/content/v1"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/errdefs/pkg/errgrpc"
+	"google.golang.org/grpc"
+)
+
+// ErrFrozenElsewhere is wrapped by errors returned before anything was
+// touched because another run holds the pod: its commit is in flight, or a
+// target container is paused without this run's marker.
+var ErrFrozenElsewhere = errors.New("the pod is frozen by another run; nothing was paused, thawed or relabelled")
+
+// lockRefPrefix names the containerd content ingest used as the pod's lock.
+const lockRefPrefix = "sandbox-commit-lock-"
+
+// lockRetryInterval is how often mode=unpause retries a held lock.
+const lockRetryInterval = 250 * time.Millisecond
+
+// podLock is a per-pod mutex held inside containerd. containerd's content
+// store locks an ingest ref for as long as the gRPC Write stream that opened
+// it stays open: a second Write on the same ref fails with Unavailable, in
+// one atomic step inside the daemon. The lock dies with its holder: when the
+// holding process exits, even by SIGKILL, its connection closes and
+// containerd ends the stream and unlocks the ref. No expiry is needed.
+type podLock struct {
+	c      *Committer
+	ref    string
+	stream contentapi.Content_WriteClient
+	cancel context.CancelFunc
+}
+
+func (c *Committer) lockRef() string {
+	return lockRefPrefix + c.cfg.Params.PodUID
+}
+
+// tryLockPod takes the pod's lock or fails at once with ErrFrozenElsewhere.
+func (c *Committer) tryLockPod(ctx context.Context) (*podLock, error) {
+	ref := c.lockRef()
+	conn, ok := c.client.Conn().(*grpc.ClientConn)
+	if !ok {
+		return nil, fmt.Errorf("pod %s: the containerd client has no gRPC connection for the pod lock", c.podRef())
+	}
+	// The stream must outlive ctx's cancellation (a signal cancels ctx while
+	// the signal handler still thaws); release or process exit ends it.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stream, err := contentapi.NewContentClient(conn).Write(sctx)
+	if err == nil {
+		err = stream.Send(&contentapi.WriteContentRequest{Action: contentapi.WriteAction_STAT, Ref: ref})
+	}
+	if err == nil {
+		// containerd locks the ref before it answers the first request.
+		_, err = stream.Recv()
+	}
+	if err != nil {
+		cancel()
+		err = errgrpc.ToNative(err)
+		if errdefs.IsUnavailable(err) {
+			return nil, fmt.Errorf("pod %s: another sandbox-commit run of this pod is in flight (containerd lock %s: %v): %w",
+				c.podRef(), ref, err, ErrFrozenElsewhere)
+		}
+		return nil, fmt.Errorf("pod %s: taking the containerd lock %s: %w", c.podRef(), ref, err)
+	}
+	return &podLock{c: c, ref: ref, stream: stream, cancel: cancel}, nil
+}
+
+// waitLockPod takes the pod's lock, waiting while another run holds it.
+func (c *Committer) waitLockPod(ctx context.Context) (*podLock, error) {
+	logged := false
+	for {
+		l, err := c.tryLockPod(ctx)
+		if err == nil || !errors.Is(err, ErrFrozenElsewhere) {
+			return l, err
+		}
+		if !logged {
+			c.log.Printf("%v; waiting for it to finish", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("pod %s: waiting for the containerd lock %s: %w", c.podRef(), c.lockRef(), ctx.Err())
+		case <-time.After(lockRetryInterval):
+		}
+	}
+}
+
+// release drops the ingest record (nobody else can use it while the lock is
+// held), closes the stream and waits until containerd has ended it, so that
+// the ref is unlocked when release returns.
+func (l *podLock) release(ctx context.Context) error {
+	defer l.cancel()
+	var errs []error
+	if err := l.c.client.ContentStore().Abort(ctx, l.ref); err != nil && !errdefs.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("removing ingest %s: %w", l.ref, err))
+	}
+	if err := l.stream.CloseSend(); err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for {
+		if _, err := l.stream.Recv(); err != nil {
+			if err != io.EOF {
+				errs = append(errs, fmt.Errorf("closing the lock stream %s: %w", l.ref, err))
+			}
+			return errors.Join(errs...)
+		}
+	}
+}
