@@ -23,9 +23,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
@@ -34,6 +39,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -51,6 +57,42 @@ type PushStats struct {
 	Remote int64
 }
 
+// The registry retry policy, explicit rather than go-containerregistry's
+// defaults (which also retry any error a registry labels UNKNOWN, such as a
+// full disk, and wait 1 s then 3 s). go-containerregistry applies it at two
+// levels: each HTTP request, and each whole blob or manifest upload.
+var (
+	// retryStatusCodes are the transient HTTP statuses: a registry or proxy
+	// that is restarting, overloaded or rate limiting.
+	retryStatusCodes = []int{
+		http.StatusRequestTimeout,
+		http.StatusTooManyRequests,
+		http.StatusInternalServerError,
+		http.StatusBadGateway,
+		http.StatusServiceUnavailable,
+		http.StatusGatewayTimeout,
+	}
+	// retryBackoff makes at most 4 attempts, 0.5 s, 1 s and 2 s apart.
+	retryBackoff = remote.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 4}
+)
+
+// isTransient decides which registry errors are retried: the statuses in
+// retryStatusCodes, and a connection reset or cut short (EOF). Everything
+// else fails at once: 401, 403, 404 (unknown repository or name), other
+// statuses, refused connections, TLS and plain-HTTP refusals, and our own
+// cancellation.
+func isTransient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrPlainHTTPRefused) {
+		return false
+	}
+	var terr *transport.Error
+	if errors.As(err, &terr) {
+		return slices.Contains(retryStatusCodes, terr.StatusCode)
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
+}
+
 func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 	return []remote.Option{
 		remote.WithContext(ctx),
@@ -58,6 +100,9 @@ func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 		remote.WithTransport(NewRegistryTransport(c.cfg.Params.Insecure)),
 		remote.WithUserAgent("sandbox-snapshot-operator-committer"),
 		remote.WithJobs(pushConcurrency),
+		remote.WithRetryStatusCodes(retryStatusCodes...),
+		remote.WithRetryPredicate(isTransient),
+		remote.WithRetryBackoff(retryBackoff),
 	}
 }
 
