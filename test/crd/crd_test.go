@@ -23,6 +23,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -64,6 +65,12 @@ type schemaUnderTest struct {
 // loadCRD reads the CRD and builds its validators as the API server's
 // customresource handler does.
 func loadCRD(t *testing.T) *schemaUnderTest {
+	t.Helper()
+	return loadCRDFile(t, crdFile)
+}
+
+// loadCRDFile is loadCRD for the CRD in file.
+func loadCRDFile(t *testing.T, crdFile string) *schemaUnderTest {
 	t.Helper()
 	raw, err := os.ReadFile(crdFile)
 	if err != nil {
@@ -195,7 +202,13 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 	pending.InitializeConditions(now)
 
 	committing := *pending.DeepCopy()
-	committing.MarkCommitting("demo-0", "node-1", append([]v1alpha1.ContainerSnapshot(nil), containers...), tr, now)
+	committing.MarkCommitting("demo-0", "node-1", append([]v1alpha1.ContainerSnapshot(nil), containers...), tr, now, now)
+
+	waiting := *pending.DeepCopy()
+	waiting.MarkWaiting(now, "Waiting for SandboxSnapshot team-a/demo-pause (TaskRun %s/team-a-demo-pause-commit) to finish with pod demo-0", tr.Namespace)
+
+	podPending := *committing.DeepCopy()
+	podPending.MarkCommitPodPending(later, "TaskRun %s/%s cannot start its pod on node node-1 yet (Pending): 0/1 nodes are available", tr.Namespace, tr.Name)
 
 	succeeded := *committing.DeepCopy()
 	pause := int64(812)
@@ -205,10 +218,14 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 	}, &pause, later)
 
 	failed := *committing.DeepCopy()
-	failed.UnpauseTaskRunRef = &v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: "team-a-osb-snap-0123-unpause"}
+	unpause := v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: "team-a-osb-snap-0123-unpause"}
+	failed.MarkThawing(unpause, "demo-0")
 	failed.MarkFailed(later, v1alpha1.ReasonCommitOOMKilled,
 		"TaskRun %s/%s failed (%s): %s; see: tkn taskrun logs %s -n %s",
 		tr.Namespace, tr.Name, "TaskRunStepOOM", "step commit was OOM killed", tr.Name, tr.Namespace)
+
+	thawed := *failed.DeepCopy()
+	thawed.MarkThawed(unpause)
 
 	configFailed := v1alpha1.SandboxSnapshotStatus{ObservedGeneration: 1}
 	configFailed.InitializeConditions(now)
@@ -220,6 +237,9 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 		"committing":   committing,
 		"succeeded":    succeeded,
 		"failed":       failed,
+		"thawed":       thawed,
+		"waiting":      waiting,
+		"podPending":   podPending,
 		"configFailed": configFailed,
 	}
 }
@@ -359,6 +379,47 @@ status:
 	}
 }
 
+// openSandboxCRD is OpenSandbox's own SandboxSnapshot CRD, as its repository
+// ships it; OPENSANDBOX_CRDS_DIR overrides the directory.
+func openSandboxCRD(t *testing.T) string {
+	dir := os.Getenv("OPENSANDBOX_CRDS_DIR")
+	if dir == "" {
+		dir = "../../../shared/opensandbox/crds"
+	}
+	file := filepath.Join(dir, "sandbox.opensandbox.io_sandboxsnapshots.yaml")
+	if _, err := os.Stat(file); err != nil {
+		t.Skipf("OpenSandbox's CRDs are not here (%v); set OPENSANDBOX_CRDS_DIR", err)
+	}
+	return file
+}
+
+// TestStatusesFitOpenSandboxCRD checks every status the reconciler writes
+// against OpenSandbox's own CRD: it must be accepted, and OpenSandbox's
+// fields must survive pruning unchanged, so that the operator works where
+// OpenSandbox installed the CRD. Only this operator's own fields are pruned.
+func TestStatusesFitOpenSandboxCRD(t *testing.T) {
+	s := loadCRDFile(t, openSandboxCRD(t))
+	theirs := []string{"observedGeneration", "phase", "sourcePodName", "sourceNodeName", "containers", "conditions"}
+	for name, status := range statuses() {
+		t.Run(name, func(t *testing.T) {
+			snap := snapshot("demo")
+			snap.Status = status
+			obj := toMap(t, snap)
+			want := toMap(t, snap)
+			if errs := s.create(t, obj); len(errs) > 0 {
+				t.Fatalf("OpenSandbox's CRD rejects it:\n%s", errs.ToAggregate())
+			}
+			got, _ := obj["status"].(map[string]any)
+			wantStatus, _ := want["status"].(map[string]any)
+			for _, f := range theirs {
+				if !reflect.DeepEqual(got[f], wantStatus[f]) {
+					t.Errorf("status.%s after pruning = %v, want %v", f, got[f], wantStatus[f])
+				}
+			}
+		})
+	}
+}
+
 func TestInvalidSnapshotsAreRejected(t *testing.T) {
 	s := loadCRD(t)
 	tests := []struct {
@@ -467,7 +528,7 @@ func TestPruningDropsUnknownFields(t *testing.T) {
 	status["containers"].([]any)[1].(map[string]any)["imageID"] = "x"
 	status["conditions"].([]any)[0].(map[string]any)["severity"] = "Error"
 	status["taskRunRef"].(map[string]any)["uid"] = "x"
-	status["unpauseTaskRunRef"].(map[string]any)["kind"] = "TaskRun"
+	status["thaw"].(map[string]any)["taskRunRef"].(map[string]any)["kind"] = "TaskRun"
 
 	pruned := pruning.PruneWithOptions(obj, s.structural, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 	wantPruned := []string{
@@ -477,7 +538,7 @@ func TestPruningDropsUnknownFields(t *testing.T) {
 		"status.containers[1].imageID",
 		"status.message",
 		"status.taskRunRef.uid",
-		"status.unpauseTaskRunRef.kind",
+		"status.thaw.taskRunRef.kind",
 	}
 	if !reflect.DeepEqual(pruned, wantPruned) {
 		t.Errorf("pruned %v, want %v", pruned, wantPruned)
@@ -524,8 +585,8 @@ func TestSchemaMatchesGoTypes(t *testing.T) {
 
 	// Spot checks that the walk really covers the status, so that an empty
 	// walk cannot pass.
-	if _, ok := s.structural.Properties["status"].Properties["unpauseTaskRunRef"]; !ok {
-		t.Error("status.unpauseTaskRunRef is missing")
+	if _, ok := s.structural.Properties["status"].Properties["thaw"].Properties["state"]; !ok {
+		t.Error("status.thaw.state is missing")
 	}
 	var want []string
 	for _, p := range []v1alpha1.SandboxSnapshotPhase{v1alpha1.PhasePending, v1alpha1.PhaseCommitting, v1alpha1.PhaseSucceed, v1alpha1.PhaseFailed} {

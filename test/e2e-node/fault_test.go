@@ -63,13 +63,13 @@ func TestCommitPodKilledMidPause(t *testing.T) {
 	t.Logf("sent SIGKILL to committer pid %d while pod %s was paused", killed, pod.Name)
 
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
-	if s.Status.UnpauseTaskRunRef == nil {
-		t.Fatalf("status.unpauseTaskRunRef is not set: %+v", s.Status)
+	if s.Status.Thaw == nil {
+		t.Fatalf("status.thaw is not set: %+v", s.Status)
 	}
-	run(t, "", "kubectl", "-n", ns, "wait", "sbxsnap/sb-snap", "--for=condition="+v1alpha1.ConditionSandboxThawed, "--timeout=120s")
+	run(t, "", "kubectl", "-n", ns, "wait", "sbxsnap/sb-snap", "--for=jsonpath={.status.thaw.state}="+string(v1alpha1.ThawSucceeded), "--timeout=120s")
 	assertNotPaused(t, pod)
 	t.Logf("snapshot failed with %s; unpause TaskRun %s thawed the sandbox",
-		s.Status.GetCondition(v1alpha1.ConditionFailed).Reason, s.Status.UnpauseTaskRunRef.Name)
+		s.Status.GetCondition(v1alpha1.ConditionFailed).Reason, s.Status.Thaw.TaskRunRef.Name)
 }
 
 // containerPaused reports whether the pod's container has a paused task.

@@ -30,6 +30,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -228,8 +229,8 @@ func TestCommitTimesOut(t *testing.T) {
 		t.Errorf("Ready = %s/%s, want False/%s", r.Status, r.Reason, v1alpha1.ReasonCommitTimedOut)
 	}
 	// The commit step's state is unknown here (no steps recorded): nothing to thaw.
-	if s.Status.UnpauseTaskRunRef != nil {
-		t.Errorf("unpauseTaskRunRef = %v for a TaskRun whose commit step never ran", s.Status.UnpauseTaskRunRef)
+	if s.Status.Thaw != nil {
+		t.Errorf("thaw = %v for a TaskRun whose commit step never ran", s.Status.Thaw)
 	}
 	checkCreatedOnce(t, e, tr.Name)
 }
@@ -253,10 +254,10 @@ func TestCommitKilledThaws(t *testing.T) {
 	if s.Status.Phase != v1alpha1.PhaseFailed || c.Reason != v1alpha1.ReasonCommitJobFailed {
 		t.Errorf("phase %s reason %s, want Failed/%s", s.Status.Phase, c.Reason, v1alpha1.ReasonCommitJobFailed)
 	}
-	if s.Status.UnpauseTaskRunRef == nil {
-		t.Fatalf("no unpauseTaskRunRef after a killed commit step:\n%s", dump(s.Status))
+	if s.Status.Thaw == nil || s.Status.Thaw.TaskRunRef.Name != names.UnpauseTaskRun(s) {
+		t.Fatalf("no status.thaw naming TaskRun %s after a killed commit step:\n%s", names.UnpauseTaskRun(s), dump(s.Status))
 	}
-	unpause := e.waitTaskRun(s.Status.UnpauseTaskRunRef.Name, "to exist", nil)
+	unpause := e.waitTaskRun(names.UnpauseTaskRun(s), "to exist", nil)
 	mode := ""
 	for _, p := range unpause.Spec.Params {
 		if p.Name == task.ParamMode {

@@ -18,7 +18,9 @@ package sandboxsnapshot
 
 import (
 	"context"
+	"slices"
 
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	pipelineinformers "github.com/tektoncd/pipeline/pkg/client/informers/externalversions"
 	pipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client"
 	"go.uber.org/zap"
@@ -34,9 +36,11 @@ import (
 	"knative.dev/pkg/system"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	sandboxclient "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/client"
 	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
+	snapshotlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 )
 
@@ -71,16 +75,19 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		taskRunLister:  taskRuns.Lister(),
 		clock:          clock.RealClock{},
 		namespace:      namespace,
+		commits:        newCommitGate(),
 	}
 
 	configStore := config.NewStore(logger.Named("config-store"), logConfig(logger))
 	configStore.WatchConfigs(cmw)
 
 	// Snapshots of another class, such as those left to OpenSandbox's own
-	// controller, are never enqueued, so they never get our finalizer.
+	// controller, are never enqueued, so they never get our finalizer. One
+	// that has it stays ours whatever the class says now, so that a class
+	// change never strands it Committing or Terminating.
 	ours := func(obj any) bool {
 		o, ok := obj.(kmeta.Accessor)
-		return ok && configStore.Load().Snapshot.Handles(o.GetAnnotations())
+		return ok && (slices.Contains(o.GetFinalizers(), FinalizerName) || configStore.Load().Snapshot.Handles(o.GetAnnotations()))
 	}
 	impl := snapshotreconciler.NewImpl(ctx, r, func(*controller.Impl) controller.Options {
 		return controller.Options{
@@ -96,14 +103,61 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		FilterFunc: ours,
 		Handler:    controller.HandleAll(impl.Enqueue),
 	})
-	taskRuns.Informer().AddEventHandler(controller.HandleAll(
-		impl.EnqueueLabelOfNamespaceScopedResource(sandbox.SnapshotNamespaceLabel, sandbox.SnapshotNameLabel)))
+	enqueueOwner := impl.EnqueueLabelOfNamespaceScopedResource(sandbox.SnapshotNamespaceLabel, sandbox.SnapshotNameLabel)
+	wakeWaiters := func(obj any) {
+		tr, ok := obj.(*pipelinev1.TaskRun)
+		if !ok {
+			return
+		}
+		for _, w := range waitingSnapshots(snapshots.Lister(), tr) {
+			impl.Enqueue(w)
+		}
+	}
+	taskRuns.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueueOwner,
+		UpdateFunc: func(old, obj any) {
+			enqueueOwner(obj)
+			// A commit that ends frees its pod for the next snapshot.
+			if wasDone, isDone := taskRunDone(old), taskRunDone(obj); isDone && !wasDone {
+				wakeWaiters(obj)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			enqueueOwner(obj)
+			wakeWaiters(obj)
+		},
+	})
 
 	go taskRuns.Informer().Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), taskRuns.Informer().HasSynced) {
 		logger.Fatal("Failed to sync the TaskRun informer")
 	}
 	return impl
+}
+
+// taskRunDone reports whether obj is a finished TaskRun.
+func taskRunDone(obj any) bool {
+	tr, ok := obj.(*pipelinev1.TaskRun)
+	return ok && tr.IsDone()
+}
+
+// waitingSnapshots lists the snapshots of tr's sandbox that have not started
+// a commit: those that may be waiting for tr's pod.
+func waitingSnapshots(lister snapshotlisters.SandboxSnapshotLister, tr *pipelinev1.TaskRun) []*v1alpha1.SandboxSnapshot {
+	all, err := lister.SandboxSnapshots(tr.Labels[sandbox.SnapshotNamespaceLabel]).List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	var waiting []*v1alpha1.SandboxSnapshot
+	for _, s := range all {
+		if s.Spec.SandboxName == tr.Labels[sandbox.SandboxNameLabel] && s.Status.Phase == v1alpha1.PhasePending {
+			waiting = append(waiting, s)
+		}
+	}
+	return waiting
 }
 
 // logConfig logs each version of config-snapshot the store loads, so that a

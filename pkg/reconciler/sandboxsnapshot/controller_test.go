@@ -18,6 +18,7 @@ package sandboxsnapshot
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	_ "knative.dev/pkg/client/injection/kube/client/fake"
 	"knative.dev/pkg/configmap"
+	"knative.dev/pkg/controller"
 	rtesting "knative.dev/pkg/reconciler/testing"
 	"knative.dev/pkg/system"
 
@@ -41,8 +43,9 @@ import (
 )
 
 // TestNewControllerEnqueuesOnlyItsClass checks the wiring: snapshots of this
-// operator's class and TaskRuns with its labels reach the work queue, while
-// snapshots left to another controller never do.
+// operator's class or carrying its finalizer, and TaskRuns with its labels,
+// reach the work queue, while snapshots left to another controller never do.
+// A commit that ends wakes the snapshots waiting for its pod.
 func TestNewControllerEnqueuesOnlyItsClass(t *testing.T) {
 	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t)
 	cmw := configmap.NewStaticWatcher(&corev1.ConfigMap{
@@ -67,27 +70,59 @@ func TestNewControllerEnqueuesOnlyItsClass(t *testing.T) {
 		Snapshot("team-a", "unannotated", "sb"),
 		Snapshot("team-a", "foreign", "sb", WithAnnotation(sandbox.ClassAnnotation, "opensandbox")),
 		Snapshot("team-a", "ours", "sb", WithAnnotation(sandbox.ClassAnnotation, sandbox.TektonClass)),
+		// Ours before the class changed: it keeps being reconciled.
+		Snapshot("team-a", "finalized", "sb", WithFinalizers(FinalizerName)),
 	} {
 		if _, err := snapshots.Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitForQueue(t, impl.WorkQueue().Len, 1)
-	key, _ := impl.WorkQueue().Get()
-	if key != (types.NamespacedName{Namespace: "team-a", Name: "ours"}) {
-		t.Errorf("enqueued %v, want team-a/ours", key)
+	if got, want := drainQueue(t, impl, 2), []string{"team-a/finalized", "team-a/ours"}; !slices.Equal(got, want) {
+		t.Errorf("enqueued %v, want %v", got, want)
 	}
-	impl.WorkQueue().Done(key)
 
+	taskRuns := fakepipelineclient.Get(ctx).TektonV1().TaskRuns(system.Namespace())
 	tr := resources.MakeTaskRun(Snapshot("team-a", "ours", "sb"), resources.Source{Pod: runningPod, Containers: committed},
 		defaultCfg, system.Namespace())
-	if _, err := fakepipelineclient.Get(ctx).TektonV1().TaskRuns(tr.Namespace).Create(ctx, tr, metav1.CreateOptions{}); err != nil {
+	if _, err := taskRuns.Create(ctx, tr, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForQueue(t, impl.WorkQueue().Len, 1)
-	if key, _ := impl.WorkQueue().Get(); key != (types.NamespacedName{Namespace: "team-a", Name: "ours"}) {
-		t.Errorf("a TaskRun enqueued %v, want its snapshot team-a/ours", key)
+	if got, want := drainQueue(t, impl, 1), []string{"team-a/ours"}; !slices.Equal(got, want) {
+		t.Errorf("a TaskRun enqueued %v, want its snapshot %v", got, want)
 	}
+
+	// A snapshot of the same sandbox waits for that commit to end.
+	if _, err := snapshots.Create(ctx, Snapshot("team-a", "waiting", "sb", WithFinalizers(FinalizerName),
+		WithWaiting("Waiting for SandboxSnapshot team-a/ours")), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	drainQueue(t, impl, 1)
+	if _, err := taskRuns.Update(ctx, TaskRun(tr, WithTaskRunRunning), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := drainQueue(t, impl, 1), []string{"team-a/ours"}; !slices.Equal(got, want) {
+		t.Errorf("a running TaskRun enqueued %v, want only its snapshot %v", got, want)
+	}
+	if _, err := taskRuns.Update(ctx, TaskRun(tr, WithTaskRunSucceeded), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := drainQueue(t, impl, 2), []string{"team-a/ours", "team-a/waiting"}; !slices.Equal(got, want) {
+		t.Errorf("a finished TaskRun enqueued %v, want its snapshot and the one waiting %v", got, want)
+	}
+}
+
+// drainQueue waits for n keys in impl's work queue and returns them sorted.
+func drainQueue(t *testing.T, impl *controller.Impl, n int) []string {
+	t.Helper()
+	waitForQueue(t, impl.WorkQueue().Len, n)
+	keys := make([]string, 0, n)
+	for range n {
+		key, _ := impl.WorkQueue().Get()
+		keys = append(keys, key.(types.NamespacedName).String())
+		impl.WorkQueue().Done(key)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 func waitForQueue(t *testing.T, length func() int, want int) {

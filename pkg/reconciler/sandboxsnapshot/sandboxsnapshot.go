@@ -22,7 +22,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
@@ -35,7 +34,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"knative.dev/pkg/apis"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
@@ -49,11 +47,13 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
-// unpauseWait is how often deletion re-checks a running unpause TaskRun, in
-// case its completion event is missed.
-const unpauseWait = 10 * time.Second
-
 // Reconciler maps SandboxSnapshots onto commit TaskRuns.
+//
+// It keeps nothing it needs in the fields of the status that OpenSandbox's
+// own CRD prunes (taskRunRef, startTime, thaw, ...): those only report. A
+// snapshot's TaskRuns are found by their deterministic names and checked by
+// the snapshot UID label, and a phase change is written only when something
+// changed, so a pass over a pruned status writes nothing new.
 type Reconciler struct {
 	kubeClient     kubernetes.Interface
 	sandboxClient  sandboxclientset.Interface
@@ -63,6 +63,8 @@ type Reconciler struct {
 	// namespace is where TaskRuns run: the operator's own namespace, where
 	// the commit Task and the push Secret live.
 	namespace string
+	// commits runs the commits of one pod one at a time.
+	commits *commitGate
 }
 
 var (
@@ -94,40 +96,50 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 	now := metav1.NewTime(r.clock.Now())
 	// A terminal phase is frozen; only the thaw of a failed commit reports on.
 	if s.Status.IsTerminal() {
-		if s.Status.IsThawing() {
-			return r.observeThaw(ctx, s, now)
+		if s.Status.Phase == v1alpha1.PhaseFailed {
+			return r.observeThaw(ctx, s)
 		}
 		return nil
 	}
 	s.Status.ObservedGeneration = s.Generation
 	s.Status.InitializeConditions(now)
 
-	if s.Status.TaskRunRef == nil {
-		return r.startCommit(ctx, s, now)
+	committing := s.Status.Phase == v1alpha1.PhaseCommitting
+	tr, err := r.findTaskRun(ctx, names.CommitTaskRun(s), committing)
+	if err != nil {
+		return err
 	}
-	tr, err := r.getTaskRun(ctx, *s.Status.TaskRunRef)
-	if apierrs.IsNotFound(err) {
-		// Its pod went with it, maybe before the committer could thaw.
-		pod, err := r.sourcePod(ctx, s)
-		if err != nil {
+	if tr != nil && !ownedBy(tr, s) {
+		// It was made for an earlier snapshot of the same name, which is
+		// gone: s holds that name now. OpenSandbox reuses <sandbox>-pause.
+		if err := r.deleteOrphan(ctx, tr); err != nil {
 			return err
 		}
-		if pod != nil {
-			if err := r.thaw(ctx, s, pod, now); err != nil {
+		if !committing {
+			s.Status.MarkWaiting(now, "Waiting for TaskRun %s/%s of an earlier SandboxSnapshot %s/%s (uid %s) to be deleted",
+				tr.Namespace, tr.Name, s.Namespace, s.Name, tr.Labels[resources.SnapshotUIDLabel])
+			return nil
+		}
+		tr = nil
+	}
+	switch {
+	case tr != nil:
+		if !committing {
+			if err := r.adopt(s, tr, now); err != nil {
 				return err
 			}
 		}
-		s.Status.MarkFailed(now, v1alpha1.ReasonCommitTaskRunMissing,
-			"TaskRun %s/%s was deleted before it completed", s.Status.TaskRunRef.Namespace, s.Status.TaskRunRef.Name)
-		return r.failed(ctx, s)
-	} else if err != nil {
-		return err
+		return r.mirror(ctx, s, tr, now)
+	case committing:
+		return r.taskRunMissing(ctx, s, now)
+	default:
+		return r.startCommit(ctx, s, now)
 	}
-	return r.mirror(ctx, s, tr, now)
 }
 
 // updateStatus writes s's status, onto the latest version of s when another
-// writer got there first.
+// writer got there first. A terminal status written meanwhile is kept: a
+// stale pass never overwrites it.
 func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
 	snapshots := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace)
 	desired := s.Status
@@ -139,6 +151,10 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapsh
 			if getErr != nil {
 				return getErr
 			}
+			if latest.Status.IsTerminal() && !s.Status.IsTerminal() || latest.UID != s.UID {
+				logging.FromContext(ctx).Infow("Dropping a stale status write", "phase", latest.Status.Phase)
+				return nil
+			}
 			latest.Status = desired
 			current = latest
 		}
@@ -149,20 +165,33 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapsh
 	})
 }
 
-// getTaskRun reads a TaskRun from the informer, or from the API when the
-// informer has not seen it: one created a moment ago may not be cached yet,
-// and must not be taken for a deleted one.
-func (r *Reconciler) getTaskRun(ctx context.Context, ref v1alpha1.TaskRunReference) (*pipelinev1.TaskRun, error) {
-	tr, err := r.taskRunLister.TaskRuns(ref.Namespace).Get(ref.Name)
-	if apierrs.IsNotFound(err) {
-		return r.pipelineClient.TektonV1().TaskRuns(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+// findTaskRun reads the TaskRun of the given name from the informer, or nil
+// when there is none. With live set it asks the API on an informer miss: a
+// TaskRun created a moment ago may not be cached yet, and must not be taken
+// for a deleted one.
+func (r *Reconciler) findTaskRun(ctx context.Context, name string, live bool) (*pipelinev1.TaskRun, error) {
+	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
+	if apierrs.IsNotFound(err) && live {
+		tr, err = r.pipelineClient.TektonV1().TaskRuns(r.namespace).Get(ctx, name, metav1.GetOptions{})
 	}
-	return tr, err
+	switch {
+	case apierrs.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("getting TaskRun %s/%s: %w", r.namespace, name, err)
+	}
+	return tr, nil
 }
 
-// startCommit resolves the source and creates the commit TaskRun. Anything
-// that makes the request impossible fails the snapshot before any TaskRun
-// exists.
+// ownedBy reports whether tr was made for this very snapshot, not for an
+// earlier one of the same name.
+func ownedBy(tr *pipelinev1.TaskRun, s *v1alpha1.SandboxSnapshot) bool {
+	return tr.Labels[resources.SnapshotUIDLabel] == string(s.UID)
+}
+
+// startCommit resolves the source and creates the commit TaskRun, unless
+// another commit of the same pod is in flight. Anything that makes the
+// request impossible fails the snapshot before any TaskRun exists.
 func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
 	cfg := config.FromContext(ctx).Snapshot
 	if cfg.Err != nil {
@@ -188,13 +217,24 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		return r.failed(ctx, s)
 	}
 
-	want := resources.MakeTaskRun(s, src, cfg, r.namespace)
-	tr, created, err := r.ensureTaskRun(ctx, s, want)
+	unlock := r.commits.lock(src.Pod.UID)
+	defer unlock()
+	if b := r.commits.holder(r.taskRunLister.TaskRuns(r.namespace), src.Pod.UID, s, r.clock.Now()); b != nil {
+		s.Status.MarkWaiting(now, "Waiting for %s to finish with pod %s", b.holder, src.Pod.Name)
+		if b.recheck > 0 {
+			return controller.NewRequeueAfter(b.recheck)
+		}
+		return nil
+	}
+	tr, created, err := r.createTaskRun(ctx, s, resources.MakeTaskRun(s, src, cfg, r.namespace))
 	if err != nil {
 		return err
 	}
+	if created {
+		r.commits.created(tr)
+	}
 	s.Status.MarkCommitting(src.Pod.Name, src.Pod.Spec.NodeName, src.Containers,
-		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, now)
+		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp, now)
 	if created {
 		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, "TaskRunCreated",
 			"Created TaskRun %s/%s to commit pod %s on node %s", tr.Namespace, tr.Name, src.Pod.Name, src.Pod.Spec.NodeName)
@@ -202,27 +242,35 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	return nil
 }
 
-// ensureTaskRun creates want, or adopts the TaskRun of that name when an
-// earlier pass made it for this same snapshot but failed to record it. It
-// reports whether it created the TaskRun.
-func (r *Reconciler) ensureTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, bool, error) {
-	tr, err := r.taskRunLister.TaskRuns(want.Namespace).Get(want.Name)
-	if apierrs.IsNotFound(err) {
-		tr, err = r.pipelineClient.TektonV1().TaskRuns(want.Namespace).Create(ctx, want, metav1.CreateOptions{})
-		if err == nil {
-			return tr, true, nil
-		}
-		if !apierrs.IsAlreadyExists(err) {
-			return nil, false, fmt.Errorf("creating TaskRun %s/%s: %w", want.Namespace, want.Name, err)
-		}
-		// The informer has not seen it yet.
-		tr, err = r.pipelineClient.TektonV1().TaskRuns(want.Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+// adopt records a commit TaskRun that an earlier pass created but could not
+// record, with the source that TaskRun was made for.
+func (r *Reconciler) adopt(s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, now metav1.Time) error {
+	pod, node, containers, err := resources.SourceOf(tr)
+	if err != nil {
+		return err
 	}
+	s.Status.MarkCommitting(pod, node, containers, v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp, now)
+	return nil
+}
+
+// createTaskRun creates want, or adopts the TaskRun of that name when
+// another pass made it for this same snapshot meanwhile. It reports whether
+// it created the TaskRun.
+func (r *Reconciler) createTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, bool, error) {
+	taskRuns := r.pipelineClient.TektonV1().TaskRuns(want.Namespace)
+	tr, err := taskRuns.Create(ctx, want, metav1.CreateOptions{})
+	if err == nil {
+		return tr, true, nil
+	}
+	if !apierrs.IsAlreadyExists(err) {
+		return nil, false, fmt.Errorf("creating TaskRun %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	tr, err = taskRuns.Get(ctx, want.Name, metav1.GetOptions{})
 	if err != nil {
 		return nil, false, fmt.Errorf("getting TaskRun %s/%s: %w", want.Namespace, want.Name, err)
 	}
-	if tr.Labels[resources.SnapshotUIDLabel] != string(s.UID) {
-		return nil, false, fmt.Errorf("TaskRun %s/%s exists but belongs to another SandboxSnapshot (uid %q); waiting for it to be deleted",
+	if !ownedBy(tr, s) {
+		return nil, false, fmt.Errorf("TaskRun %s/%s was just created for another SandboxSnapshot (uid %q)",
 			tr.Namespace, tr.Name, tr.Labels[resources.SnapshotUIDLabel])
 	}
 	return tr, false, nil
@@ -233,6 +281,13 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 	cond := tr.Status.GetCondition(apis.ConditionSucceeded)
 	switch {
 	case cond == nil || cond.IsUnknown():
+		ready := s.Status.GetCondition(v1alpha1.ConditionReady)
+		if why, blocked := podCannotStart(cond); blocked {
+			s.Status.MarkCommitPodPending(now, "TaskRun %s/%s cannot start its pod on node %s yet (%s): %s",
+				tr.Namespace, tr.Name, s.Status.SourceNodeName, cond.Reason, why)
+		} else if ready != nil && ready.Reason == v1alpha1.ReasonCommitPodPending {
+			s.Status.MarkCommitRunning(now)
+		}
 		return nil
 	case cond.IsTrue():
 		digests, pause, err := commitResults(tr, len(s.Status.Containers))
@@ -245,17 +300,17 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 			"Pushed %d image(s) from pod %s", len(digests), s.Status.SourcePodName)
 		return nil
 	default:
-		pod, err := r.sourcePod(ctx, s)
+		pod, err := r.sourcePod(ctx, s, types.UID(tr.Labels[resources.SourcePodUIDLabel]))
 		if err != nil {
 			return err
 		}
-		reason, message := failureReason(cond), failureMessage(tr, cond)
+		reason, message := failureReason(tr, cond), failureMessage(tr, cond)
 		switch {
 		case pod == nil:
 			reason = v1alpha1.ReasonSourcePodNotFound
 			message = fmt.Sprintf("pod %s/%s went away during the commit; %s", s.Namespace, s.Status.SourcePodName, message)
 		case mayHavePaused(tr):
-			if err := r.thaw(ctx, s, pod, now); err != nil {
+			if err := r.thaw(ctx, s, pod); err != nil {
 				return err
 			}
 		}
@@ -264,18 +319,35 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 	}
 }
 
-// sourcePod returns the pod being committed, or nil when it is gone: deleted,
-// being deleted, or replaced by a new pod of the same name since the commit
-// started.
-func (r *Reconciler) sourcePod(ctx context.Context, s *v1alpha1.SandboxSnapshot) (*corev1.Pod, error) {
+// taskRunMissing fails a Committing snapshot whose commit TaskRun is gone,
+// and thaws the sandbox: the TaskRun's pod went with it, maybe before the
+// committer could thaw.
+func (r *Reconciler) taskRunMissing(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
+	pod, err := r.sourcePod(ctx, s, "")
+	if err != nil {
+		return err
+	}
+	if pod != nil {
+		if err := r.thaw(ctx, s, pod); err != nil {
+			return err
+		}
+	}
+	s.Status.MarkFailed(now, v1alpha1.ReasonCommitTaskRunMissing,
+		"TaskRun %s/%s was deleted before it completed", r.namespace, names.CommitTaskRun(s))
+	return r.failed(ctx, s)
+}
+
+// sourcePod returns the pod being committed, or nil when it is gone:
+// deleted, being deleted, moved, or replaced by another pod of the same name
+// (another UID, when uid is known).
+func (r *Reconciler) sourcePod(ctx context.Context, s *v1alpha1.SandboxSnapshot, uid types.UID) (*corev1.Pod, error) {
 	pod, err := r.kubeClient.CoreV1().Pods(s.Namespace).Get(ctx, s.Status.SourcePodName, metav1.GetOptions{})
 	switch {
 	case apierrs.IsNotFound(err):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("getting pod %s/%s: %w", s.Namespace, s.Status.SourcePodName, err)
-	case pod.DeletionTimestamp != nil, pod.Spec.NodeName != s.Status.SourceNodeName,
-		s.Status.StartTime != nil && pod.CreationTimestamp.After(s.Status.StartTime.Time):
+	case pod.DeletionTimestamp != nil, pod.Spec.NodeName != s.Status.SourceNodeName, uid != "" && pod.UID != uid:
 		return nil, nil
 	}
 	return pod, nil
@@ -285,93 +357,5 @@ func (r *Reconciler) sourcePod(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 func (r *Reconciler) failed(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
 	controller.GetEventRecorder(ctx).Event(s, corev1.EventTypeWarning, failed.Reason, failed.Message)
-	return nil
-}
-
-// thaw starts an unpause TaskRun on the source pod's node and records it,
-// for a commit pod that may have ended with the sandbox paused.
-func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, now metav1.Time) error {
-	want := resources.MakeUnpauseTaskRun(s, pod, config.FromContext(ctx).Snapshot, r.namespace)
-	tr, _, err := r.ensureTaskRun(ctx, s, want)
-	if err != nil {
-		return err
-	}
-	s.Status.MarkThawing(v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, pod.Name, now)
-	controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonThawing,
-		"The commit pod may have left pod %s paused; TaskRun %s/%s is unpausing it", pod.Name, tr.Namespace, tr.Name)
-	return nil
-}
-
-// observeThaw records how the unpause TaskRun of a failed snapshot ended.
-func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
-	ref := s.Status.UnpauseTaskRunRef
-	tr, err := r.getTaskRun(ctx, *ref)
-	switch {
-	case apierrs.IsNotFound(err):
-		s.Status.MarkThawFailed(now, "TaskRun %s/%s was deleted before it completed; pod %s may still be paused",
-			ref.Namespace, ref.Name, s.Status.SourcePodName)
-	case err != nil:
-		return err
-	case !tr.IsDone():
-		return nil
-	case tr.IsSuccessful():
-		s.Status.MarkThawed(now)
-		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, v1alpha1.ReasonThawed,
-			"TaskRun %s/%s unpaused pod %s", ref.Namespace, ref.Name, s.Status.SourcePodName)
-		return nil
-	default:
-		cond := tr.Status.GetCondition(apis.ConditionSucceeded)
-		s.Status.MarkThawFailed(now, "pod %s may still be paused: %s", s.Status.SourcePodName, failureMessage(tr, cond))
-	}
-	thawed := s.Status.GetCondition(v1alpha1.ConditionSandboxThawed)
-	controller.GetEventRecorder(ctx).Event(s, corev1.EventTypeWarning, thawed.Reason, thawed.Message)
-	return nil
-}
-
-// FinalizeKind cleans up a deleted snapshot's TaskRuns: it cancels and
-// deletes the commit TaskRun, and lets an unpause TaskRun finish first, for
-// as long as its own timeout, so that the sandbox is not left paused.
-func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
-	unpause, err := r.taskRunLister.TaskRuns(r.namespace).Get(names.UnpauseTaskRun(s))
-	switch {
-	case apierrs.IsNotFound(err):
-	case err != nil:
-		return err
-	case !unpause.IsDone() && r.clock.Since(unpause.CreationTimestamp.Time) < resources.UnpauseTimeout:
-		return controller.NewRequeueAfter(unpauseWait)
-	default:
-		if err := r.deleteTaskRun(ctx, unpause); err != nil {
-			return err
-		}
-	}
-
-	commit, err := r.taskRunLister.TaskRuns(r.namespace).Get(names.CommitTaskRun(s))
-	if apierrs.IsNotFound(err) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	if commit.Labels[resources.SnapshotUIDLabel] != string(s.UID) {
-		return nil
-	}
-	if !commit.IsDone() && !commit.IsCancelled() {
-		// Cancelling first lets Tekton stop the step gracefully and record why;
-		// the committer thaws the sandbox on the SIGTERM that follows.
-		patch := []byte(`{"spec":{"status":"` + pipelinev1.TaskRunSpecStatusCancelled + `","statusMessage":"SandboxSnapshot deleted"}}`)
-		if _, err := r.pipelineClient.TektonV1().TaskRuns(commit.Namespace).Patch(ctx, commit.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrs.IsNotFound(err) {
-			return fmt.Errorf("cancelling TaskRun %s/%s: %w", commit.Namespace, commit.Name, err)
-		}
-	}
-	return r.deleteTaskRun(ctx, commit)
-}
-
-func (r *Reconciler) deleteTaskRun(ctx context.Context, tr *pipelinev1.TaskRun) error {
-	err := r.pipelineClient.TektonV1().TaskRuns(tr.Namespace).Delete(ctx, tr.Name, metav1.DeleteOptions{
-		Preconditions:     &metav1.Preconditions{UID: &tr.UID},
-		PropagationPolicy: ptr.To(metav1.DeletePropagationBackground),
-	})
-	if err != nil && !apierrs.IsNotFound(err) {
-		return fmt.Errorf("deleting TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
-	}
 	return nil
 }

@@ -119,12 +119,9 @@ func (r *Reconciler) runningPod(ctx context.Context, sb *v1alpha1.BatchSandbox) 
 	pods := r.kubeClient.CoreV1().Pods(sb.Namespace)
 	var tried []string
 
-	if raw, ok := sb.Annotations[sandbox.AllocStatusAnnotation]; ok {
-		var alloc allocStatus
-		if err := json.Unmarshal([]byte(raw), &alloc); err != nil {
-			return nil, permanent(v1alpha1.ReasonSourcePodNotFound,
-				"BatchSandbox %s/%s: annotation %s is not {\"pods\":[...]}: %v", sb.Namespace, sb.Name, sandbox.AllocStatusAnnotation, err)
-		}
+	// An empty or malformed annotation is passed over, as OpenSandbox does.
+	var alloc allocStatus
+	if raw := sb.Annotations[sandbox.AllocStatusAnnotation]; raw != "" && json.Unmarshal([]byte(raw), &alloc) == nil && len(alloc.Pods) > 0 {
 		for _, name := range alloc.Pods {
 			pod, err := pods.Get(ctx, name, metav1.GetOptions{})
 			if err != nil && !apierrs.IsNotFound(err) {

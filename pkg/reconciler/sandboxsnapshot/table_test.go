@@ -42,6 +42,7 @@ import (
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
@@ -93,6 +94,18 @@ func TestReconcile(t *testing.T) {
 	thawFailedMessage := "pod sb-0 may still be paused: TaskRun " + trNamespace + "/" + unpauseName +
 		" failed (TaskRunTimeout): timed out; see: tkn taskrun logs " + unpauseName + " -n " + trNamespace
 	createdEvent := rtesting.Eventf(corev1.EventTypeNormal, "TaskRunCreated", "Created TaskRun %s/%s to commit pod sb-0 on node %s", trNamespace, trName, node)
+	// otherSnap is a second snapshot of the same sandbox, as OpenSandbox's
+	// pause and public snapshot are.
+	otherSnap := Snapshot(ns, "first", sbName, WithFinalizers(FinalizerName))
+	otherName := names.CommitTaskRun(otherSnap)
+	otherCommit := func(opts ...TaskRunOption) *pipelinev1.TaskRun {
+		src := resources.Source{Pod: runningPod, Containers: committed}
+		return TaskRun(resources.MakeTaskRun(otherSnap, src, defaultCfg, trNamespace), opts...)
+	}
+	otherUnpauseMessage := func(namespace string) string {
+		return waitingMessage(namespace, names.UnpauseTaskRun(otherSnap))
+	}
+	unschedulable := `pod status "PodScheduled":"False"; message: "0/1 nodes are available: 1 Insufficient cpu."`
 
 	table := rtesting.TableTest{{
 		Name: "bad workqueue key",
@@ -241,13 +254,21 @@ func TestReconcile(t *testing.T) {
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonSourcePodNotFound, "%s", noPodMessage)},
 	}, {
-		Name:    "a malformed alloc-status annotation fails with SourcePodNotFound",
-		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1, WithAllocStatus("pods: [sb-0]")), runningPod},
-		Key:     key,
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
-			Object: snap(WithFailed(v1alpha1.ReasonSourcePodNotFound, badAllocMessage)),
-		}},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonSourcePodNotFound, "%s", badAllocMessage)},
+		Name:                    "a malformed alloc-status annotation is passed over, as OpenSandbox does",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1, WithAllocStatus("pods: [sb-0]")), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantEvents:              []string{createdEvent},
+	}, {
+		Name:                    "an empty alloc-status annotation is passed over, as OpenSandbox does",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1, WithAllocStatus(`{"pods":[]}`)), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantEvents:              []string{createdEvent},
 	}, {
 		Name:    "a template without containers fails with NoContainers",
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1, WithTemplateContainers()), runningPod},
@@ -333,14 +354,99 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB))}},
 		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
 	}, {
-		Name: "a TaskRun of another snapshot of the same name is never adopted",
+		Name: "a TaskRun left by an earlier snapshot of the same name is deleted, pod first, and the snapshot waits for it",
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
-			commitTaskRun(func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+			commitTaskRun(WithTaskRunRunning, func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
 		Key:               key,
-		WantErr:           true,
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithPending)}},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
-			"TaskRun %s/%s exists but belongs to another SandboxSnapshot (uid %q); waiting for it to be deleted", trNamespace, trName, "old-uid")},
+		WantDeletes:       []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithWaiting(orphanMessage(trNamespace, trName)))}},
+	}, {
+		Name: "a snapshot keeps waiting while the earlier snapshot's TaskRun is being deleted",
+		Objects: []runtime.Object{snap(WithWaiting(orphanMessage(trNamespace, trName))), BatchSandbox(ns, sbName, 1), runningPod,
+			commitTaskRun(WithTaskRunDeleting, func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+		Key: key,
+	}, {
+		Name: "a second snapshot of the same pod waits for the commit in flight",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			otherCommit(WithTaskRunRunning)},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithWaiting(waitingMessage(trNamespace, otherName)))}},
+	}, {
+		Name: "a snapshot waiting for another commit starts once that commit has ended",
+		Objects: []runtime.Object{snap(WithWaiting(waitingMessage(trNamespace, otherName))), BatchSandbox(ns, sbName, 1), runningPod,
+			otherCommit(WithTaskRunSucceeded)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantEvents:              []string{createdEvent},
+	}, {
+		Name: "a commit that may have left the pod paused holds it until its snapshot starts the thaw",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			otherCommit(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause, WithCompletedAt(metav1.NewTime(Now.Add(-10*time.Second))))},
+		Key:               key,
+		WantErr:           true, // a requeue after the rest of thawGrace, in case no thaw comes
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithWaiting(waitingMessage(trNamespace, otherName)))}},
+	}, {
+		Name: "an unpause TaskRun of another snapshot holds the pod",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			otherCommit(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause, WithCompletedAt(Now)),
+			TaskRun(resources.MakeUnpauseTaskRun(otherSnap, runningPod, defaultCfg, trNamespace), WithTaskRunRunning)},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithWaiting(otherUnpauseMessage(trNamespace)))}},
+	}, {
+		Name: "a commit that thawed by itself frees the pod at once",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			otherCommit(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "boom"), WithCompletedAt(Now),
+				WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}))},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantEvents:              []string{createdEvent},
+	}, {
+		Name: "a commit of another pod of the same sandbox does not hold this one",
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			TaskRun(resources.MakeTaskRun(otherSnap, resources.Source{Pod: Pod(ns, "sb-1", twoApps, WithRunningOn(node)), Containers: committed}, defaultCfg, trNamespace), WithTaskRunRunning)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantEvents:              []string{createdEvent},
+	}, {
+		Name: "a Pending snapshot adopts its TaskRun with the source the TaskRun was made for",
+		// The BatchSandbox is gone and nothing is resolved again: the
+		// images recorded are those the TaskRun pushes.
+		Objects:           []runtime.Object{snap(), commitTaskRun(WithTaskRunRunning)},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name: "a Committing snapshot whose status lost taskRunRef, as OpenSandbox's CRD prunes it, still mirrors its TaskRun",
+		Objects: []runtime.Object{snap(committing, withoutOwnFields), commitTaskRun(WithTaskRunSucceeded,
+			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"))},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, withoutOwnFields, WithSucceeded(412, digestA, digestB))}},
+		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
+	}, {
+		Name:    "a Committing snapshot whose status lost taskRunRef writes nothing while its TaskRun runs",
+		Objects: []runtime.Object{snap(committing, withoutOwnFields), commitTaskRun(WithTaskRunRunning)},
+		Key:     key,
+	}, {
+		Name:    "a commit pod the scheduler cannot place is reported while Committing",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunWaiting("Pending", unschedulable))},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithCommitPodPending("TaskRun "+trNamespace+"/"+trName+" cannot start its pod on node "+node+" yet (Pending): "+unschedulable)),
+		}},
+	}, {
+		Name:    "the ordinary moments before the commit pod runs are not reported",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunWaiting("Pending", `pod status "Initialized":"False"; message: "containers with incomplete status: [prepare]"`))},
+		Key:     key,
+	}, {
+		Name:              "a commit pod that starts after being held back clears the report",
+		Objects:           []runtime.Object{snap(committing, WithCommitPodPending("held back")), commitTaskRun(WithTaskRunRunning)},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
 	}, {
 		Name:                    "a failed TaskRun create is retried and leaves the snapshot Pending",
 		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
@@ -410,6 +516,16 @@ func TestReconcile(t *testing.T) {
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", failedMessage("Failed", "\"step-commit\" exited with code 1"))},
 	}, {
+		Name: "a commit that found the pod frozen by another run fails with CommitConflict and needs no unpause",
+		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
+			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 4"),
+			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: task.ExitCodeFrozenElsewhere, Reason: "Error"}}))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitConflict, failedMessage("Failed", "\"step-commit\" exited with code 4"))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitConflict, "%s", failedMessage("Failed", "\"step-commit\" exited with code 4"))},
+	}, {
 		Name: "a commit pod killed mid-pause gets an unpause TaskRun on the same node",
 		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
@@ -448,7 +564,7 @@ func TestReconcile(t *testing.T) {
 	}, {
 		Name: "a sandbox pod replaced during the commit fails with SourcePodNotFound",
 		Objects: []runtime.Object{snap(committing), Pod(ns, "sb-0", twoApps, WithRunningOn(node), func(p *corev1.Pod) {
-			p.CreationTimestamp = metav1.NewTime(Now.Add(time.Minute))
+			p.UID = "new-uid"
 		}), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 1"))},
 		Key: key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
@@ -533,6 +649,15 @@ func TestReconcile(t *testing.T) {
 		},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
 	}, {
+		Name:    "a status write that meets a conflict never overwrites a terminal phase written meanwhile",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunRunning, WithTaskRunWaiting("Pending", unschedulable))},
+		Key:     key,
+		WithReactors: []clientgotesting.ReactionFunc{conflictOnce(),
+			getSnapshot(snap(committing, WithSucceeded(412, digestA, digestB)))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithCommitPodPending("TaskRun "+trNamespace+"/"+trName+" cannot start its pod on node "+node+" yet (Pending): "+unschedulable)),
+		}},
+	}, {
 		Name: "a failed status update is reported and retried",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded,
 			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"))},
@@ -545,13 +670,51 @@ func TestReconcile(t *testing.T) {
 			rtesting.Eventf(corev1.EventTypeWarning, "InternalError", "updating the status of SandboxSnapshot %s: %v", key, "inducing failure for update sandboxsnapshots"),
 		},
 	}, {
-		Name:                    "deleting a snapshot cancels and deletes its running TaskRun, then drops the finalizer",
+		Name:                    "deleting a snapshot cancels its running TaskRun and keeps the finalizer until it has ended",
 		Objects:                 []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunRunning)},
 		Key:                     key,
 		SkipNamespaceValidation: true,
-		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName), cancelPatch(trNamespace, trName)},
+		WantErr:                 true, // a requeue, in case the TaskRun's own event is missed
+		WantPatches:             []clientgotesting.PatchActionImpl{cancelPatch(trNamespace, trName)},
+	}, {
+		Name:    "deleting a snapshot waits for its cancelled TaskRun to end",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunRunning, WithCancelled)},
+		Key:     key,
+		WantErr: true,
+	}, {
+		Name:                    "deleting a snapshot right after its TaskRun was created finds the TaskRun through the API",
+		Objects:                 []runtime.Object{snap(WithDeletionTimestamp)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{getTaskRuns(map[string]*pipelinev1.TaskRun{trName: commitTaskRun(WithTaskRunRunning)})},
+		WantErr:                 true,
+		WantPatches:             []clientgotesting.PatchActionImpl{cancelPatch(trNamespace, trName)},
+	}, {
+		Name: "deleting a snapshot whose cancelled commit may have left the pod paused thaws it before dropping the finalizer",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), runningPod,
+			commitTaskRun(WithCancelled, WithTaskRunFailed(pipelinev1.TaskRunReasonCancelled, "SandboxSnapshot deleted"),
+				WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "TaskRunCancelled"}}))},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantErr:                 true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
+		},
+	}, {
+		Name: "deleting a snapshot stops waiting for its commit TaskRun past the bound",
+		Objects: []runtime.Object{snap(committing, func(s *v1alpha1.SandboxSnapshot) {
+			s.DeletionTimestamp = &metav1.Time{Time: Now.Add(-resources.UnpauseTimeout)}
+		}), commitTaskRun(WithTaskRunRunning, WithCancelled)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
-		WantEvents:              []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawFailed,
+				"Gave up waiting for the TaskRuns of SandboxSnapshot %s after %v; pod sb-0 may still be paused", key, resources.UnpauseTimeout),
+			rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName),
+		},
 	}, {
 		Name:                    "deleting a snapshot deletes its finished TaskRuns",
 		Objects:                 []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded), TaskRun(unpauseTaskRun, WithTaskRunSucceeded)},
@@ -645,8 +808,6 @@ var (
 	}
 	noPodMessage = "no Running pod found for BatchSandbox team-a/sb (tried [pods labelled " +
 		sandbox.BatchSandboxPodLabel + "=sb pod sb-0])"
-	badAllocMessage = "BatchSandbox team-a/sb: annotation " + sandbox.AllocStatusAnnotation +
-		" is not {\"pods\":[...]}: invalid character 'p' looking for beginning of value"
 	noRegistryMessage  = "ConfigMap config-snapshot: " + config.ErrRegistryNotConfigured.Error()
 	badTimeoutMessage  = "ConfigMap config-snapshot: key \"commit-timeout\": \"soon\" is not a duration such as 10m"
 	invalidSpecMessage = "SandboxSnapshot team-a/snap: invalid value: Not_A_Name: spec.sandboxName\n" +
@@ -654,6 +815,23 @@ var (
 	badImageMessage = "BatchSandbox team-a/sb: image \"registry.test/Snapshots/sb-app:" + tag +
 		"\" for container \"app\" is not a valid OCI reference: repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: Snapshots/sb-app"
 )
+
+// withoutOwnFields drops the status fields OpenSandbox's CRD prunes.
+func withoutOwnFields(s *v1alpha1.SandboxSnapshot) {
+	s.Status.TaskRunRef = nil
+	s.Status.StartTime = nil
+	s.Status.CompletionTime = nil
+	s.Status.PauseWindowMilliseconds = nil
+	s.Status.Thaw = nil
+}
+
+func orphanMessage(namespace, name string) string {
+	return "Waiting for TaskRun " + namespace + "/" + name + " of an earlier SandboxSnapshot team-a/snap (uid old-uid) to be deleted"
+}
+
+func waitingMessage(namespace, name string) string {
+	return "Waiting for SandboxSnapshot team-a/first (TaskRun " + namespace + "/" + name + ") to finish with pod sb-0"
+}
 
 func podGone(message string) string {
 	return "pod team-a/sb-0 went away during the commit; " + message
@@ -689,6 +867,7 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		taskRunLister:  ls.GetTaskRunLister(),
 		clock:          clocktesting.NewFakePassiveClock(Now.Time),
 		namespace:      system.Namespace(),
+		commits:        newCommitGate(),
 	}
 	return snapshotreconciler.NewReconciler(ctx, logging.FromContext(ctx), fakesandboxclient.Get(ctx),
 		ls.GetSandboxSnapshotLister(), controller.GetEventRecorder(ctx), r,
@@ -775,6 +954,21 @@ func alreadyExists(tr *pipelinev1.TaskRun) clientgotesting.ReactionFunc {
 	}
 }
 
+// getTaskRuns serves the TaskRuns to gets by name, as the API does for
+// TaskRuns the informer has not seen yet.
+func getTaskRuns(trs map[string]*pipelinev1.TaskRun) clientgotesting.ReactionFunc {
+	return func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		get, ok := action.(clientgotesting.GetAction)
+		if !ok || action.GetResource().Resource != "taskruns" {
+			return false, nil, nil
+		}
+		if tr, ok := trs[get.GetName()]; ok {
+			return true, tr, nil
+		}
+		return true, nil, apierrs.NewNotFound(pipelinev1.Resource("taskruns"), get.GetName())
+	}
+}
+
 // getReturns serves tr to TaskRun gets, as the API does for a TaskRun the
 // informer has not seen yet.
 func getReturns(tr *pipelinev1.TaskRun) clientgotesting.ReactionFunc {
@@ -783,6 +977,16 @@ func getReturns(tr *pipelinev1.TaskRun) clientgotesting.ReactionFunc {
 			return false, nil, nil
 		}
 		return true, tr, nil
+	}
+}
+
+// getSnapshot serves s to snapshot gets, as another writer left it.
+func getSnapshot(s *v1alpha1.SandboxSnapshot) clientgotesting.ReactionFunc {
+	return func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetVerb() != "get" || action.GetResource().Resource != "sandboxsnapshots" {
+			return false, nil, nil
+		}
+		return true, s, nil
 	}
 }
 

@@ -40,7 +40,10 @@ var failureReasons = map[pipelinev1.TaskRunReason]string{
 }
 
 // failureReason returns the snapshot's reason for a failed TaskRun.
-func failureReason(cond *apis.Condition) string {
+func failureReason(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
+	if t := commitStep(tr); t != nil && t.Terminated != nil && t.Terminated.ExitCode == task.ExitCodeFrozenElsewhere {
+		return v1alpha1.ReasonCommitConflict
+	}
 	if reason, ok := failureReasons[pipelinev1.TaskRunReason(cond.Reason)]; ok {
 		return reason
 	}
@@ -89,23 +92,64 @@ func resultValue(tr *pipelinev1.TaskRun, name string) string {
 	return ""
 }
 
+// Reasons Tekton (pkg/pod) gives a running TaskRun whose pod cannot start.
+const (
+	tektonPodPending            = "Pending"
+	tektonExceededNodeResources = "ExceededNodeResources"
+	tektonExceededResourceQuota = "ExceededResourceQuota"
+	tektonPullImageFailed       = "PullImageFailed"
+)
+
+// podCannotStart reports, for a TaskRun still running, why its pod cannot
+// start: the scheduler or the kubelet holds it back. Tekton reports an
+// unschedulable pod as reason Pending with the PodScheduled condition in its
+// message; the ordinary moments before the pod runs are not reported.
+func podCannotStart(cond *apis.Condition) (string, bool) {
+	if cond == nil {
+		return "", false
+	}
+	switch cond.Reason {
+	case tektonExceededNodeResources, tektonExceededResourceQuota, tektonPullImageFailed:
+		return cond.Message, true
+	case tektonPodPending:
+		return cond.Message, strings.Contains(cond.Message, `"PodScheduled":"False"`)
+	}
+	return "", false
+}
+
 // mayHavePaused reports whether a failed TaskRun's commit step started and
 // ended without thawing the containers itself: it was killed, ran out of
-// memory, or was stopped by a timeout or cancellation.
+// memory, or was stopped by a timeout or cancellation. A step that found the
+// pod frozen by another run touched nothing.
 func mayHavePaused(tr *pipelinev1.TaskRun) bool {
-	for _, step := range tr.Status.Steps {
-		if step.Name != task.StepCommit {
-			continue
-		}
-		switch {
-		case step.Running != nil:
-			return true
-		case step.Terminated == nil:
-			return false
-		}
-		t := step.Terminated
-		ended := t.Reason == "Completed" || t.Reason == "Error"
-		return !ended || (t.ExitCode != 0 && t.ExitCode != task.ExitCodeThawed)
+	step := commitStep(tr)
+	switch {
+	case step == nil || step.Running == nil && step.Terminated == nil:
+		return false
+	case step.Running != nil:
+		return true
 	}
-	return false
+	t := step.Terminated
+	ended := t.Reason == "Completed" || t.Reason == "Error"
+	return !ended || (t.ExitCode != 0 && t.ExitCode != task.ExitCodeThawed && t.ExitCode != task.ExitCodeFrozenElsewhere)
+}
+
+// commitStep returns the state of tr's commit step, or nil.
+func commitStep(tr *pipelinev1.TaskRun) *pipelinev1.StepState {
+	for i := range tr.Status.Steps {
+		if tr.Status.Steps[i].Name == task.StepCommit {
+			return &tr.Status.Steps[i]
+		}
+	}
+	return nil
+}
+
+// paramValue returns the string value of one of tr's params.
+func paramValue(tr *pipelinev1.TaskRun, name string) string {
+	for _, p := range tr.Spec.Params {
+		if p.Name == name {
+			return p.Value.StringVal
+		}
+	}
+	return ""
 }

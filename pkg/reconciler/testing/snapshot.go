@@ -83,12 +83,28 @@ func WithPending(s *v1alpha1.SandboxSnapshot) {
 	s.Status.InitializeConditions(Now)
 }
 
-// WithCommitting records the commit TaskRun, as MarkCommitting does.
+// WithCommitting records the commit TaskRun, as MarkCommitting does. The
+// start time is the TaskRun's creation time, which the fake clients leave
+// empty.
 func WithCommitting(pod, node string, containers []v1alpha1.ContainerSnapshot, taskRunNamespace, taskRunName string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {
 		WithPending(s)
-		s.Status.MarkCommitting(pod, node, containers, v1alpha1.TaskRunReference{Namespace: taskRunNamespace, Name: taskRunName}, Now)
+		s.Status.MarkCommitting(pod, node, containers, v1alpha1.TaskRunReference{Namespace: taskRunNamespace, Name: taskRunName}, metav1.Time{}, Now)
 	}
+}
+
+// WithWaiting keeps the snapshot Pending behind another commit, as
+// MarkWaiting does.
+func WithWaiting(message string) SnapshotOption {
+	return func(s *v1alpha1.SandboxSnapshot) {
+		WithPending(s)
+		s.Status.MarkWaiting(Now, "%s", message)
+	}
+}
+
+// WithCommitPodPending records why the commit pod cannot start.
+func WithCommitPodPending(message string) SnapshotOption {
+	return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkCommitPodPending(Now, "%s", message) }
 }
 
 // WithSucceeded marks the snapshot Succeed with the given digests.
@@ -112,16 +128,16 @@ func WithFailed(reason, message string) SnapshotOption {
 // WithUnpauseTaskRun records the TaskRun thawing the sandbox.
 func WithUnpauseTaskRun(namespace, name string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {
-		s.Status.MarkThawing(v1alpha1.TaskRunReference{Namespace: namespace, Name: name}, s.Status.SourcePodName, Now)
+		s.Status.MarkThawing(v1alpha1.TaskRunReference{Namespace: namespace, Name: name}, s.Status.SourcePodName)
 	}
 }
 
 // WithThawed records that the unpause TaskRun thawed the sandbox.
 func WithThawed(s *v1alpha1.SandboxSnapshot) {
-	s.Status.MarkThawed(Now)
+	s.Status.MarkThawed(s.Status.Thaw.TaskRunRef)
 }
 
 // WithThawFailed records that the sandbox may still be paused.
 func WithThawFailed(message string) SnapshotOption {
-	return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkThawFailed(Now, "%s", message) }
+	return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkThawFailed(s.Status.Thaw.TaskRunRef, "%s", message) }
 }

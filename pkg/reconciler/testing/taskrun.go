@@ -19,6 +19,7 @@ package testing
 import (
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"knative.dev/pkg/apis"
 )
 
@@ -38,6 +39,24 @@ func TaskRun(tr *pipelinev1.TaskRun, opts ...TaskRunOption) *pipelinev1.TaskRun 
 // WithTaskRunRunning marks the TaskRun running.
 func WithTaskRunRunning(tr *pipelinev1.TaskRun) {
 	tr.Status.SetCondition(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionUnknown, Reason: "Running"})
+}
+
+// WithTaskRunWaiting marks the TaskRun running, held back with a Tekton
+// reason such as Pending.
+func WithTaskRunWaiting(reason, message string) TaskRunOption {
+	return func(tr *pipelinev1.TaskRun) {
+		tr.Status.SetCondition(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionUnknown, Reason: reason, Message: message})
+	}
+}
+
+// WithCompletedAt sets the TaskRun's completion time.
+func WithCompletedAt(t metav1.Time) TaskRunOption {
+	return func(tr *pipelinev1.TaskRun) { tr.Status.CompletionTime = &t }
+}
+
+// WithTaskRunDeleting marks the TaskRun as being deleted.
+func WithTaskRunDeleting(tr *pipelinev1.TaskRun) {
+	tr.DeletionTimestamp = &Now
 }
 
 // WithTaskRunSucceeded marks the TaskRun succeeded.

@@ -42,11 +42,14 @@ const (
 	ReasonCommitResolutionFailed = "CommitTaskResolutionFailed"
 	ReasonCommitTaskRunMissing   = "CommitTaskRunMissing"
 	ReasonCommitResultsInvalid   = "CommitResultsInvalid"
+	ReasonCommitConflict         = "CommitConflict"
+	ReasonWaitingForCommit       = "WaitingForCommit"
 	ReasonCommitting             = "Committing"
+	ReasonCommitPodPending       = "CommitPodPending"
 	ReasonSucceeded              = "Succeeded"
 )
 
-// Reasons on the SandboxThawed condition.
+// Reasons on the events that report a thaw.
 const (
 	ReasonThawing    = "Thawing"
 	ReasonThawed     = "Thawed"
@@ -54,7 +57,8 @@ const (
 )
 
 // IsTerminal reports whether the snapshot has reached Succeed or Failed.
-// A terminal status is never changed again.
+// A terminal phase never changes again; only Thaw still reports on a Failed
+// snapshot.
 func (s *SandboxSnapshotStatus) IsTerminal() bool {
 	return s.Phase == PhaseSucceed || s.Phase == PhaseFailed
 }
@@ -68,16 +72,38 @@ func (s *SandboxSnapshotStatus) InitializeConditions(now metav1.Time) {
 	s.setCondition(ConditionReady, metav1.ConditionFalse, string(PhasePending), "Waiting for the commit to start", now)
 }
 
-// MarkCommitting records the source and the TaskRun committing it.
-func (s *SandboxSnapshotStatus) MarkCommitting(podName, nodeName string, containers []ContainerSnapshot, taskRun TaskRunReference, now metav1.Time) {
+// MarkWaiting keeps the snapshot Pending while another commit of the same
+// pod runs; message names that commit.
+func (s *SandboxSnapshotStatus) MarkWaiting(now metav1.Time, messageFormat string, args ...any) {
+	s.Phase = PhasePending
+	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonWaitingForCommit, fmt.Sprintf(messageFormat, args...), now)
+}
+
+// MarkCommitting records the source and the TaskRun committing it, created
+// at start.
+func (s *SandboxSnapshotStatus) MarkCommitting(podName, nodeName string, containers []ContainerSnapshot, taskRun TaskRunReference, start, now metav1.Time) {
 	s.Phase = PhaseCommitting
 	s.SourcePodName = podName
 	s.SourceNodeName = nodeName
 	s.Containers = containers
 	s.TaskRunRef = &taskRun
-	s.StartTime = &now
-	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitting,
-		fmt.Sprintf("TaskRun %s/%s is committing pod %s on node %s", taskRun.Namespace, taskRun.Name, podName, nodeName), now)
+	s.StartTime = &start
+	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitting, s.committingMessage(), now)
+}
+
+// MarkCommitRunning records that the commit TaskRun's pod is under way.
+func (s *SandboxSnapshotStatus) MarkCommitRunning(now metav1.Time) {
+	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitting, s.committingMessage(), now)
+}
+
+// MarkCommitPodPending records why the commit TaskRun's pod cannot start yet.
+func (s *SandboxSnapshotStatus) MarkCommitPodPending(now metav1.Time, messageFormat string, args ...any) {
+	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitPodPending, fmt.Sprintf(messageFormat, args...), now)
+}
+
+func (s *SandboxSnapshotStatus) committingMessage() string {
+	ref := s.TaskRunRef
+	return fmt.Sprintf("TaskRun %s/%s is committing pod %s on node %s", ref.Namespace, ref.Name, s.SourcePodName, s.SourceNodeName)
 }
 
 // MarkSucceeded records the digests (in the order of Containers) and the pause window.
@@ -105,27 +131,20 @@ func (s *SandboxSnapshotStatus) MarkFailed(now metav1.Time, reason, messageForma
 
 // MarkThawing records the unpause TaskRun started for a commit pod that may
 // have ended with the sandbox paused.
-func (s *SandboxSnapshotStatus) MarkThawing(taskRun TaskRunReference, podName string, now metav1.Time) {
-	s.UnpauseTaskRunRef = &taskRun
-	s.setCondition(ConditionSandboxThawed, metav1.ConditionUnknown, ReasonThawing,
-		fmt.Sprintf("TaskRun %s/%s is unpausing pod %s", taskRun.Namespace, taskRun.Name, podName), now)
-}
-
-// IsThawing reports whether an unpause TaskRun is still to report.
-func (s *SandboxSnapshotStatus) IsThawing() bool {
-	c := s.GetCondition(ConditionSandboxThawed)
-	return c != nil && c.Status == metav1.ConditionUnknown
+func (s *SandboxSnapshotStatus) MarkThawing(taskRun TaskRunReference, podName string) {
+	s.Thaw = &ThawStatus{TaskRunRef: taskRun, State: ThawRunning,
+		Message: fmt.Sprintf("TaskRun %s/%s is unpausing pod %s", taskRun.Namespace, taskRun.Name, podName)}
 }
 
 // MarkThawed records that the unpause TaskRun thawed the sandbox.
-func (s *SandboxSnapshotStatus) MarkThawed(now metav1.Time) {
-	s.setCondition(ConditionSandboxThawed, metav1.ConditionTrue, ReasonThawed,
-		fmt.Sprintf("TaskRun %s/%s unpaused pod %s", s.UnpauseTaskRunRef.Namespace, s.UnpauseTaskRunRef.Name, s.SourcePodName), now)
+func (s *SandboxSnapshotStatus) MarkThawed(taskRun TaskRunReference) {
+	s.Thaw = &ThawStatus{TaskRunRef: taskRun, State: ThawSucceeded,
+		Message: fmt.Sprintf("TaskRun %s/%s unpaused pod %s", taskRun.Namespace, taskRun.Name, s.SourcePodName)}
 }
 
 // MarkThawFailed records that the sandbox may still be paused, and why.
-func (s *SandboxSnapshotStatus) MarkThawFailed(now metav1.Time, messageFormat string, args ...any) {
-	s.setCondition(ConditionSandboxThawed, metav1.ConditionFalse, ReasonThawFailed, fmt.Sprintf(messageFormat, args...), now)
+func (s *SandboxSnapshotStatus) MarkThawFailed(taskRun TaskRunReference, messageFormat string, args ...any) {
+	s.Thaw = &ThawStatus{TaskRunRef: taskRun, State: ThawFailed, Message: fmt.Sprintf(messageFormat, args...)}
 }
 
 // GetCondition returns the condition of the given type, or nil.

@@ -34,7 +34,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	containers := []ContainerSnapshot{{ContainerName: "app", ImageURI: "r/sb-app:t"}, {ContainerName: "side", ImageURI: "r/sb-side:t"}}
-	s.MarkCommitting("sb-0", "node-1", containers, TaskRunReference{Namespace: "sys", Name: "tr"}, now)
+	s.MarkCommitting("sb-0", "node-1", containers, TaskRunReference{Namespace: "sys", Name: "tr"}, now, now)
 	if s.Phase != PhaseCommitting || s.SourcePodName != "sb-0" || s.SourceNodeName != "node-1" || s.TaskRunRef.Name != "tr" || !s.StartTime.Equal(&now) {
 		t.Fatalf("after MarkCommitting: %+v", s)
 	}
@@ -83,5 +83,57 @@ func TestConditionMessageIsBounded(t *testing.T) {
 	s.MarkFailed(now, ReasonCommitJobFailed, "%s", strings.Repeat("x", 40000))
 	if got := len(s.GetCondition(ConditionFailed).Message); got != maxConditionMessage {
 		t.Errorf("message length = %d, want %d", got, maxConditionMessage)
+	}
+}
+
+// TestConditionsFitOpenSandboxSchema drives a status through every Mark
+// helper and checks each step against what OpenSandbox's own CRD accepts:
+// condition types Ready and Failed only, with status True or False.
+func TestConditionsFitOpenSandboxSchema(t *testing.T) {
+	ref := TaskRunReference{Namespace: "sys", Name: "tr"}
+	var s SandboxSnapshotStatus
+	steps := []struct {
+		name string
+		mark func()
+	}{
+		{"InitializeConditions", func() { s.InitializeConditions(now) }},
+		{"MarkWaiting", func() { s.MarkWaiting(now, "waiting for %s", "other") }},
+		{"MarkCommitting", func() { s.MarkCommitting("sb-0", "node-1", nil, ref, now, now) }},
+		{"MarkCommitPodPending", func() { s.MarkCommitPodPending(now, "unschedulable") }},
+		{"MarkCommitRunning", func() { s.MarkCommitRunning(now) }},
+		{"MarkFailed", func() { s.MarkFailed(now, ReasonCommitJobFailed, "boom") }},
+		{"MarkThawing", func() { s.MarkThawing(ref, "sb-0") }},
+		{"MarkThawFailed", func() { s.MarkThawFailed(ref, "still paused") }},
+		{"MarkThawed", func() { s.MarkThawed(ref) }},
+		{"MarkSucceeded", func() { s.MarkSucceeded(nil, nil, now) }},
+	}
+	for _, step := range steps {
+		step.mark()
+		for _, c := range s.Conditions {
+			if c.Type != ConditionReady && c.Type != ConditionFailed {
+				t.Errorf("after %s: condition type %q, OpenSandbox's CRD allows only Ready and Failed", step.name, c.Type)
+			}
+			if c.Status != metav1.ConditionTrue && c.Status != metav1.ConditionFalse {
+				t.Errorf("after %s: condition %s has status %q, OpenSandbox's CRD allows only True and False", step.name, c.Type, c.Status)
+			}
+		}
+	}
+}
+
+func TestWaitingAndPodPending(t *testing.T) {
+	var s SandboxSnapshotStatus
+	s.InitializeConditions(now)
+	s.MarkWaiting(now, "waiting for SandboxSnapshot %s", "ns/first")
+	if c := s.GetCondition(ConditionReady); s.Phase != PhasePending || c.Reason != ReasonWaitingForCommit || c.Message != "waiting for SandboxSnapshot ns/first" {
+		t.Errorf("after MarkWaiting: phase %q, Ready %+v", s.Phase, c)
+	}
+	s.MarkCommitting("sb-0", "node-1", nil, TaskRunReference{Namespace: "sys", Name: "tr"}, now, now)
+	s.MarkCommitPodPending(now, "0/1 nodes are available")
+	if c := s.GetCondition(ConditionReady); s.Phase != PhaseCommitting || c.Reason != ReasonCommitPodPending || c.Message != "0/1 nodes are available" {
+		t.Errorf("after MarkCommitPodPending: phase %q, Ready %+v", s.Phase, c)
+	}
+	s.MarkCommitRunning(now)
+	if c := s.GetCondition(ConditionReady); c.Reason != ReasonCommitting || c.Message != "TaskRun sys/tr is committing pod sb-0 on node node-1" {
+		t.Errorf("after MarkCommitRunning: Ready %+v", c)
 	}
 }

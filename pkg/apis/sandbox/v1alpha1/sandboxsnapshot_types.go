@@ -62,16 +62,13 @@ const (
 	PhaseFailed SandboxSnapshotPhase = "Failed"
 )
 
-// Condition types of a SandboxSnapshot.
+// Condition types of a SandboxSnapshot. They are OpenSandbox's only two, with
+// status True or False: OpenSandbox's own CRD allows no others.
 const (
 	// ConditionReady is True once the snapshot's images are in the registry.
 	ConditionReady = "Ready"
 	// ConditionFailed is True once the snapshot has failed for good.
 	ConditionFailed = "Failed"
-	// ConditionSandboxThawed is set only when the commit pod may have left
-	// the sandbox paused: Unknown while an unpause TaskRun runs, then True,
-	// or False if the sandbox may still be paused.
-	ConditionSandboxThawed = "SandboxThawed"
 )
 
 // SandboxSnapshotStatus is the observed state of a SandboxSnapshot.
@@ -95,6 +92,11 @@ type SandboxSnapshotStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// The fields below are this operator's own. They only report: the
+	// controller never reads them back, because OpenSandbox's CRD prunes
+	// them. What it must remember it finds on the TaskRuns, by their
+	// deterministic names and labels.
+
 	// TaskRunRef names the commit TaskRun.
 	// +optional
 	TaskRunRef *TaskRunReference `json:"taskRunRef,omitempty"`
@@ -104,10 +106,10 @@ type SandboxSnapshotStatus struct {
 	// CompletionTime is when the snapshot reached Succeed or Failed.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
-	// UnpauseTaskRunRef names the TaskRun that thaws the sandbox's containers
-	// when the commit pod ended while they may have been paused.
+	// Thaw reports the unpause TaskRun started when the commit pod ended
+	// while the sandbox may have been paused.
 	// +optional
-	UnpauseTaskRunRef *TaskRunReference `json:"unpauseTaskRunRef,omitempty"`
+	Thaw *ThawStatus `json:"thaw,omitempty"`
 	// PauseWindowMilliseconds is how long the containers were frozen.
 	// +optional
 	PauseWindowMilliseconds *int64 `json:"pauseWindowMilliseconds,omitempty"`
@@ -122,6 +124,29 @@ type ContainerSnapshot struct {
 	// ImageDigest is the manifest digest the registry holds for ImageURI.
 	// +optional
 	ImageDigest string `json:"imageDigest,omitempty"`
+}
+
+// ThawState is how far the thaw of a sandbox has got.
+type ThawState string
+
+const (
+	// ThawRunning means the unpause TaskRun has not finished.
+	ThawRunning ThawState = "Running"
+	// ThawSucceeded means the unpause TaskRun thawed the sandbox.
+	ThawSucceeded ThawState = "Succeeded"
+	// ThawFailed means the sandbox may still be paused; Message says why.
+	ThawFailed ThawState = "Failed"
+)
+
+// ThawStatus reports the unpause TaskRun of a snapshot.
+type ThawStatus struct {
+	// TaskRunRef names the unpause TaskRun.
+	TaskRunRef TaskRunReference `json:"taskRunRef"`
+	// State is Running, Succeeded or Failed.
+	State ThawState `json:"state"`
+	// Message describes the state.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // TaskRunReference names a TaskRun.

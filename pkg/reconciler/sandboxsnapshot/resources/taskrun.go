@@ -19,6 +19,7 @@ limitations under the License.
 package resources
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -41,6 +42,15 @@ const UnpauseTimeout = 2 * time.Minute
 // SnapshotUIDLabel records the UID of the snapshot a TaskRun works for, so
 // that a TaskRun left by an earlier snapshot of the same name is never adopted.
 const SnapshotUIDLabel = sandbox.GroupName + "/sandbox-snapshot-uid"
+
+// SourcePodUIDLabel records the UID of the pod a TaskRun commits or thaws, so
+// that the commits of one pod can be found and run one at a time.
+const SourcePodUIDLabel = sandbox.GroupName + "/source-pod-uid"
+
+// tolerateAll lets the commit and unpause pods run on the sandbox's node
+// whatever its taints: cordoned, draining or tainted after the sandbox
+// started. Node affinity already confines them to that one node.
+var tolerateAll = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 
 // Source is the sandbox pod a snapshot commits, as resolved by the reconciler.
 type Source struct {
@@ -94,6 +104,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snaps
 				sandbox.SandboxNameLabel:       s.Spec.SandboxName,
 				sandbox.ManagedByLabel:         sandbox.ManagedByValue,
 				SnapshotUIDLabel:               string(s.UID),
+				SourcePodUIDLabel:              string(pod.UID),
 			},
 		},
 		Spec: pipelinev1.TaskRunSpec{
@@ -101,12 +112,16 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snaps
 			Params: pipelinev1.Params{
 				{Name: task.ParamPodName, Value: *pipelinev1.NewStructuredValues(pod.Name)},
 				{Name: task.ParamPodNamespace, Value: *pipelinev1.NewStructuredValues(pod.Namespace)},
+				{Name: task.ParamPodUID, Value: *pipelinev1.NewStructuredValues(string(pod.UID))},
+				// A commit and the unpause that cleans up after it share the
+				// snapshot's UID, so the unpause thaws only what that commit froze.
+				{Name: task.ParamRunID, Value: *pipelinev1.NewStructuredValues(string(s.UID))},
 				{Name: task.ParamMode, Value: *pipelinev1.NewStructuredValues(mode)},
 			},
 			Timeout: &metav1.Duration{Duration: cfg.CommitTimeout},
 			PodTemplate: &pipelinepod.PodTemplate{
 				Affinity:                     nodeAffinity(pod.Spec.NodeName),
-				Tolerations:                  pod.Spec.Tolerations,
+				Tolerations:                  tolerateAll,
 				AutomountServiceAccountToken: ptr.To(false),
 				Volumes: []corev1.Volume{{
 					Name: task.SocketVolume,
@@ -122,16 +137,53 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snaps
 
 // nodeAffinity pins a pod to a node. Tekton's pod template has no nodeName,
 // so the pin is a required node affinity on the node's metadata.name.
+// nodeNameField is the node field the TaskRun's pod is pinned on.
+const nodeNameField = "metadata.name"
+
 func nodeAffinity(node string) *corev1.Affinity {
 	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 				MatchFields: []corev1.NodeSelectorRequirement{{
-					Key:      "metadata.name",
+					Key:      nodeNameField,
 					Operator: corev1.NodeSelectorOpIn,
 					Values:   []string{node},
 				}},
 			}},
 		},
 	}}
+}
+
+// SourceOf reads back from a commit TaskRun the source it was made for: the
+// pod's name and node, and the containers with their images. A snapshot that
+// adopts a TaskRun records what that TaskRun really commits.
+func SourceOf(tr *pipelinev1.TaskRun) (podName, nodeName string, containers []v1alpha1.ContainerSnapshot, err error) {
+	for _, p := range tr.Spec.Params {
+		switch p.Name {
+		case task.ParamPodName:
+			podName = p.Value.StringVal
+		case task.ParamContainers:
+			for _, item := range p.Value.ArrayVal {
+				c, image, err := task.SplitContainerItem(item)
+				if err != nil {
+					return "", "", nil, fmt.Errorf("TaskRun %s/%s: param %s: %w", tr.Namespace, tr.Name, task.ParamContainers, err)
+				}
+				containers = append(containers, v1alpha1.ContainerSnapshot{ContainerName: c, ImageURI: image})
+			}
+		}
+	}
+	if pt := tr.Spec.PodTemplate; pt != nil && pt.Affinity != nil && pt.Affinity.NodeAffinity != nil &&
+		pt.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, term := range pt.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, f := range term.MatchFields {
+				if f.Key == nodeNameField && len(f.Values) == 1 {
+					nodeName = f.Values[0]
+				}
+			}
+		}
+	}
+	if podName == "" || nodeName == "" || len(containers) == 0 {
+		return "", "", nil, fmt.Errorf("TaskRun %s/%s names no pod, node or containers to commit", tr.Namespace, tr.Name)
+	}
+	return podName, nodeName, containers, nil
 }

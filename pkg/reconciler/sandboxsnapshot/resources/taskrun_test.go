@@ -37,7 +37,7 @@ func testSource() (*v1alpha1.SandboxSnapshot, Source) {
 		Spec:       v1alpha1.SandboxSnapshotSpec{SandboxName: "sb"},
 	}
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sb-0"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sb-0", UID: "pod-uid"},
 		Spec: corev1.PodSpec{
 			NodeName:    "node-1",
 			Tolerations: []corev1.Toleration{{Key: "sandbox", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
@@ -66,6 +66,7 @@ func TestMakeTaskRun(t *testing.T) {
 		"sandbox.opensandbox.io/sandbox-snapshot-namespace": "team-a",
 		"sandbox.opensandbox.io/sandbox-name":               "sb",
 		"sandbox.opensandbox.io/sandbox-snapshot-uid":       "snap-uid",
+		"sandbox.opensandbox.io/source-pod-uid":             "pod-uid",
 		"app.kubernetes.io/managed-by":                      "sandbox-snapshot-operator",
 	}
 	if diff := cmp.Diff(wantLabels, tr.Labels); diff != "" {
@@ -77,6 +78,8 @@ func TestMakeTaskRun(t *testing.T) {
 	wantParams := map[string]pipelinev1.ParamValue{
 		"pod-name":          *pipelinev1.NewStructuredValues("sb-0"),
 		"pod-namespace":     *pipelinev1.NewStructuredValues("team-a"),
+		"pod-uid":           *pipelinev1.NewStructuredValues("pod-uid"),
+		"run-id":            *pipelinev1.NewStructuredValues("snap-uid"),
 		"mode":              *pipelinev1.NewStructuredValues("commit"),
 		"containers":        {Type: pipelinev1.ParamTypeArray, ArrayVal: []string{"app=r.test/s/sb-app:snap-gen1", "sidecar=r.test/s/sb-sidecar:snap-gen1"}},
 		"insecure-registry": *pipelinev1.NewStructuredValues("true"),
@@ -98,8 +101,10 @@ func TestMakeTaskRun(t *testing.T) {
 		terms[0].MatchFields[0].Operator != corev1.NodeSelectorOpIn || !cmp.Equal(terms[0].MatchFields[0].Values, []string{"node-1"}) {
 		t.Errorf("node affinity does not pin node-1: %+v", terms)
 	}
-	if !cmp.Equal(pt.Tolerations, src.Pod.Spec.Tolerations) {
-		t.Errorf("tolerations = %v, want the pod's %v", pt.Tolerations, src.Pod.Spec.Tolerations)
+	// Cordoned, draining and tainted nodes: the pod tolerates every taint of
+	// the one node it is pinned to.
+	if !cmp.Equal(pt.Tolerations, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}) {
+		t.Errorf("tolerations = %v, want one that tolerates every taint", pt.Tolerations)
 	}
 	if pt.AutomountServiceAccountToken == nil || *pt.AutomountServiceAccountToken {
 		t.Error("the commit pod must not mount a service account token")
@@ -134,12 +139,33 @@ func TestMakeUnpauseTaskRun(t *testing.T) {
 		if p.Name == "mode" && p.Value.StringVal != "unpause" {
 			t.Errorf("mode = %q, want unpause", p.Value.StringVal)
 		}
+		// It thaws only what the snapshot's commit froze.
+		if p.Name == "run-id" && p.Value.StringVal != "snap-uid" {
+			t.Errorf("run-id = %q, want the snapshot's UID, as the commit's", p.Value.StringVal)
+		}
 		if p.Name == "containers" {
 			t.Error("an unpause TaskRun needs no containers param")
 		}
 	}
 	if tr.Spec.PodTemplate.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "node-1" {
 		t.Error("the unpause TaskRun must run on the sandbox's node")
+	}
+}
+
+func TestSourceOf(t *testing.T) {
+	s, src := testSource()
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
+	pod, node, containers, err := SourceOf(MakeTaskRun(s, src, cfg, "ns"))
+	if err != nil || pod != "sb-0" || node != "node-1" || !cmp.Equal(containers, src.Containers) {
+		t.Errorf("SourceOf(MakeTaskRun()) = %q, %q, %v, %v; want sb-0, node-1, %v", pod, node, containers, err, src.Containers)
+	}
+	if _, _, _, err := SourceOf(MakeUnpauseTaskRun(s, src.Pod, cfg, "ns")); err == nil || !strings.Contains(err.Error(), "names no pod, node or containers") {
+		t.Errorf("SourceOf(an unpause TaskRun) = %v, want an error naming what is missing", err)
+	}
+	bad := MakeTaskRun(s, src, cfg, "ns")
+	bad.Spec.Params[len(bad.Spec.Params)-2].Value.ArrayVal = []string{"no-image"}
+	if _, _, _, err := SourceOf(bad); err == nil || !strings.Contains(err.Error(), "param containers") {
+		t.Errorf("SourceOf(a malformed containers param) = %v, want an error naming the param", err)
 	}
 }
 

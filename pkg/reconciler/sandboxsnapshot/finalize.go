@@ -1,0 +1,130 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sandboxsnapshot
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"knative.dev/pkg/controller"
+	pkgreconciler "knative.dev/pkg/reconciler"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+)
+
+// cleanupWait is how often deletion re-checks a TaskRun it waits for, in
+// case the TaskRun's own event is missed.
+const cleanupWait = 10 * time.Second
+
+// FinalizeKind cleans up a deleted snapshot's TaskRuns without leaving the
+// sandbox paused. A running commit is cancelled and waited for; if it may
+// have ended with the sandbox paused, an unpause TaskRun runs and is waited
+// for; then both TaskRuns are deleted. Each wait is bounded by
+// resources.UnpauseTimeout, after which the finalizer comes off anyway.
+func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
+	commit, err := r.ownTaskRun(ctx, s, names.CommitTaskRun(s))
+	if err != nil {
+		return err
+	}
+	unpause, err := r.ownTaskRun(ctx, s, names.UnpauseTaskRun(s))
+	if err != nil {
+		return err
+	}
+	deleting := r.clock.Since(s.DeletionTimestamp.Time)
+
+	if commit != nil && !commit.IsDone() && deleting < resources.UnpauseTimeout {
+		if !commit.IsCancelled() {
+			// Cancelling lets Tekton stop the step gracefully and record why;
+			// the committer thaws the sandbox on the SIGTERM that follows.
+			patch := []byte(`{"spec":{"status":"` + pipelinev1.TaskRunSpecStatusCancelled + `","statusMessage":"SandboxSnapshot deleted"}}`)
+			if _, err := r.pipelineClient.TektonV1().TaskRuns(commit.Namespace).Patch(ctx, commit.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrs.IsNotFound(err) {
+				return fmt.Errorf("cancelling TaskRun %s/%s: %w", commit.Namespace, commit.Name, err)
+			}
+		}
+		return controller.NewRequeueAfter(cleanupWait)
+	}
+	if commit != nil && commit.IsDone() && unpause == nil && !commit.IsSuccessful() && mayHavePaused(commit) && deleting < resources.UnpauseTimeout {
+		pod, err := r.sourcePod(ctx, s, types.UID(commit.Labels[resources.SourcePodUIDLabel]))
+		if err != nil {
+			return err
+		}
+		if pod != nil {
+			if err := r.thaw(ctx, s, pod); err != nil {
+				return err
+			}
+			return controller.NewRequeueAfter(cleanupWait)
+		}
+	}
+	if unpause != nil && !unpause.IsDone() && r.clock.Since(unpause.CreationTimestamp.Time) < resources.UnpauseTimeout {
+		return controller.NewRequeueAfter(cleanupWait)
+	}
+	if deleting >= resources.UnpauseTimeout && (commit != nil && !commit.IsDone() || unpause != nil && !unpause.IsDone()) {
+		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonThawFailed,
+			"Gave up waiting for the TaskRuns of SandboxSnapshot %s/%s after %v; pod %s may still be paused",
+			s.Namespace, s.Name, resources.UnpauseTimeout, s.Status.SourcePodName)
+	}
+	for _, tr := range []*pipelinev1.TaskRun{unpause, commit} {
+		if tr == nil {
+			continue
+		}
+		if err := r.deleteTaskRun(ctx, tr, metav1.DeletePropagationBackground); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ownTaskRun returns the TaskRun of the given name if it was made for s, or
+// nil. It asks the API on an informer miss, so that a snapshot deleted right
+// after its TaskRun was created does not leave that TaskRun running.
+func (r *Reconciler) ownTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, name string) (*pipelinev1.TaskRun, error) {
+	tr, err := r.findTaskRun(ctx, name, true)
+	if err != nil || tr == nil || !ownedBy(tr, s) {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// deleteOrphan deletes a TaskRun whose snapshot is gone. Its pod goes first
+// (foreground deletion), so the TaskRun stays visible, and its pod's commits
+// keep others waiting, until that pod has stopped and thawed what it froze.
+func (r *Reconciler) deleteOrphan(ctx context.Context, tr *pipelinev1.TaskRun) error {
+	if tr.DeletionTimestamp != nil {
+		return nil
+	}
+	return r.deleteTaskRun(ctx, tr, metav1.DeletePropagationForeground)
+}
+
+func (r *Reconciler) deleteTaskRun(ctx context.Context, tr *pipelinev1.TaskRun, propagation metav1.DeletionPropagation) error {
+	err := r.pipelineClient.TektonV1().TaskRuns(tr.Namespace).Delete(ctx, tr.Name, metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &tr.UID},
+		PropagationPolicy: ptr.To(propagation),
+	})
+	if err != nil && !apierrs.IsNotFound(err) {
+		return fmt.Errorf("deleting TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sandboxsnapshot
+
+import (
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+)
+
+// thawGrace is how long a failed commit that may have left its pod paused
+// keeps the pod's other commits waiting for its snapshot to start a thaw.
+const thawGrace = 30 * time.Second
+
+// informerGrace is how long the gate remembers a TaskRun it created for the
+// informer to catch up with.
+const informerGrace = time.Minute
+
+// commitGate runs the commits of one pod one at a time: OpenSandbox makes
+// two snapshots of a sandbox at once (its pause and a public snapshot), and
+// two commits freezing and thawing one pod's containers would corrupt each
+// other. A pod is busy while any TaskRun labelled with its UID runs, and
+// the gate's lock covers the check and the creation of the next TaskRun.
+// It relies on one active controller replica (config-leader-election's
+// buckets is 1); the committer's own per-pod lock backs it on the node.
+type commitGate struct {
+	stripes [64]sync.Mutex
+
+	mu sync.Mutex
+	// recent holds each pod's last TaskRun created here, until the informer
+	// has seen it.
+	recent map[types.UID]*pipelinev1.TaskRun
+}
+
+func newCommitGate() *commitGate {
+	return &commitGate{recent: map[types.UID]*pipelinev1.TaskRun{}}
+}
+
+// lock locks pod's stripe and returns its unlock.
+func (g *commitGate) lock(pod types.UID) func() {
+	h := fnv.New32a()
+	h.Write([]byte(pod))
+	m := &g.stripes[h.Sum32()%uint32(len(g.stripes))]
+	m.Lock()
+	return m.Unlock
+}
+
+// created remembers a TaskRun just created, for the checks made before the
+// informer has it.
+func (g *commitGate) created(tr *pipelinev1.TaskRun) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.recent[types.UID(tr.Labels[resources.SourcePodUIDLabel])] = tr
+}
+
+// blocker says whom a snapshot waits for, and when to look again if no
+// TaskRun event is bound to come.
+type blocker struct {
+	holder  string
+	recheck time.Duration
+}
+
+// holder returns what keeps s from committing pod now, or nil. Call it with
+// pod's lock held.
+func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod types.UID, s *v1alpha1.SandboxSnapshot, now time.Time) *blocker {
+	trs, _ := lister.List(labels.SelectorFromSet(labels.Set{resources.SourcePodUIDLabel: string(pod)}))
+	for _, tr := range trs {
+		if tr.Labels[resources.SnapshotUIDLabel] == string(s.UID) {
+			continue
+		}
+		if !tr.IsDone() {
+			return &blocker{holder: describe(tr)}
+		}
+		// A commit that may have left the pod paused: its snapshot starts
+		// an unpause TaskRun (which then holds the pod) in a moment.
+		if end := tr.Status.CompletionTime; isCommit(tr) && !tr.IsSuccessful() && mayHavePaused(tr) &&
+			end != nil && now.Sub(end.Time) < thawGrace && !hasUnpause(trs, tr) {
+			return &blocker{holder: describe(tr), recheck: thawGrace - now.Sub(end.Time)}
+		}
+	}
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	tr, ok := g.recent[pod]
+	if !ok {
+		return nil
+	}
+	if _, err := lister.Get(tr.Name); !apierrs.IsNotFound(err) || now.Sub(tr.CreationTimestamp.Time) > informerGrace {
+		// The informer has it now, or it was deleted before it ever arrived.
+		delete(g.recent, pod)
+		return nil
+	}
+	if tr.Labels[resources.SnapshotUIDLabel] == string(s.UID) {
+		return nil
+	}
+	return &blocker{holder: describe(tr)}
+}
+
+// describe names the snapshot a TaskRun works for, and the TaskRun.
+func describe(tr *pipelinev1.TaskRun) string {
+	return fmt.Sprintf("SandboxSnapshot %s/%s (TaskRun %s/%s)", tr.Labels[sandbox.SnapshotNamespaceLabel],
+		tr.Labels[sandbox.SnapshotNameLabel], tr.Namespace, tr.Name)
+}
+
+// isCommit reports whether tr is a commit TaskRun, not an unpause one.
+func isCommit(tr *pipelinev1.TaskRun) bool {
+	return paramValue(tr, task.ParamMode) != task.ModeUnpause
+}
+
+// hasUnpause reports whether trs hold an unpause TaskRun of commit's snapshot.
+func hasUnpause(trs []*pipelinev1.TaskRun, commit *pipelinev1.TaskRun) bool {
+	for _, tr := range trs {
+		if !isCommit(tr) && tr.Labels[resources.SnapshotUIDLabel] == commit.Labels[resources.SnapshotUIDLabel] {
+			return true
+		}
+	}
+	return false
+}
