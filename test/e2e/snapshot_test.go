@@ -288,55 +288,43 @@ func TestCommitKilledThaws(t *testing.T) {
 }
 
 // TestDeleteCancelsTaskRun: deleting a snapshot whose TaskRun runs cancels
-// the TaskRun, deletes it, and lets the snapshot go.
+// the TaskRun and keeps the snapshot until the TaskRun has ended. Its commit
+// step was running, so the sandbox may be paused: an unpause TaskRun runs on
+// the node before both TaskRuns are deleted and the snapshot goes.
 func TestDeleteCancelsTaskRun(t *testing.T) {
 	e := setup(t)
 	e.createSandbox("sb", sandboxOpts{})
 	e.createSnapshot("doomed", "sb")
 	s := e.waitSnapshot("doomed", "Committing", isPhase(v1alpha1.PhaseCommitting))
-	tr := e.waitTaskRun(s.Status.TaskRunRef.Name, "to exist", nil)
+	tr := e.waitTaskRun(names.CommitTaskRun(s), "to exist", nil)
 	e.setTaskRunStatus(tr.Name, running)
 
 	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, "doomed", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.waitTaskRun(tr.Name, "to be cancelled", func(tr *pipelinev1.TaskRun) bool {
+		return tr.Spec.Status == pipelinev1.TaskRunSpecStatusCancelled
+	})
+	e.waitSnapshot("doomed", "to be held by its finalizer", func(s *v1alpha1.SandboxSnapshot) bool { return s.DeletionTimestamp != nil })
+	// Play Tekton: the cancelled pod's commit step was still running.
+	e.setTaskRunStatus(tr.Name, failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled: SandboxSnapshot deleted",
+		pipelinev1.StepState{Name: task.StepCommit, Container: "step-commit", ContainerState: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: pipelinev1.TaskRunReasonCancelled.String()}}}))
+	unpause := e.waitTaskRun(names.UnpauseTaskRun(s), "to exist", nil)
+	if e.taskRuns.deleted(tr.Name) != 0 {
+		t.Errorf("the commit TaskRun was deleted before the sandbox was thawed")
+	}
+	e.setTaskRunStatus(unpause.Name, succeeded(0))
 	e.waitSnapshotGone("doomed")
 	e.waitTaskRunGone(tr.Name)
+	e.waitTaskRunGone(unpause.Name)
 	if !e.taskRuns.wasCancelled(tr.Name) {
 		t.Errorf("TaskRun %s was deleted without being cancelled first (spec.status %s)", tr.Name, pipelinev1.TaskRunSpecStatusCancelled)
 	}
 	checkCreatedOnceThenDeleted(t, e, tr.Name)
+	checkCreatedOnceThenDeleted(t, e, unpause.Name)
 }
 
-func checkCreatedOnceThenDeleted(t *testing.T, e *env, name string) {
-	t.Helper()
-	if n := e.taskRuns.created()[name]; n != 1 {
-		t.Errorf("TaskRun %s was created %d times, want once", name, n)
-	}
-	if n := e.taskRuns.deleted(name); n != 1 {
-		t.Errorf("TaskRun %s was deleted %d times, want once", name, n)
-	}
-}
-
-func trNames(trs []pipelinev1.TaskRun) []string {
-	var out []string
-	for _, tr := range trs {
-		out = append(out, tr.Name)
-	}
-	return out
-}
-
-func containerNames(s *v1alpha1.SandboxSnapshot) []string {
-	var out []string
-	for _, c := range s.Status.Containers {
-		out = append(out, c.ContainerName)
-	}
-	return out
-}
-
-// TestTaskRunNamesDoNotCollide: snapshot "a-snap" in namespace N and snapshot
-// "snap" in namespace N-a are different snapshots; each must get its own
-// TaskRun, although both TaskRuns live in the system namespace.
 func TestTaskRunNamesDoNotCollide(t *testing.T) {
 	first := setup(t)
 	second := setupNamespace(t, first.ns+"-a")
