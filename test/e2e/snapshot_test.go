@@ -325,6 +325,35 @@ func TestDeleteCancelsTaskRun(t *testing.T) {
 	checkCreatedOnceThenDeleted(t, e, unpause.Name)
 }
 
+func checkCreatedOnceThenDeleted(t *testing.T, e *env, name string) {
+	t.Helper()
+	if n := e.taskRuns.created()[name]; n != 1 {
+		t.Errorf("TaskRun %s was created %d times, want once", name, n)
+	}
+	if n := e.taskRuns.deleted(name); n != 1 {
+		t.Errorf("TaskRun %s was deleted %d times, want once", name, n)
+	}
+}
+
+func trNames(trs []pipelinev1.TaskRun) []string {
+	var out []string
+	for _, tr := range trs {
+		out = append(out, tr.Name)
+	}
+	return out
+}
+
+func containerNames(s *v1alpha1.SandboxSnapshot) []string {
+	var out []string
+	for _, c := range s.Status.Containers {
+		out = append(out, c.ContainerName)
+	}
+	return out
+}
+
+// TestTaskRunNamesDoNotCollide: snapshot "a-snap" in namespace N and snapshot
+// "snap" in namespace N-a are different snapshots; each must get its own
+// TaskRun, although both TaskRuns live in the system namespace.
 func TestTaskRunNamesDoNotCollide(t *testing.T) {
 	first := setup(t)
 	second := setupNamespace(t, first.ns+"-a")
