@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	watchtools "k8s.io/client-go/tools/watch"
 	"knative.dev/pkg/apis"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
@@ -174,27 +176,66 @@ func checkOrphanReplaced(t *testing.T, e *env, snapshot string, orphan *pipeline
 }
 
 // TestDeleteRightAfterCreate: snapshots deleted the moment they are created
-// leave no TaskRun behind, whichever step the controller had reached.
+// leave no TaskRun behind, whichever step the controller had reached. Half
+// are deleted after a short delay (0 to 110 ms), half the moment the
+// controller's finalizer shows on them, that is between the finalizer and
+// the TaskRun of the controller's first pass. Several sandboxes, so that some
+// snapshots are deleted while their commit runs, others while they wait for
+// another commit of their pod.
 func TestDeleteRightAfterCreate(t *testing.T) {
 	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{})
-	snaps := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
-	const n = 12
-	var created []string
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("quick-%02d", i)
-		e.createSnapshot(name, "sb")
-		// Deletions spread over the controller's first pass (0 to ~110 ms
-		// after creation), to hit each window of it: before the finalizer,
-		// between the finalizer and the TaskRun, just after the TaskRun.
-		if d := time.Duration(i%6) * 22 * time.Millisecond; d > 0 {
-			time.Sleep(d)
-		}
-		if err := snaps.Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil && !apierrs.IsNotFound(err) {
-			t.Fatalf("deleting %s: %v", name, err)
-		}
-		created = append(created, name)
+	const sandboxes, perSandbox = 3, 8
+	for i := 0; i < sandboxes; i++ {
+		e.createSandbox(fmt.Sprintf("sb-%d", i), sandboxOpts{})
 	}
+	snaps := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		created []string
+		errs    []error
+	)
+	for i := 0; i < sandboxes*perSandbox; i++ {
+		name := fmt.Sprintf("quick-%02d", i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := &v1alpha1.SandboxSnapshot{
+				ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+				Spec:       v1alpha1.SandboxSnapshotSpec{SandboxName: fmt.Sprintf("sb-%d", i%sandboxes)},
+			}
+			s, err := snaps.Create(e.ctx, s, metav1.CreateOptions{})
+			if err == nil {
+				if i%2 == 0 {
+					time.Sleep(time.Duration(i%6) * 22 * time.Millisecond)
+				} else {
+					// Until the finalizer shows (at most 10 s: if it never
+					// does, the snapshot is deleted anyway).
+					ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+					_, _ = watchtools.Until(ctx, s.ResourceVersion, e.snapshotLW(name), func(ev watch.Event) (bool, error) {
+						got, ok := ev.Object.(*v1alpha1.SandboxSnapshot)
+						return ok && slices.Contains(got.Finalizers, finalizerName), nil
+					})
+					cancel()
+				}
+				err = snaps.Delete(e.ctx, name, metav1.DeleteOptions{})
+				if apierrs.IsNotFound(err) {
+					err = nil
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			created = append(created, name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("creating and deleting snapshots: %v", errs)
+	}
+	n := len(created)
 	for _, name := range created {
 		e.waitSnapshotGone(name)
 	}
