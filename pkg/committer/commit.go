@@ -36,7 +36,6 @@ import (
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
-	"github.com/containerd/platforms"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/klauspost/compress/gzip"
 	"github.com/opencontainers/go-digest"
@@ -211,7 +210,8 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 	return errors.Join(errs...)
 }
 
-// prepare reads the base image of a container and checks its snapshot.
+// prepare finds the base image of a container from its snapshot's parent
+// chain and reads the base manifest and config.
 func (c *Committer) prepare(ctx context.Context, l *liveContainer) (*prepared, error) {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
@@ -219,23 +219,21 @@ func (c *Committer) prepare(ctx context.Context, l *liveContainer) (*prepared, e
 	if l.info.SnapshotKey == "" || l.info.Snapshotter == "" {
 		return nil, fail("container has no snapshot")
 	}
-	if _, err := c.client.SnapshotService(l.info.Snapshotter).Stat(ctx, l.info.SnapshotKey); err != nil {
+	st, err := c.client.SnapshotService(l.info.Snapshotter).Stat(ctx, l.info.SnapshotKey)
+	if err != nil {
 		return nil, fail("snapshot %s: %v", l.info.SnapshotKey, err)
 	}
+	base, err := c.resolveBase(ctx, l, st.Parent)
+	if err != nil {
+		return nil, fail("%v", err)
+	}
 	cs := c.client.ContentStore()
-	img, err := c.client.ImageService().Get(ctx, l.info.Image)
-	if err != nil {
-		return nil, fail("base image not found in containerd: %v", err)
-	}
-	mdesc, err := platformManifest(ctx, cs, img.Target)
-	if err != nil {
-		return nil, fail("resolving base manifest: %v", err)
-	}
+	mdesc := base.manifest
 	raw, err := content.ReadBlob(ctx, cs, mdesc)
 	if err != nil {
 		return nil, fail("reading base manifest %s: %v", mdesc.Digest, err)
 	}
-	p := &prepared{live: l, baseName: img.Name, manifestMT: mdesc.MediaType, manifestDgs: mdesc.Digest}
+	p := &prepared{live: l, baseName: c.baseName(ctx, l, base), manifestMT: mdesc.MediaType, manifestDgs: mdesc.Digest}
 	if err := json.Unmarshal(raw, &p.manifest); err != nil {
 		return nil, fail("decoding base manifest %s: %v", mdesc.Digest, err)
 	}
@@ -247,36 +245,11 @@ func (c *Committer) prepare(ctx context.Context, l *liveContainer) (*prepared, e
 		return nil, fail("decoding base config %s: %v", p.manifest.Config.Digest, err)
 	}
 	p.configMT = p.manifest.Config.MediaType
-	p.sourceRepos = c.sourceRepos(ctx, img, mdesc)
-	return p, nil
-}
-
-// platformManifest resolves an image target to the manifest of the default platform.
-func platformManifest(ctx context.Context, cs content.Provider, target ocispec.Descriptor) (ocispec.Descriptor, error) {
-	switch target.MediaType {
-	case ocispec.MediaTypeImageManifest, images.MediaTypeDockerSchema2Manifest:
-		return target, nil
-	case ocispec.MediaTypeImageIndex, images.MediaTypeDockerSchema2ManifestList:
-		raw, err := content.ReadBlob(ctx, cs, target)
-		if err != nil {
-			return ocispec.Descriptor{}, err
-		}
-		var idx ocispec.Index
-		if err := json.Unmarshal(raw, &idx); err != nil {
-			return ocispec.Descriptor{}, err
-		}
-		m := platforms.Default()
-		for _, d := range idx.Manifests {
-			if d.Platform != nil && m.Match(*d.Platform) {
-				if _, err := cs.ReaderAt(ctx, d); err == nil || !errdefs.IsNotFound(err) {
-					return d, nil
-				}
-			}
-		}
-		return ocispec.Descriptor{}, fmt.Errorf("no manifest for platform %s in index %s", platforms.DefaultString(), target.Digest)
-	default:
-		return ocispec.Descriptor{}, fmt.Errorf("unsupported image media type %q", target.MediaType)
+	if base.img.Name != l.info.Image {
+		c.log.Printf("pod %s %s: base resolved by layers to %s (manifest %s)", c.podRef(), l, p.baseName, mdesc.Digest)
 	}
+	p.sourceRepos = c.sourceRepos(ctx, base.img, mdesc)
+	return p, nil
 }
 
 // sourceRepos lists repositories the base layers can be fetched from: the
@@ -362,7 +335,9 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error)
 		for k, v := range p.manifest.Annotations {
 			ann[k] = v
 		}
-		ann[annotationBaseName] = p.baseName
+		if !strings.HasPrefix(p.baseName, "sha256:") {
+			ann[annotationBaseName] = p.baseName
+		}
 		ann[annotationBaseDigest] = p.manifestDgs.String()
 		m.Annotations = ann
 	}
