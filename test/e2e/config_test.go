@@ -40,6 +40,9 @@ import (
 func TestMisconfiguration(t *testing.T) {
 	e := setup(t)
 	e.createSandbox("sb", sandboxOpts{})
+	// One commit at a time runs per pod: complete each, so that the next
+	// snapshot of sb does not wait for it.
+	e.autoSucceed()
 	pids := controllerPIDs()
 
 	for _, tc := range []struct {
@@ -73,7 +76,9 @@ func TestMisconfiguration(t *testing.T) {
 			}
 
 			restore()
-			e.snapshotUntil(tc.name+"-fixed", isPhase(v1alpha1.PhaseCommitting))
+			e.snapshotUntil(tc.name+"-fixed", func(s *v1alpha1.SandboxSnapshot) bool {
+				return s.Status.Phase == v1alpha1.PhaseCommitting || s.Status.Phase == v1alpha1.PhaseSucceed
+			})
 		})
 	}
 	if after := controllerPIDs(); !maps.Equal(pids, after) {
