@@ -2,17 +2,16 @@
 #
 # The two commands of the README:
 #   make dev     a local cluster on loopback with the operator in it
-#   make check   every test tier: verify, unit and table tests, containerd
-#                integration, control-plane e2e and node e2e (what CI runs)
+#   make check   every test tier: verify, the tiers' own check (verify-tiers),
+#                unit and table tests, containerd integration, control-plane
+#                e2e and node e2e (what CI runs)
 
 SHELL := /usr/bin/env bash
 GO ?= go
-# Generated clients have no tests of their own.
-PKGS = $(shell $(GO) list ./cmd/... ./pkg/... ./test/crd/... | grep -v /pkg/client/)
 
 .PHONY: help
 help: ## Show the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-22s %s\n", $$1, $$2}'
 
 .PHONY: deps
 deps: ## Install the Debian packages the cluster and the tests need (root).
@@ -24,7 +23,7 @@ build: ## Build the controller and the committer.
 
 .PHONY: test
 test: ## Unit and table tests, with coverage.
-	$(GO) test -cover $(PKGS)
+	hack/test.sh
 
 .PHONY: codegen
 codegen: ## Regenerate pkg/client and the deepcopy code.
@@ -32,10 +31,15 @@ codegen: ## Regenerate pkg/client and the deepcopy code.
 
 .PHONY: verify
 verify: ## gofmt, go vet and stale generated code.
-	@out=$$(gofmt -l cmd pkg test hack/tools.go); if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l cmd pkg test hack/tools.go) || { echo "gofmt failed"; exit 1; }; \
+	if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags integration,e2e,e2e_node ./...
+	$(GO) vet -tags integration,e2e,e2e_node,tierfail ./...
 	hack/verify-codegen.sh
+
+.PHONY: verify-tiers
+verify-tiers: ## Prove that a failing test fails each tier's target (seconds, no cluster).
+	hack/verify-tiers.sh
 
 .PHONY: test-integration
 test-integration: ## The committer against real containerd and a loopback registry (root).
@@ -74,4 +78,4 @@ bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000.
 	hack/bench-control-plane.sh
 
 .PHONY: check
-check: deps verify test test-integration e2e e2e-node ## Every test tier (CI runs this).
+check: deps verify verify-tiers test test-integration e2e e2e-node ## Every test tier (CI runs this).

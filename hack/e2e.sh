@@ -20,6 +20,7 @@
 # env: E2E_RUN=regexp        only the matching tests (go test -run)
 #      E2E_KEEP_CLUSTER=1    leave the cluster (and controller) up afterwards
 #      E2E_GO_TEST_FLAGS     extra go test flags (default -v)
+#      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -66,9 +67,17 @@ finish() {
   local rc=$?
   trap - EXIT INT TERM
   set +e
-  if ((rc != 0)); then
-    collect
+  if [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
+    ((rc == 0)) || collect
+    teardown
   fi
+  log "e2e $([[ ${rc} == 0 ]] && echo passed || echo "FAILED (exit ${rc})") in $(elapsed "${START}")"
+  log "e2e logs: ${E2E_DIR#"${ROOT_DIR}"/}/"
+  exit "${rc}"
+}
+
+# teardown stops what main started, or puts a reused cluster back as it was.
+teardown() {
   if ((STARTED_CLUSTER)) && [[ -z "${E2E_KEEP_CLUSTER:-}" ]]; then
     run_controller stop
     "${ROOT_DIR}/hack/cluster-down.sh"
@@ -83,13 +92,16 @@ finish() {
     lease_patch
     if ((HAD_CONTROLLER)); then run_controller start; fi
   fi
-  log "e2e $([[ ${rc} == 0 ]] && echo passed || echo "FAILED (exit ${rc})") in $(elapsed "${START}")"
-  log "e2e logs: ${E2E_DIR#"${ROOT_DIR}"/}/"
-  exit "${rc}"
 }
 
 main() {
   mkdir -p "${E2E_DIR}"
+  if [[ "${TIER_NO_CLUSTER}" == 1 ]]; then
+    trap finish EXIT
+    trap 'exit 130' INT TERM
+    run_tests
+    return
+  fi
   if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
     [[ "${MODE}" == control-plane ]] ||
       die "a ${MODE}-mode cluster runs (hack/node-up.sh); the control-plane e2e needs its own: make node-down first"
@@ -111,13 +123,21 @@ main() {
 
   # shellcheck source=hack/env.sh
   source "${ROOT_DIR}/hack/env.sh"
-  log "go test -tags e2e ./test/e2e/... (log: ${E2E_DIR#"${ROOT_DIR}"/}/go-test.log)"
-  local flags
+  run_tests
+}
+
+# run_tests runs the suite (every line live, and in go-test.log) and returns its status.
+run_tests() {
+  local flags listed pkgs rc=0
   read -r -a flags <<<"${E2E_GO_TEST_FLAGS:--v}"
-  local rc=0
-  (cd "${ROOT_DIR}" && go test -tags e2e -count=1 -timeout 20m ${E2E_RUN:+-run "${E2E_RUN}"} "${flags[@]}" ./test/e2e/...) 2>&1 |
-    tee "${E2E_DIR}/go-test.log" || rc=$?
+  listed=$(tier_pkgs ./test/e2e/...)
+  mapfile -t pkgs <<<"${listed}"
+  log "go test -tags $(tier_tags e2e) ${pkgs[*]} (log: ${E2E_DIR#"${ROOT_DIR}"/}/go-test.log)"
+  cd "${ROOT_DIR}"
+  run_go_test "${E2E_DIR}/go-test.log" '' -tags "$(tier_tags e2e)" -count=1 -timeout 20m \
+    ${E2E_RUN:+-run "${E2E_RUN}"} "${flags[@]}" "${pkgs[@]}" || rc=$?
   log "summary:"
+  # Only a summary of the log: its status is not the tests'.
   grep -E '^(--- |ok |FAIL)' "${E2E_DIR}/go-test.log" >&2 || true
   return "${rc}"
 }

@@ -49,6 +49,17 @@ GUARD_CHAIN="SSO-FORWARD-GUARD"
 TEKTON_NAMESPACE="tekton-pipelines"
 OPERATOR_NAMESPACE="sandbox-snapshot-system"
 
+# Test tiers. Each tier's go test (hack/test.sh, test-integration.sh, e2e.sh,
+# e2e-node.sh) honours these, so that hack/verify-tiers.sh can point every
+# make target at a deliberately failing test package without a cluster.
+# Nothing else should set them.
+#   TIER_PKGS          the go packages to test instead of the tier's own
+#   TIER_TAGS          build tags added to the tier's own
+#   TIER_NO_CLUSTER=1  (e2e, e2e-node) bring up, change and tear down no cluster
+TIER_PKGS="${TIER_PKGS:-}"
+TIER_TAGS="${TIER_TAGS:-}"
+TIER_NO_CLUSTER="${TIER_NO_CLUSTER:-0}"
+
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
@@ -335,4 +346,37 @@ forward_guard_down() {
     iptables -w -t "${t}" -F "${GUARD_CHAIN}" 2>/dev/null || true
     iptables -w -t "${t}" -X "${GUARD_CHAIN}" 2>/dev/null || true
   done
+}
+
+# ------------------------------------------------------------------ test tiers
+
+# tier_tags TAGS prints the build tags of a tier's go test: TAGS plus TIER_TAGS.
+tier_tags() { echo "$1${TIER_TAGS:+${1:+,}${TIER_TAGS}}"; }
+
+# tier_pkgs DEFAULT... prints the packages of a tier's go test, one a line:
+# TIER_PKGS when set, else the DEFAULTs.
+tier_pkgs() {
+  if [[ -n "${TIER_PKGS}" ]]; then
+    tr ' ' '\n' <<<"${TIER_PKGS}" | sed '/^$/d'
+  else
+    printf '%s\n' "$@"
+  fi
+}
+
+# run_go_test LOG FILTER GO_TEST_ARGS... runs `go test GO_TEST_ARGS...` with
+# all of its output in LOG and, live, the lines that match the extended regexp
+# FILTER (empty: every line). It returns go test's exit status (or tee's or the
+# filter's, should they fail), so a failing, panicking or timed-out test fails
+# the caller. Call it as `run_go_test ... || rc=$?`.
+#
+# Not `go test | tee | grep || true` followed by ${PIPESTATUS[0]}: the `||`
+# runs `true`, which resets PIPESTATUS to 0, and every failing suite passed.
+# A filter that matches no line (grep's status 1) is no failure; a grep error
+# (2) is.
+run_go_test() {
+  local log=$1 filter=$2 rc=0
+  shift 2
+  mkdir -p "$(dirname "${log}")"
+  go test "$@" 2>&1 | tee "${log}" | { grep -E --line-buffered -e "${filter}" || (($? == 1)); } || rc=$?
+  return "${rc}"
 }
