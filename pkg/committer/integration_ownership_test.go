@@ -290,3 +290,39 @@ func TestPodUIDSelection(t *testing.T) {
 		t.Errorf("commit with an unknown pod UID: %v, want no running container", err)
 	}
 }
+
+// TestOwnRunPausedAdopted leaves a container paused with this run's own
+// marker, as a killed earlier attempt of the same run (a TaskRun retry)
+// would: the run commits it as it is and thaws it with the others.
+func TestOwnRunPausedAdopted(t *testing.T) {
+	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
+	p.writeFile(t, "app", "/data/adopted.txt", []byte("adopted\n"))
+	if _, err := p.ctrs["app"].SetLabels(ctx, map[string]string{LabelPausedBy: p.runID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.tasks["app"].Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ref := e.regA.Host + "/snap/" + p.name + "-adopted:1"
+	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+ref+"-side"))
+	c.hookInPause = func(ctx context.Context) error {
+		for n, tk := range p.tasks {
+			if st, err := tk.Status(ctx); err != nil || st.Status != client.Paused {
+				return fmt.Errorf("container %s is %s (%v) inside the pause window", n, st.Status, err)
+			}
+		}
+		return nil
+	}
+	if _, err := c.Commit(context.Background()); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	e.assertAllRunning(t, p)
+	if _, _, err := c.Push(context.Background()); err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if got := string(lastLayerFiles(t, ref)["data/adopted.txt"]); got != "adopted\n" {
+		t.Errorf("committed layer holds %q", got)
+	}
+}
