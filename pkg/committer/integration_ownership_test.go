@@ -19,10 +19,12 @@ limitations under the License.
 package committer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,8 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
@@ -324,5 +328,67 @@ func TestOwnRunPausedAdopted(t *testing.T) {
 	}
 	if got := string(lastLayerFiles(t, ref)["data/adopted.txt"]); got != "adopted\n" {
 		t.Errorf("committed layer holds %q", got)
+	}
+}
+
+// TestConcurrentProcesses starts two committer processes on one pod at the
+// same time, like two TaskRuns of different snapshots. A 64 MiB diff keeps
+// the winner's pause window open far longer than the processes' start-up
+// skew. Exactly one exits 0 and pushes; the other exits
+// ExitCodeFrozenElsewhere with an ERROR naming the pod, and pushes nothing.
+func TestConcurrentProcesses(t *testing.T) {
+	e := requireEnv(t)
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
+	p.writeBig(t, "app", "/data/big.bin", 64<<20)
+	p.writeFile(t, "app", "/data/state.txt", []byte("both-runs-see-this\n"))
+	type proc struct {
+		cmd     *exec.Cmd
+		out     *bytes.Buffer
+		results string
+		ref     string
+	}
+	procs := make([]proc, 2)
+	for i := range procs {
+		p.runID = fmt.Sprintf("run-proc%d-%s", i, randSuffix())
+		procs[i].results = t.TempDir()
+		procs[i].ref = fmt.Sprintf("%s/snap/%s-proc%d:1", e.regA.Host, p.name, i)
+		procs[i].cmd, procs[i].out = e.binCmd(t, p, "all", "commit", "true", "", procs[i].results, "app="+procs[i].ref, "sidecar="+procs[i].ref+"-side")
+	}
+	for i := range procs {
+		if err := procs[i].cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	codes := make([]int, 2)
+	for i := range procs {
+		_ = procs[i].cmd.Wait()
+		codes[i] = procs[i].cmd.ProcessState.ExitCode()
+		t.Logf("process %d exited %d:\n%s", i, codes[i], procs[i].out)
+	}
+	win, lose := 0, 1
+	if codes[0] != 0 {
+		win, lose = 1, 0
+	}
+	if codes[win] != 0 || codes[lose] != task.ExitCodeFrozenElsewhere {
+		t.Fatalf("exit codes %v, want one 0 and one %d", codes, task.ExitCodeFrozenElsewhere)
+	}
+	msg := readResult(t, procs[lose].results, "ERROR")
+	t.Logf("losing ERROR result: %s", msg)
+	if !strings.Contains(msg, "another sandbox-commit run") || !strings.Contains(msg, p.namespace+"/"+p.name) {
+		t.Errorf("ERROR result %q does not name the pod and the run in flight", msg)
+	}
+	e.assertAllRunning(t, p)
+	if got := string(lastLayerFiles(t, procs[win].ref)["data/state.txt"]); got != "both-runs-see-this\n" {
+		t.Errorf("winner's pushed layer holds %q", got)
+	}
+	if got := readResult(t, procs[win].results, "DIGESTS"); got == "" || registryDigest(t, procs[win].ref) != strings.Split(got, ",")[0] {
+		t.Errorf("winner's DIGESTS %q do not match the registry", got)
+	}
+	r, err := name.ParseReference(procs[lose].ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := remote.Head(r); err == nil {
+		t.Errorf("the losing run pushed %s", procs[lose].ref)
 	}
 }
