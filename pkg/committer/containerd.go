@@ -117,9 +117,10 @@ type liveContainer struct {
 	ctr    client.Container
 	info   containers.Container
 	task   client.Task
-	// adopted is true when an earlier attempt of this same run paused it: it
-	// is committed as it is and thawed like the ones this process pauses.
-	adopted bool
+	// foundPaused is true when the task was paused when found. Only an
+	// earlier attempt of this same run may have paused it (checkOwnership):
+	// it is committed as it is and thawed like the ones this process pauses.
+	foundPaused bool
 }
 
 // String names the container, its base image and its target for errors.
@@ -206,7 +207,7 @@ func (c *Committer) findLive(ctx context.Context, allowMissing bool) ([]*liveCon
 			}
 			switch st.Status {
 			case client.Running, client.Paused, client.Pausing:
-				cands = append(cands, &liveContainer{target: t, ctr: ctr, info: info, task: task, adopted: st.Status != client.Running})
+				cands = append(cands, &liveContainer{target: t, ctr: ctr, info: info, task: task, foundPaused: st.Status != client.Running})
 			default:
 				exited++
 			}
@@ -236,11 +237,11 @@ func (c *Committer) checkOwnership(live []*liveContainer) error {
 	for _, l := range live {
 		marker := l.info.Labels[LabelPausedBy]
 		switch {
-		case !l.adopted && marker != "" && marker != c.cfg.Params.RunID:
+		case !l.foundPaused && marker != "" && marker != c.cfg.Params.RunID:
 			// Running: the marker is stale (its run ended without removing
 			// it), since no run holds the pod lock but this one.
 			c.log.Printf("pod %s %s is running with the stale marker %s=%s; taking it over", c.podRef(), l, LabelPausedBy, marker)
-		case !l.adopted:
+		case !l.foundPaused:
 		case marker == "":
 			errs = append(errs, fmt.Errorf("pod %s %s is paused without a %s marker (paused by something other than sandbox-commit)",
 				c.podRef(), l, LabelPausedBy))
@@ -304,7 +305,7 @@ func (f *freezer) take(closeIt bool) []*liveContainer {
 // already paused by this run, in parallel; it returns when all are frozen.
 func (c *Committer) pauseAll(ctx context.Context, live []*liveContainer) error {
 	for _, l := range live {
-		if l.adopted {
+		if l.foundPaused {
 			continue
 		}
 		if _, err := l.ctr.SetLabels(ctx, map[string]string{LabelPausedBy: c.cfg.Params.RunID}); err != nil {
@@ -318,7 +319,7 @@ func (c *Committer) pauseAll(ctx context.Context, live []*liveContainer) error {
 			errs[i] = err
 			continue
 		}
-		if l.adopted {
+		if l.foundPaused {
 			c.frz.inflight.Done()
 			continue
 		}
