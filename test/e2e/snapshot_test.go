@@ -27,6 +27,7 @@ import (
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
@@ -175,8 +176,16 @@ func checkCommitTaskRun(t *testing.T, e *env, tr *pipelinev1.TaskRun, s *v1alpha
 	if !pinned {
 		t.Errorf("TaskRun is not pinned to node %s by matchFields metadata.name: %s", pod.Spec.NodeName, dump(terms))
 	}
-	if !slices.EqualFunc(pt.Tolerations, pod.Spec.Tolerations, func(a, b corev1.Toleration) bool { return a.MatchToleration(&b) }) {
-		t.Errorf("tolerations = %v, want the pod's %v", pt.Tolerations, pod.Spec.Tolerations)
+	// The pod may land on a cordoned or tainted node: it tolerates every
+	// taint, so each of the sandbox pod's tolerations, and more.
+	for _, taint := range []corev1.Taint{
+		{Key: "sandbox.opensandbox.io/dedicated", Effect: corev1.TaintEffectNoSchedule},
+		{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "example.com/draining", Value: "yes", Effect: corev1.TaintEffectNoExecute},
+	} {
+		if !slices.ContainsFunc(pt.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), &taint, false) }) {
+			t.Errorf("tolerations %v do not tolerate taint %v", pt.Tolerations, taint)
+		}
 	}
 	socket := slices.IndexFunc(pt.Volumes, func(v corev1.Volume) bool { return v.Name == task.SocketVolume })
 	if socket < 0 || pt.Volumes[socket].HostPath == nil || pt.Volumes[socket].HostPath.Path != "/var/run/containerd/containerd.sock" ||
