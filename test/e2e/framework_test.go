@@ -664,6 +664,26 @@ func digestsFor(tr *pipelinev1.TaskRun) []string {
 // when the test ends.
 func (e *env) autoSucceed() {
 	e.t.Helper()
+	e.playTekton(func(*pipelinev1.TaskRun) bool { return true }, func(tr *pipelinev1.TaskRun) {
+		succeeded(7, digestsFor(tr)...)(tr)
+	})
+}
+
+// autoCancel plays Tekton's part in a cancellation for every TaskRun of the
+// env's namespace, present and future: a TaskRun whose spec.status is
+// TaskRunCancelled ends Failed with reason TaskRunCancelled, before its
+// commit step started (so nothing needs a thaw). It stops when the test ends.
+func (e *env) autoCancel() {
+	e.t.Helper()
+	e.playTekton(func(tr *pipelinev1.TaskRun) bool {
+		return tr.Spec.Status == pipelinev1.TaskRunSpecStatusCancelled
+	}, failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled"))
+}
+
+// playTekton ends, as end says, every unfinished TaskRun of this operator
+// that selected picks, present and future. It stops when the test ends.
+func (e *env) playTekton(selected func(*pipelinev1.TaskRun) bool, end func(*pipelinev1.TaskRun)) {
+	e.t.Helper()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -679,7 +699,7 @@ func (e *env) autoSucceed() {
 	})
 	complete := func(obj any) {
 		tr, ok := obj.(*pipelinev1.TaskRun)
-		if !ok || tr.IsDone() || tr.Labels[sandbox.ManagedByLabel] == "" {
+		if !ok || tr.IsDone() || tr.Labels[sandbox.ManagedByLabel] == "" || !selected(tr) {
 			return
 		}
 		mu.Lock()
@@ -692,11 +712,11 @@ func (e *env) autoSucceed() {
 			defer wg.Done()
 			_, err := setTaskRunStatus(ctx, e.c, tr.Name, func(cur *pipelinev1.TaskRun) {
 				if !cur.IsDone() {
-					succeeded(7, digestsFor(cur)...)(cur)
+					end(cur)
 				}
 			})
 			if err != nil && ctx.Err() == nil && !apierrs.IsNotFound(err) {
-				e.t.Errorf("completing TaskRun %s: %v", tr.Name, err)
+				e.t.Errorf("ending TaskRun %s: %v", tr.Name, err)
 			}
 		}()
 	}

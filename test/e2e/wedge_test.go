@@ -184,6 +184,8 @@ func checkOrphanReplaced(t *testing.T, e *env, snapshot string, orphan *pipeline
 // another commit of their pod.
 func TestDeleteRightAfterCreate(t *testing.T) {
 	e := setup(t)
+	// Deletion waits for a cancelled commit to end; Tekton ends it at once.
+	e.autoCancel()
 	const sandboxes, perSandbox = 3, 8
 	for i := 0; i < sandboxes; i++ {
 		e.createSandbox(fmt.Sprintf("sb-%d", i), sandboxOpts{})
@@ -283,6 +285,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 // nor one being committed (Committing).
 func TestClassSwitchKeepsFinalizedSnapshots(t *testing.T) {
 	e := setup(t)
+	e.autoCancel()
 	// One sandbox each: commits of one pod run one at a time.
 	e.createSandbox("sb-a", sandboxOpts{})
 	e.createSandbox("sb-b", sandboxOpts{})
