@@ -286,7 +286,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 			s.Status.MarkCommitPodPending(now, "TaskRun %s/%s cannot start its pod on node %s yet (%s): %s",
 				tr.Namespace, tr.Name, s.Status.SourceNodeName, cond.Reason, why)
 		} else if ready != nil && ready.Reason == v1alpha1.ReasonCommitPodPending {
-			s.Status.MarkCommitRunning(now)
+			s.Status.MarkCommitRunning(v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, now)
 		}
 		return nil
 	case cond.IsTrue():

@@ -88,22 +88,18 @@ func (s *SandboxSnapshotStatus) MarkCommitting(podName, nodeName string, contain
 	s.Containers = containers
 	s.TaskRunRef = &taskRun
 	s.StartTime = &start
-	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitting, s.committingMessage(), now)
+	s.MarkCommitRunning(taskRun, now)
 }
 
 // MarkCommitRunning records that the commit TaskRun's pod is under way.
-func (s *SandboxSnapshotStatus) MarkCommitRunning(now metav1.Time) {
-	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitting, s.committingMessage(), now)
+func (s *SandboxSnapshotStatus) MarkCommitRunning(taskRun TaskRunReference, now metav1.Time) {
+	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitting,
+		fmt.Sprintf("TaskRun %s/%s is committing pod %s on node %s", taskRun.Namespace, taskRun.Name, s.SourcePodName, s.SourceNodeName), now)
 }
 
 // MarkCommitPodPending records why the commit TaskRun's pod cannot start yet.
 func (s *SandboxSnapshotStatus) MarkCommitPodPending(now metav1.Time, messageFormat string, args ...any) {
 	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitPodPending, fmt.Sprintf(messageFormat, args...), now)
-}
-
-func (s *SandboxSnapshotStatus) committingMessage() string {
-	ref := s.TaskRunRef
-	return fmt.Sprintf("TaskRun %s/%s is committing pod %s on node %s", ref.Namespace, ref.Name, s.SourcePodName, s.SourceNodeName)
 }
 
 // MarkSucceeded records the digests (in the order of Containers) and the pause window.

@@ -100,7 +100,7 @@ func TestConditionsFitOpenSandboxSchema(t *testing.T) {
 		{"MarkWaiting", func() { s.MarkWaiting(now, "waiting for %s", "other") }},
 		{"MarkCommitting", func() { s.MarkCommitting("sb-0", "node-1", nil, ref, now, now) }},
 		{"MarkCommitPodPending", func() { s.MarkCommitPodPending(now, "unschedulable") }},
-		{"MarkCommitRunning", func() { s.MarkCommitRunning(now) }},
+		{"MarkCommitRunning", func() { s.MarkCommitRunning(ref, now) }},
 		{"MarkFailed", func() { s.MarkFailed(now, ReasonCommitJobFailed, "boom") }},
 		{"MarkThawing", func() { s.MarkThawing(ref, "sb-0") }},
 		{"MarkThawFailed", func() { s.MarkThawFailed(ref, "still paused") }},
@@ -132,7 +132,7 @@ func TestWaitingAndPodPending(t *testing.T) {
 	if c := s.GetCondition(ConditionReady); s.Phase != PhaseCommitting || c.Reason != ReasonCommitPodPending || c.Message != "0/1 nodes are available" {
 		t.Errorf("after MarkCommitPodPending: phase %q, Ready %+v", s.Phase, c)
 	}
-	s.MarkCommitRunning(now)
+	s.MarkCommitRunning(TaskRunReference{Namespace: "sys", Name: "tr"}, now)
 	if c := s.GetCondition(ConditionReady); c.Reason != ReasonCommitting || c.Message != "TaskRun sys/tr is committing pod sb-0 on node node-1" {
 		t.Errorf("after MarkCommitRunning: Ready %+v", c)
 	}
