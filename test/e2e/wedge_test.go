@@ -285,7 +285,6 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 // nor one being committed (Committing).
 func TestClassSwitchKeepsFinalizedSnapshots(t *testing.T) {
 	e := setup(t)
-	e.autoCancel()
 	// One sandbox each: commits of one pod run one at a time.
 	e.createSandbox("sb-a", sandboxOpts{})
 	e.createSandbox("sb-b", sandboxOpts{})
@@ -320,12 +319,23 @@ func TestClassSwitchKeepsFinalizedSnapshots(t *testing.T) {
 	// A snapshot made now, without the class annotation, is OpenSandbox's.
 	e.createSnapshot("theirs", "sb-a")
 
-	// Deleting a finalized snapshot still runs the finalizer.
+	// Deleting a finalized snapshot still runs the whole finalizer: the
+	// commit is cancelled, the sandbox thawed, both TaskRuns removed.
 	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, "deleted", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	e.waitTaskRun(deletedTR.Name, "to be cancelled", func(tr *pipelinev1.TaskRun) bool {
+		return tr.Spec.Status == pipelinev1.TaskRunSpecStatusCancelled
+	})
+	// Play Tekton: the cancelled pod's commit step was still running.
+	e.setTaskRunStatus(deletedTR.Name, failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled: SandboxSnapshot deleted",
+		pipelinev1.StepState{Name: task.StepCommit, Container: "step-commit", ContainerState: corev1.ContainerState{
+			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: pipelinev1.TaskRunReasonCancelled.String()}}}))
+	unpause := e.waitTaskRun(names.UnpauseTaskRun(deleted), "to exist", nil)
+	e.setTaskRunStatus(unpause.Name, succeeded(0))
 	e.waitSnapshotGone("deleted")
 	e.waitTaskRunGone(deletedTR.Name)
+	e.waitTaskRunGone(unpause.Name)
 
 	// A finalized snapshot's commit is still mirrored to the end.
 	e.setTaskRunStatus(finishedTR.Name, succeeded(17, digestsFor(finishedTR)...))
