@@ -4,7 +4,8 @@
 #   make dev     a local cluster on loopback with the operator in it
 #   make check   every test tier: verify, the tiers' own check (verify-tiers),
 #                unit and table tests, containerd integration, control-plane
-#                e2e and node e2e (what CI runs)
+#                e2e (with the project's CRDs, then OpenSandbox's) and node e2e
+#                (what CI runs)
 
 SHELL := /usr/bin/env bash
 GO ?= go
@@ -67,8 +68,12 @@ dev: deps ## The local default: cluster, operator, a sample snapshot (DEV_MODE=c
 e2e: ## Control-plane e2e: the controller against a real kube-apiserver.
 	hack/e2e.sh
 
+.PHONY: e2e-opensandbox
+e2e-opensandbox: ## The control-plane e2e under OpenSandbox's own CRDs (SNAPSHOT_CRDS=opensandbox).
+	SNAPSHOT_CRDS=opensandbox hack/e2e.sh
+
 .PHONY: e2e-node
-e2e-node: ## Node e2e: snapshot a live pod with real Tekton and resume from it.
+e2e-node: ## Node e2e: snapshot a live pod with real Tekton and resume from it (also under OpenSandbox's CRDs).
 	hack/e2e-node.sh
 
 .PHONY: bench-committer bench-control-plane
@@ -78,4 +83,4 @@ bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000.
 	hack/bench-control-plane.sh
 
 .PHONY: check
-check: deps verify verify-tiers test test-integration e2e e2e-node ## Every test tier (CI runs this).
+check: deps verify verify-tiers test test-integration e2e e2e-opensandbox e2e-node ## Every test tier (CI runs this).

@@ -2,8 +2,11 @@
 # Starts a local control plane (etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler) on free loopback ports and installs the CRDs the operator needs:
 #   - Tekton's CRDs from the tektoncd/pipeline module (control-plane mode only, see below),
-#   - the project's config/ (everything but Deployments; skipped if config/ is absent),
-#   - test/config/batchsandbox-crd.yaml.
+#   - the SandboxSnapshot and BatchSandbox CRDs of SNAPSHOT_CRDS (hack/lib.sh): by
+#     default config/300-sandboxsnapshot.yaml and test/config/batchsandbox-crd.yaml,
+#     with SNAPSHOT_CRDS=opensandbox OpenSandbox's own; a running cluster gets
+#     them replaced in place,
+#   - the project's config/ but its Deployments and CRDs (skipped if config/ is absent).
 # State: _output/cluster/ (kubeconfig: _output/cluster/kubeconfig). Stop with hack/cluster-down.sh.
 #
 # Tekton CRDs without the Tekton webhook: the CRDs in config/300-crds ask for
@@ -190,15 +193,16 @@ apply_tekton_crds() {
   done | kc apply -f - >/dev/null
 }
 
-# project_manifests prints the YAML documents under config/ that are not
-# Deployments (samples and kustomization files excluded).
+# project_manifests prints the YAML documents under config/ that are neither
+# Deployments nor CRDs (install_snapshot_crds installs those; samples and
+# kustomization files excluded).
 project_manifests() {
   local f
   while IFS= read -r f; do
     awk '
-      function flush() { if (doc != "" && !deploy) printf "---\n%s", doc; doc = ""; deploy = 0 }
+      function flush() { if (doc != "" && !skip) printf "---\n%s", doc; doc = ""; skip = 0 }
       /^---/ { flush(); next }
-      /^kind:[[:space:]]*Deployment[[:space:]]*$/ { deploy = 1 }
+      /^kind:[[:space:]]*(Deployment|CustomResourceDefinition)[[:space:]]*$/ { skip = 1 }
       { doc = doc $0 "\n" }
       END { flush() }
     ' "${f}"
@@ -217,7 +221,7 @@ apply_project_config() {
     log "config/ holds no manifests yet; skipping"
     return 0
   fi
-  log "applying config/ (without Deployments)"
+  log "applying config/ (without Deployments and CRDs)"
   # CRDs and the objects using them may come in one go; retry once they are established.
   if ! kc apply -f - <<<"${docs}" >/dev/null 2>"${LOG_DIR}/apply-config.err"; then
     kc wait --for condition=established crd --all --timeout=60s >/dev/null
@@ -227,8 +231,7 @@ apply_project_config() {
 
 apply_manifests() {
   [[ "${NODE_MODE}" == 1 ]] || apply_tekton_crds
-  log "applying test/config/batchsandbox-crd.yaml"
-  kc apply -f "${ROOT_DIR}/test/config/batchsandbox-crd.yaml" >/dev/null
+  install_snapshot_crds
   kc wait --for condition=established crd --all --timeout=60s >/dev/null
   apply_project_config
 }

@@ -4,7 +4,10 @@
 #   KO_DOCKER_REPO=$LOCAL_REGISTRY/sso ko apply -R -f tasks/ -- --namespace=sandbox-snapshot-system
 # (the operator looks its Task up in its own namespace),
 # with busybox from the loopback registry as ko's base image. config/samples/
-# and kustomization files are left out. Skips, with a message, what is not
+# and kustomization files are left out. The SandboxSnapshot and BatchSandbox
+# CRDs are first made those of SNAPSHOT_CRDS (hack/lib.sh): with
+# SNAPSHOT_CRDS=opensandbox, OpenSandbox's own replace the project's and
+# config/'s CRD file is not applied. Skips, with a message, what is not
 # written yet. Needs hack/node-up.sh (a registry and a kubelet).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -19,15 +22,28 @@ ko_() {
     "$(tool_bin ko)" "$@"
 }
 
-# config_files prints the operator's manifests: config/**.yaml but samples and kustomization files.
+# config_files prints the operator's manifests: config/**.yaml but samples and
+# kustomization files, and but the CRD files unless SNAPSHOT_CRDS is project.
 config_files() {
-  find "${ROOT_DIR}/config" -path "${ROOT_DIR}/config/samples" -prune -o \
-    -type f \( -name '*.yaml' -o -name '*.yml' \) ! -name 'kustomization.y*ml' -print | sort
+  local list f
+  list=$(find "${ROOT_DIR}/config" -path "${ROOT_DIR}/config/samples" -prune -o \
+    -type f \( -name '*.yaml' -o -name '*.yml' \) ! -name 'kustomization.y*ml' -print | sort)
+  while IFS= read -r f; do
+    if [[ "${SNAPSHOT_CRDS}" != project ]] && is_crd_manifest "${f}"; then
+      [[ "$(grep -c '^kind:' "${f}")" == 1 ]] || die "${f} holds a CRD and more: keep CRDs in files of their own"
+      continue
+    fi
+    echo "${f}"
+  done <<<"${list}"
 }
 
 deploy_config() {
   local files=() f args=()
-  [[ -d "${ROOT_DIR}/config" ]] && mapfile -t files < <(config_files)
+  local list
+  if [[ -d "${ROOT_DIR}/config" ]]; then
+    list=$(config_files)
+    [[ -z "${list}" ]] || mapfile -t files <<<"${list}"
+  fi
   if ((${#files[@]} == 0)); then
     log "config/ has no manifests yet; skipping the operator"
     return 0
@@ -78,6 +94,7 @@ main() {
   apiserver_ready || die "the cluster does not answer: run hack/node-up.sh first"
   need_tools ko
   cd "${ROOT_DIR}"
+  install_snapshot_crds
   deploy_config
   configure_local
   deploy_tasks

@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
 # Node e2e (make e2e-node): brings up the one-node cluster (containerd,
 # kubelet, real Tekton, and this operator deployed with ko apply -f config/),
-# runs test/e2e-node against it, and tears the node down again (on exit, also
-# on failure). A node that is already up is reused and the operator
-# redeployed from the working tree; it is then left running. The tier fails
-# when the tests fail, panic or time out.
+# runs test/e2e-node against it, and tears the node down again:
 #
-# Logs: _output/e2e-node/<time>/ holds go-test.log (the full go test output;
-# the terminal shows the RUN/PASS/FAIL lines) and, on failure, the node's logs.
+#   1. hack/node-up.sh;
+#   2. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS);
+#   3. on the same node, OpenSandbox's own SandboxSnapshot and BatchSandbox
+#      CRDs swapped in with `kubectl replace`, the operator restarted, and
+#      the tests of E2E_NODE_OPENSANDBOX_RUN (snapshot -> resume) run again
+#      with SNAPSHOT_CRDS=opensandbox;
+#   4. on exit, also on failure: hack/node-down.sh.
 #
-# env: E2E_NODE_RUN=regexp  only the matching tests (go test -run)
+# A node that is already up is reused (not brought down), the operator
+# redeployed from the working tree, and left running with the CRDs of
+# SNAPSHOT_CRDS. The tier fails when any of these steps fails.
+#
+# Logs: _output/e2e-node/<time>/ holds go-test.log and go-test-opensandbox.log
+# (the full go test output; the terminal shows the RUN/PASS/FAIL lines) and,
+# on failure, the node's logs.
+#
+# env: E2E_NODE_RUN=regexp  only the matching tests of step 2 (go test -run)
+#      E2E_NODE_OPENSANDBOX_RUN=regexp  the tests of step 3 (default
+#                           '^TestSnapshotAndResume$'; empty skips step 3)
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 #
 # The node is one per machine: hold `flock /tmp/sso-node.lock` around it when
@@ -19,9 +31,11 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 FILTER='^(=== RUN|--- |\s+\S+_test\.go:|PASS|FAIL|ok|panic|\S+\.go:[0-9]+:)'
+OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^TestSnapshotAndResume\$}"
 E2E_DIR="${OUTPUT_DIR}/e2e-node/$(date +%Y%m%d-%H%M%S)"
 START=$(now_s)
 STARTED_NODE=0
+PROJECT_CRDS="${SNAPSHOT_CRDS}"
 
 # suite LOG GO_TEST_ARGS... runs the node tests with GO_TEST_ARGS and returns their status.
 suite() {
@@ -29,8 +43,20 @@ suite() {
   shift
   listed=$(tier_pkgs ./test/e2e-node/...)
   mapfile -t pkgs <<<"${listed}"
-  log "go test ${pkgs[*]} $* (full log: ${log#"${ROOT_DIR}"/})"
+  log "go test ${pkgs[*]} $* under SNAPSHOT_CRDS=${SNAPSHOT_CRDS} (full log: ${log#"${ROOT_DIR}"/})"
   run_go_test "${log}" "${FILTER}" -tags "$(tier_tags e2e_node)" -count=1 -v -timeout 30m "$@" "${pkgs[@]}"
+}
+
+# use_crds SET makes SET (project or opensandbox) the node's SandboxSnapshot
+# and BatchSandbox CRDs and restarts the operator, so that it starts as it
+# would on a cluster where they were installed first.
+use_crds() {
+  SNAPSHOT_CRDS=$1
+  [[ "${TIER_NO_CLUSTER}" == 1 ]] && return 0
+  install_snapshot_crds
+  kc -n "${OPERATOR_NAMESPACE}" rollout restart deployment >/dev/null
+  kc -n "${OPERATOR_NAMESPACE}" rollout status deployment --timeout=180s >/dev/null ||
+    die "the operator did not come back after the CRD swap"
 }
 
 finish() {
@@ -43,6 +69,10 @@ finish() {
   fi
   if ((STARTED_NODE)); then
     "${ROOT_DIR}/hack/node-down.sh" || { log "node-down failed"; ((rc)) || rc=1; }
+  fi
+  # A reused node: put its CRDs back.
+  if ((!STARTED_NODE)) && [[ "${TIER_NO_CLUSTER}" != 1 && "${SNAPSHOT_CRDS}" != "${PROJECT_CRDS}" ]] && apiserver_ready; then
+    (use_crds "${PROJECT_CRDS}") || { ((rc)) || rc=1; }
   fi
   log "e2e-node $([[ ${rc} == 0 ]] && echo passed || echo "FAILED (exit ${rc})") in $(elapsed "${START}")"
   log "e2e-node logs: ${E2E_DIR#"${ROOT_DIR}"/}/"
@@ -67,8 +97,13 @@ main() {
 
   # shellcheck source=hack/env.sh
   source hack/env.sh
-  local rc=0
+  local rc=0 rc_opensandbox=0
   suite "${E2E_DIR}/go-test.log" ${E2E_NODE_RUN:+-run "${E2E_NODE_RUN}"} || rc=$?
+  if [[ -n "${OPENSANDBOX_RUN}" && "${SNAPSHOT_CRDS}" != opensandbox ]]; then
+    use_crds opensandbox
+    suite "${E2E_DIR}/go-test-opensandbox.log" -run "${OPENSANDBOX_RUN}" || rc_opensandbox=$?
+  fi
+  ((rc)) || rc=${rc_opensandbox}
   return "${rc}"
 }
 

@@ -20,6 +20,10 @@
 # env: E2E_RUN=regexp        only the matching tests (go test -run)
 #      E2E_KEEP_CLUSTER=1    leave the cluster (and controller) up afterwards
 #      E2E_GO_TEST_FLAGS     extra go test flags (default -v)
+#      SNAPSHOT_CRDS=opensandbox  OpenSandbox's own SandboxSnapshot and
+#                            BatchSandbox CRDs instead of the project's (make
+#                            e2e-opensandbox; see hack/lib.sh). A reused cluster
+#                            gets them swapped in place.
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -132,7 +136,7 @@ run_tests() {
   read -r -a flags <<<"${E2E_GO_TEST_FLAGS:--v}"
   listed=$(tier_pkgs ./test/e2e/...)
   mapfile -t pkgs <<<"${listed}"
-  log "go test -tags $(tier_tags e2e) ${pkgs[*]} (log: ${E2E_DIR#"${ROOT_DIR}"/}/go-test.log)"
+  log "go test -tags $(tier_tags e2e) ${pkgs[*]} under SNAPSHOT_CRDS=${SNAPSHOT_CRDS} (log: ${E2E_DIR#"${ROOT_DIR}"/}/go-test.log)"
   cd "${ROOT_DIR}"
   run_go_test "${E2E_DIR}/go-test.log" '' -tags "$(tier_tags e2e)" -count=1 -timeout 20m \
     ${E2E_RUN:+-run "${E2E_RUN}"} "${flags[@]}" "${pkgs[@]}" || rc=$?

@@ -49,6 +49,17 @@ GUARD_CHAIN="SSO-FORWARD-GUARD"
 TEKTON_NAMESPACE="tekton-pipelines"
 OPERATOR_NAMESPACE="sandbox-snapshot-system"
 
+# Which CRDs define SandboxSnapshot and BatchSandbox in the local clusters
+# (hack/cluster-up.sh, hack/node-up.sh, hack/deploy.sh); exported, so that the
+# e2e tests know it too:
+#   SNAPSHOT_CRDS=project      config/300-sandboxsnapshot.yaml and
+#                              test/config/batchsandbox-crd.yaml (the default)
+#   SNAPSHOT_CRDS=opensandbox  OpenSandbox's own, as its repository ships them, read from
+#                              OPENSANDBOX_CRDS_DIR (default: ../shared/opensandbox/crds
+#                              beside the repository); the rest of config/ is applied as usual
+export SNAPSHOT_CRDS="${SNAPSHOT_CRDS:-project}"
+OPENSANDBOX_CRDS_DIR="${OPENSANDBOX_CRDS_DIR:-$(cd "${ROOT_DIR}/.." && pwd)/shared/opensandbox/crds}"
+
 # Test tiers. Each tier's go test (hack/test.sh, test-integration.sh, e2e.sh,
 # e2e-node.sh) honours these, so that hack/verify-tiers.sh can point every
 # make target at a deliberately failing test package without a cluster.
@@ -380,3 +391,45 @@ run_go_test() {
   go test "$@" 2>&1 | tee "${log}" | { grep -E --line-buffered -e "${filter}" || (($? == 1)); } || rc=$?
   return "${rc}"
 }
+
+# --------------------------------------------------------- SandboxSnapshot CRDs
+
+# snapshot_crd_files prints the SandboxSnapshot and BatchSandbox CRD files of SNAPSHOT_CRDS.
+snapshot_crd_files() {
+  case "${SNAPSHOT_CRDS}" in
+    project)
+      echo "${ROOT_DIR}/config/300-sandboxsnapshot.yaml"
+      echo "${ROOT_DIR}/test/config/batchsandbox-crd.yaml"
+      ;;
+    opensandbox)
+      echo "${OPENSANDBOX_CRDS_DIR}/sandbox.opensandbox.io_sandboxsnapshots.yaml"
+      echo "${OPENSANDBOX_CRDS_DIR}/sandbox.opensandbox.io_batchsandboxes.yaml"
+      ;;
+    *) die "SNAPSHOT_CRDS=${SNAPSHOT_CRDS}: want project or opensandbox" ;;
+  esac
+}
+
+# install_snapshot_crds makes the cluster's SandboxSnapshot and BatchSandbox
+# CRDs exactly those of SNAPSHOT_CRDS: created, or replaced (`kubectl replace`
+# keeps no field of the set that was there before, which `apply` would), then
+# waits until they are established. Objects of these kinds are kept.
+install_snapshot_crds() {
+  local list files f
+  list=$(snapshot_crd_files)
+  mapfile -t files <<<"${list}"
+  for f in "${files[@]}"; do
+    [[ -f "${f}" ]] || die "${f} not found (SNAPSHOT_CRDS=${SNAPSHOT_CRDS}, OPENSANDBOX_CRDS_DIR=${OPENSANDBOX_CRDS_DIR})"
+  done
+  for f in "${files[@]}"; do
+    if kc get -f "${f}" >/dev/null 2>&1; then
+      kc replace -f "${f}" >/dev/null
+    else
+      kc create -f "${f}" >/dev/null
+    fi
+    kc wait --for condition=established --timeout=60s -f "${f}" >/dev/null
+  done
+  log "SandboxSnapshot and BatchSandbox CRDs: ${SNAPSHOT_CRDS} (${files[*]#"${ROOT_DIR}/"})"
+}
+
+# is_crd_manifest FILE succeeds when FILE holds a CustomResourceDefinition.
+is_crd_manifest() { grep -q '^kind:[[:space:]]*CustomResourceDefinition[[:space:]]*$' "$1"; }

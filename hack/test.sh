@@ -14,6 +14,7 @@ main() {
   cd "${ROOT_DIR}"
   local listed pkgs tags
   if [[ -n "${TIER_PKGS}" ]]; then
+    # shellcheck disable=SC2119 # no defaults: TIER_PKGS is set
     listed=$(tier_pkgs)
   else
     listed=$(go list ./cmd/... ./pkg/... ./test/crd/...)

@@ -62,6 +62,8 @@ main() {
   expect red e2e always
   expect red e2e panic
   expect green e2e ''
+  # Red only when the target really selects OpenSandbox's CRDs.
+  expect red e2e-opensandbox '^SNAPSHOT_CRDS=opensandbox$'
 
   if [[ "$(id -u)" == 0 ]]; then
     expect red test-integration always                # the run on Debian's containerd
@@ -70,7 +72,9 @@ main() {
 
     expect red e2e-node always                        # the main suite
     expect red e2e-node panic
-    expect green e2e-node ''
+    # Only the second run, under OpenSandbox's CRDs.
+    expect red e2e-node '^SNAPSHOT_CRDS=opensandbox$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$'
+    expect green e2e-node '' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$'
   else
     echo "verify-tiers: SKIP test-integration and e2e-node (root only)"
   fi
