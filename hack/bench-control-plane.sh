@@ -4,14 +4,18 @@
 #   - a control-plane cluster (hack/cluster-up.sh) with one fake node run by
 #     kwok v0.8.0 (hack/tools/kwok), which turns the pods bound to it Running;
 #   - for N in ${BENCH_SIZES}: N BatchSandboxes, each with a Running pod on that
-#     node; the controller started fresh (hack/run-controller.sh, as its own
+#     node; with no controller running, the API server's limit for N snapshots:
+#     a write-only client (bench limit, 32 workers) makes each snapshot's
+#     writes with no logic (create; finalizer patch, TaskRun, Committing;
+#     the TaskRun's completion; Succeed) and removes them; the controller started fresh (hack/run-controller.sh, as its own
 #     ServiceAccount, with config/500-controller.yaml's QPS and burst); one
 #     warm-up snapshot; then N SandboxSnapshots created in one burst, each
 #     TaskRun completed by the harness the moment it appears (Succeeded, with
 #     DIGESTS and PAUSE_WINDOW_MS), the apiserver's apiserver_request_total
 #     read before and after; then the namespace deleted (the controller
 #     finalizes the snapshots) and the controller stopped;
-#   - a table of the figures beside OpenSandbox's, with ratios.
+#   - a table of the figures beside the write-only client's and OpenSandbox's,
+#     with ratios.
 # The harness is test/bench (bench setup|run|cleanup|report).
 #
 # It brings up a control-plane cluster if none runs and takes it down again
@@ -19,7 +23,8 @@
 # (it must not run a controller of its own). A node cluster (hack/node-up.sh)
 # is refused: its real Tekton would run the TaskRuns.
 #
-# Results: _output/bench/result-N.json and _output/bench/report.txt, with the
+# Results: _output/bench/result-N.json, limit-N.json, report.txt and report.md
+# (the table as Markdown), with the
 # controller's and kwok's logs beside them.
 # env: BENCH_SIZES (default "100 500 1000"), BENCH_TIMEOUT (per step, default 5m),
 #      BENCH_CONTAINERS (containers per sandbox pod, default 1).
@@ -112,11 +117,14 @@ one_size() {
   local n=$1 pid
   log "N=${n}: setup"
   bench setup -n "${n}"
+  log "N=${n}: write-only client, no controller running"
+  bench limit -n "${n}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" \
+    -out "${BENCH_DIR}/limit-${n}.json"
   "${RUN_CONTROLLER}" start
   pid=$(cat "${PID_DIR}/controller-1.pid")
   log "N=${n}: burst (controller pid ${pid})"
   bench run -n "${n}" -pid "${pid}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" \
-    -out "${BENCH_DIR}/result-${n}.json"
+    -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" -out "${BENCH_DIR}/result-${n}.json"
   log "N=${n}: cleanup"
   bench cleanup -n "${n}"
   "${RUN_CONTROLLER}" stop
@@ -129,14 +137,15 @@ main() {
   need_tools kwok
   build_go
   mkdir -p "${BENCH_DIR}"
-  rm -f "${BENCH_DIR}"/result-*.json
+  rm -f "${BENCH_DIR}"/result-*.json "${BENCH_DIR}"/limit-*.json
   trap finish EXIT
   ensure_cluster
   start_kwok
   for n in ${BENCH_SIZES}; do
     one_size "${n}"
-    files+=("${BENCH_DIR}/result-${n}.json")
+    files+=("${BENCH_DIR}/result-${n}.json" "${BENCH_DIR}/limit-${n}.json")
   done
+  "${BENCH_BIN}" report -markdown "${files[@]}" >"${BENCH_DIR}/report.md" || true
   "${BENCH_BIN}" report "${files[@]}" | tee "${BENCH_DIR}/report.txt"
   log "bench done in $(elapsed "${start}"); results in ${BENCH_DIR#"${ROOT_DIR}"/}/"
 }

@@ -22,7 +22,9 @@ limitations under the License.
 //	bench run     -n N   one warm-up snapshot, then N snapshots in one burst; every
 //	                     TaskRun is completed the moment it appears; writes a result file
 //	bench cleanup -n N   deletes the namespace (the controller finalizes the snapshots)
-//	bench report  FILE…  prints the table beside the baseline
+//	bench limit   -n N   with no controller running: what the API server allows, a
+//	                     write-only client making each snapshot's writes; writes a result file
+//	bench report  FILE…  prints the table beside the baseline (-markdown: as Markdown)
 //
 // The controller runs as its own process (hack/run-controller.sh); bench only
 // plays the parts of OpenSandbox (sandboxes and pods) and Tekton (TaskRun status).
@@ -57,6 +59,8 @@ type options struct {
 	out        string
 	pid        int
 	apiPid     int
+	etcdPid    int
+	markdown   bool
 	timeout    time.Duration
 }
 
@@ -107,9 +111,11 @@ func main() {
 	fs.IntVar(&o.n, "n", 100, "number of sandboxes and snapshots")
 	fs.StringVar(&o.node, "node", "kwok-node-0", "the kwok node the sandbox pods run on")
 	fs.IntVar(&o.containers, "containers", 1, "containers per sandbox pod")
-	fs.StringVar(&o.out, "out", "", "run: result file (JSON)")
+	fs.StringVar(&o.out, "out", "", "run, limit: result file (JSON)")
 	fs.IntVar(&o.pid, "pid", 0, "run: controller pid, for its peak RSS and CPU time")
-	fs.IntVar(&o.apiPid, "apiserver-pid", 0, "run: kube-apiserver pid, for its CPU time")
+	fs.IntVar(&o.apiPid, "apiserver-pid", 0, "run, limit: kube-apiserver pid, for its CPU time")
+	fs.IntVar(&o.etcdPid, "etcd-pid", 0, "run, limit: etcd pid, for its CPU time")
+	fs.BoolVar(&o.markdown, "markdown", false, "report: a Markdown table")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long a step may take")
 	_ = fs.Parse(os.Args[2:])
 
@@ -119,8 +125,8 @@ func main() {
 	var err error
 	switch cmd {
 	case "report":
-		err = report(os.Stdout, fs.Args())
-	case "setup", "run", "cleanup":
+		err = report(os.Stdout, o.markdown, fs.Args())
+	case "setup", "run", "cleanup", "limit":
 		var c *clients
 		if c, err = newClients(o.kubeconfig); err != nil {
 			break
@@ -132,6 +138,8 @@ func main() {
 			err = run(ctx, c, o)
 		case "cleanup":
 			err = cleanup(ctx, c, o)
+		case "limit":
+			err = limit(ctx, c, o)
 		}
 	default:
 		usage()
@@ -143,7 +151,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: bench setup|run|cleanup [-n N] [flags] | bench report RESULT.json...")
+	fmt.Fprintln(os.Stderr, "usage: bench setup|run|cleanup|limit [-n N] [flags] | bench report [-markdown] RESULT.json...")
 	os.Exit(2)
 }
 

@@ -45,6 +45,10 @@ func (r request) String() string {
 	return fmt.Sprintf("%s %s %s", r.Verb, res, r.Code)
 }
 
+// isRead reports whether the request reads objects (a GET or a LIST, not a
+// WATCH).
+func (r request) isRead() bool { return r.Verb == "GET" || r.Verb == "LIST" }
+
 // isWrite reports whether the request changes an object.
 func (r request) isWrite() bool {
 	switch r.Verb {
@@ -142,6 +146,12 @@ func (rc *requestCounter) wrap(next http.RoundTripper) http.RoundTripper {
 		if err == nil {
 			r := parsePath(req.URL.Path)
 			r.Verb = req.Method
+			switch {
+			case req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true":
+				r.Verb = "WATCH"
+			case req.Method == http.MethodGet && isCollection(req.URL.Path):
+				r.Verb = "LIST"
+			}
 			if req.Method == http.MethodPatch && req.Header.Get("Content-Type") == "application/apply-patch+yaml" {
 				r.Verb = "APPLY"
 			}
@@ -196,4 +206,22 @@ func parsePath(path string) request {
 		r.Subresource = segs[2]
 	}
 	return r
+}
+
+// isCollection reports whether an API path names a collection, such as
+// /api/v1/namespaces/ns/pods, rather than one object.
+func isCollection(path string) bool {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(segs) >= 2 && segs[0] == "api":
+		segs = segs[2:]
+	case len(segs) >= 3 && segs[0] == "apis":
+		segs = segs[3:]
+	default:
+		return false
+	}
+	if len(segs) >= 3 && segs[0] == "namespaces" {
+		segs = segs[2:]
+	}
+	return len(segs) == 1
 }

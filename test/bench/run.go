@@ -45,13 +45,21 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
+// Modes of a result: the controller's burst, or the write-only client's.
+const (
+	modeBurst = ""
+	modeLimit = "limit"
+)
+
 // result is what one run measured; bench report prints it.
 type result struct {
-	N          int `json:"n"`
-	Containers int `json:"containers"`
-	Succeeded  int `json:"succeeded"`
-	Failed     int `json:"failed"`
-	Unfinished int `json:"unfinished"`
+	// Mode is modeBurst or modeLimit.
+	Mode       string `json:"mode,omitempty"`
+	N          int    `json:"n"`
+	Containers int    `json:"containers"`
+	Succeeded  int    `json:"succeeded"`
+	Failed     int    `json:"failed"`
+	Unfinished int    `json:"unfinished"`
 	// Failures are the Failed snapshots' reason and message, the warm-up's
 	// included, one line per distinct message with its count.
 	Failures map[string]int `json:"failures,omitempty"`
@@ -77,16 +85,29 @@ type result struct {
 	Conflicts    float64      `json:"conflicts"`
 	Background   float64      `json:"background"`
 	Requests     []countEntry `json:"requests"`
+	// Reads are the GETs and LISTs on snapshots, TaskRuns, BatchSandboxes,
+	// pods and Secrets during the burst, the harness's own subtracted (all
+	// the controller's: nothing else reads those).
+	Reads        float64      `json:"reads"`
+	ReadRequests []countEntry `json:"readRequests"`
 	// EventReasons counts the snapshots' Event objects by reason.
 	EventReasons map[string]int32 `json:"eventReasons"`
 
 	PeakRSSKiB       int64   `json:"peakRSSKiB"`
 	CPUSecs          float64 `json:"cpuSecs"`
 	ApiserverCPUSecs float64 `json:"apiserverCPUSecs"`
+	EtcdCPUSecs      float64 `json:"etcdCPUSecs"`
+	// HarnessCPUSecs is bench's own CPU time: the snapshots' creation, the
+	// TaskRuns' completion and the watches (in limit mode, all the writes).
+	HarnessCPUSecs float64 `json:"harnessCPUSecs"`
 	// MachineBusyCores is how many of the machine's cores were busy on
 	// average from the burst to the last Succeed (all processes).
 	MachineBusyCores float64 `json:"machineBusyCores"`
 	MachineCores     int     `json:"machineCores"`
+
+	// limit is the write-only client's result of the same N, which bench
+	// report pairs with a burst's.
+	limit *result
 }
 
 type latency struct {
@@ -245,7 +266,7 @@ func run(ctx context.Context, c *clients, o *options) error {
 		return err
 	}
 	ownBefore := c.own.snapshot()
-	cpuBefore, apiCPUBefore := cpuSeconds(o.pid), cpuSeconds(o.apiPid)
+	cpuBefore, apiCPUBefore, etcdCPUBefore, ownCPUBefore := cpuSeconds(o.pid), cpuSeconds(o.apiPid), cpuSeconds(o.etcdPid), ownCPUSeconds()
 	busyBefore, totalBefore := machineCPU()
 
 	// The burst.
@@ -262,6 +283,7 @@ func run(ctx context.Context, c *clients, o *options) error {
 	waitErr := tl.waitDone(ctx, names, o.timeout)
 	wall := time.Since(burst).Seconds()
 	cpu, apiCPU := cpuSeconds(o.pid)-cpuBefore, cpuSeconds(o.apiPid)-apiCPUBefore
+	etcdCPU, ownCPU := cpuSeconds(o.etcdPid)-etcdCPUBefore, ownCPUSeconds()-ownCPUBefore
 	busy, total := machineCPU()
 	if waitErr == nil {
 		logf("run: all %d finished %.2fs after the burst began", o.n, wall)
@@ -280,7 +302,7 @@ func run(ctx context.Context, c *clients, o *options) error {
 
 	res := result{N: o.n, Containers: o.containers, CreateSecs: createSecs, WallSecs: wall, EventReasons: reasons}
 	res.PeakRSSKiB = peakRSS(o.pid)
-	res.CPUSecs, res.ApiserverCPUSecs = cpu, apiCPU
+	res.CPUSecs, res.ApiserverCPUSecs, res.EtcdCPUSecs, res.HarnessCPUSecs = cpu, apiCPU, etcdCPU, ownCPU
 	res.MachineCores = runtime.NumCPU()
 	if total > totalBefore {
 		res.MachineBusyCores = float64(res.MachineCores) * (busy - busyBefore) / (total - totalBefore)
@@ -449,6 +471,10 @@ var snapshotNumber = regexp.MustCompile(`(snap-|sb-)[0-9]{4}`)
 func (res *result) attribute(requests counts) {
 	for _, r := range requests.sorted() {
 		v := requests[r]
+		if r.isRead() && readResources[r.Resource] && v != 0 {
+			res.ReadRequests = append(res.ReadRequests, countEntry{request: r, Count: v})
+			res.Reads += v
+		}
 		if !r.isWrite() || v == 0 {
 			continue
 		}
@@ -529,6 +555,12 @@ func machineCPU() (busy, total float64) {
 	}
 	return busy, total
 }
+
+// readResources are the resources whose reads count as the controller's.
+var readResources = map[string]bool{"sandboxsnapshots": true, "taskruns": true, "batchsandboxes": true, "pods": true, "secrets": true}
+
+// ownCPUSeconds is this process's CPU time.
+func ownCPUSeconds() float64 { return cpuSeconds(os.Getpid()) }
 
 // cpuSeconds reads the user+system CPU time of pid.
 func cpuSeconds(pid int) float64 {
