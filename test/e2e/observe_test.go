@@ -87,7 +87,7 @@ func TestObservation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range []string{"Events:", "TaskRunCreated", "Succeeded", "Succeed", tr} {
+		for _, want := range []string{"Events:", "Succeeded", "Succeed", tr} {
 			if !strings.Contains(out, want) {
 				t.Errorf("kubectl describe does not show %q", want)
 			}

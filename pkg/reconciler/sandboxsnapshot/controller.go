@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	kubeclient "knative.dev/pkg/client/injection/kube/client"
@@ -73,9 +74,11 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		sandboxClient:  sandboxclient.Get(ctx),
 		pipelineClient: pipelineclient.Get(ctx),
 		taskRunLister:  taskRuns.Lister(),
+		snapshotLister: snapshots.Lister(),
 		clock:          clock.RealClock{},
 		namespace:      namespace,
 		commits:        newCommitGate(),
+		writes:         newOwnWrites(),
 	}
 
 	configStore := config.NewStore(logger.Named("config-store"), logConfig(logger))
@@ -89,7 +92,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		o, ok := obj.(kmeta.Accessor)
 		return ok && (slices.Contains(o.GetFinalizers(), FinalizerName) || configStore.Load().Snapshot.Handles(o.GetAnnotations()))
 	}
-	impl := snapshotreconciler.NewImpl(ctx, r, func(*controller.Impl) controller.Options {
+	impl := snapshotreconciler.NewImpl(withEventRecorder(ctx), r, func(*controller.Impl) controller.Options {
 		return controller.Options{
 			AgentName:         AgentName,
 			ConfigStore:       configStore,
@@ -99,9 +102,37 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			SkipStatusUpdates: true,
 		}
 	})
+	// New snapshots wait in the admission, the rest go straight to the
+	// work queue: see admission for why. A pass on a copy of a snapshot
+	// that the controller's own write has replaced is skipped: see ownWrites.
+	admit := newAdmission(impl)
+	gatePasses(impl, func(key string) bool {
+		ns, name, err := cache.SplitMetaNamespaceKey(key)
+		if err != nil {
+			return false
+		}
+		s, err := snapshots.Lister().SandboxSnapshots(ns).Get(name)
+		return err == nil && r.writes.stale(types.NamespacedName{Namespace: ns, Name: name}, s.ResourceVersion)
+	}, admit.notify)
+	go admit.run(ctx)
 	snapshots.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: ours,
-		Handler:    controller.HandleAll(impl.Enqueue),
+		Handler: cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if s, ok := obj.(*v1alpha1.SandboxSnapshot); ok && isNew(s) {
+					admit.add(s)
+					return
+				}
+				impl.Enqueue(obj)
+			},
+			UpdateFunc: controller.PassNew(impl.Enqueue),
+			DeleteFunc: func(obj any) {
+				if o, err := kmeta.DeletionHandlingAccessor(obj); err == nil {
+					r.writes.forget(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+				}
+				impl.Enqueue(obj)
+			},
+		},
 	})
 	enqueueOwner := impl.EnqueueLabelOfNamespaceScopedResource(sandbox.SnapshotNamespaceLabel, sandbox.SnapshotNameLabel)
 	wakeWaiters := func(obj any) {

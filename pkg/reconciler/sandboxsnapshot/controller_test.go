@@ -30,6 +30,7 @@ import (
 	_ "knative.dev/pkg/client/injection/kube/client/fake"
 	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/controller"
+	"knative.dev/pkg/reconciler"
 	rtesting "knative.dev/pkg/reconciler/testing"
 	"knative.dev/pkg/system"
 
@@ -133,4 +134,94 @@ func waitForQueue(t *testing.T, length func() int, want int) {
 	if err != nil {
 		t.Fatalf("work queue holds %d keys, want %d", length(), want)
 	}
+}
+
+// TestNewControllerAdmitsNewSnapshotsBehindOtherWork checks the admission:
+// new snapshots enter the work queue only while it holds fewer keys than
+// there are workers, a TaskRun's snapshot goes ahead of those still held, and
+// each finished pass lets the next ones in.
+func TestNewControllerAdmitsNewSnapshotsBehindOtherWork(t *testing.T) {
+	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t)
+	cmw := configmap.NewStaticWatcher(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: config.SnapshotConfigName, Namespace: system.Namespace()},
+		Data:       map[string]string{config.RegistryKey: "r.test"},
+	})
+	impl := NewController(ctx, cmw)
+	if err := cmw.Start(ctx.Done()); err != nil {
+		t.Fatalf("starting the config watcher: %v", err)
+	}
+	stop, err := rtesting.RunAndSyncInformers(ctx, informers...)
+	if err != nil {
+		t.Fatalf("starting informers: %v", err)
+	}
+	defer func() {
+		cancel()
+		stop()
+	}()
+	if impl.Concurrency != 2 {
+		t.Fatalf("the controller has %d workers, this test is written for 2", impl.Concurrency)
+	}
+
+	snapshots := fakesandboxclient.Get(ctx).SandboxV1alpha1().SandboxSnapshots("team-a")
+	for _, name := range []string{"new-1", "new-2", "new-3", "new-4"} {
+		if _, err := snapshots.Create(ctx, Snapshot("team-a", name, "sb-"+name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitForQueue(t, impl.WorkQueue().Len, 2)
+
+	// A commit of a snapshot already under way moves on ahead of the two
+	// new snapshots still held back.
+	tr := resources.MakeTaskRun(Snapshot("team-a", "under-way", "sb"), resources.Source{Pod: runningPod, Containers: committed},
+		defaultCfg, system.Namespace())
+	if _, err := fakepipelineclient.Get(ctx).TektonV1().TaskRuns(system.Namespace()).Create(ctx, tr, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := drainQueue(t, impl, 3), []string{"team-a/new-1", "team-a/new-2", "team-a/under-way"}; !slices.Equal(got, want) {
+		t.Errorf("enqueued %v, want %v", got, want)
+	}
+	if n := impl.WorkQueue().Len(); n != 0 {
+		t.Errorf("the queue holds %d keys before any pass finished, want 0", n)
+	}
+
+	// A finished pass (here a skipped one: this replica does not lead) makes room.
+	_ = impl.Reconciler.Reconcile(ctx, "team-a/under-way")
+	if got, want := drainQueue(t, impl, 2), []string{"team-a/new-3", "team-a/new-4"}; !slices.Equal(got, want) {
+		t.Errorf("after a pass, enqueued %v, want %v", got, want)
+	}
+}
+
+// TestPassGateSkipsAndNotifies checks the wrapper around the generated
+// reconciler: a pass that skip names does not reach the reconciler, every
+// pass calls done, and the wrapper stays leader-aware.
+func TestPassGateSkipsAndNotifies(t *testing.T) {
+	inner := &recordingReconciler{}
+	impl := &controller.Impl{Reconciler: inner}
+	done := 0
+	gatePasses(impl, func(key string) bool { return key == "ns/stale" }, func() { done++ })
+
+	for _, key := range []string{"ns/stale", "ns/fresh"} {
+		if err := impl.Reconciler.Reconcile(context.Background(), key); err != nil {
+			t.Fatalf("Reconcile(%s) = %v", key, err)
+		}
+	}
+	if want := []string{"ns/fresh"}; !slices.Equal(inner.keys, want) {
+		t.Errorf("the reconciler saw %v, want %v", inner.keys, want)
+	}
+	if done != 2 {
+		t.Errorf("done called %d times, want 2", done)
+	}
+	if _, ok := impl.Reconciler.(reconciler.LeaderAware); !ok {
+		t.Error("the wrapped reconciler is not leader-aware")
+	}
+}
+
+type recordingReconciler struct {
+	reconciler.LeaderAwareFuncs
+	keys []string
+}
+
+func (r *recordingReconciler) Reconcile(_ context.Context, key string) error {
+	r.keys = append(r.keys, key)
+	return nil
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	sandboxclientset "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
+	snapshotlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
@@ -59,12 +60,15 @@ type Reconciler struct {
 	sandboxClient  sandboxclientset.Interface
 	pipelineClient pipelineclientset.Interface
 	taskRunLister  pipelinelisters.TaskRunLister
+	snapshotLister snapshotlisters.SandboxSnapshotLister
 	clock          clock.PassiveClock
 	// namespace is where TaskRuns run: the operator's own namespace, where
 	// the commit Task and the push Secret live.
 	namespace string
 	// commits runs the commits of one pod one at a time.
 	commits *commitGate
+	// writes remembers the copies of snapshots that status writes replaced.
+	writes *ownWrites
 }
 
 var (
@@ -80,7 +84,15 @@ var (
 // generated code patches our finalizer in and would then write status from
 // its informer copy, taken before that patch, so the write would conflict.
 // s carries the patch's resource version.
+//
+// The copies of s this pass starts from (s, and the informer's when the
+// generated reconciler patched the finalizer onto it) are out of date once
+// the status is written; later passes on them are skipped (see ownWrites).
 func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
+	replaced := []string{s.ResourceVersion}
+	if cached, err := r.snapshotLister.SandboxSnapshots(s.Namespace).Get(s.Name); err == nil && cached.ResourceVersion != s.ResourceVersion {
+		replaced = append(replaced, cached.ResourceVersion)
+	}
 	before := s.Status.DeepCopy()
 	event := r.reconcile(ctx, s)
 	if equality.Semantic.DeepEqual(before, &s.Status) {
@@ -89,6 +101,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 	if err := r.updateStatus(ctx, s); err != nil {
 		return err
 	}
+	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, replaced...)
 	return event
 }
 
@@ -233,12 +246,10 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	if created {
 		r.commits.created(tr)
 	}
+	// No event: the status names the TaskRun, and the one event of a
+	// snapshot that succeeds is Succeeded.
 	s.Status.MarkCommitting(src.Pod.Name, src.Pod.Spec.NodeName, src.Containers,
 		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp, now)
-	if created {
-		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, "TaskRunCreated",
-			"Created TaskRun %s/%s to commit pod %s on node %s", tr.Namespace, tr.Name, src.Pod.Name, src.Pod.Spec.NodeName)
-	}
 	return nil
 }
 

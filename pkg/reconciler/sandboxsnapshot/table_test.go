@@ -93,7 +93,6 @@ func TestReconcile(t *testing.T) {
 	}
 	thawFailedMessage := "pod sb-0 may still be paused: TaskRun " + trNamespace + "/" + unpauseName +
 		" failed (TaskRunTimeout): timed out; see: tkn taskrun logs " + unpauseName + " -n " + trNamespace
-	createdEvent := rtesting.Eventf(corev1.EventTypeNormal, "TaskRunCreated", "Created TaskRun %s/%s to commit pod sb-0 on node %s", trNamespace, trName, node)
 	// otherSnap is a second snapshot of the same sandbox, as OpenSandbox's
 	// pause and public snapshot are.
 	otherSnap := Snapshot(ns, "first", sbName, WithFinalizers(FinalizerName))
@@ -127,10 +126,6 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
 			Object: snap(committing),
 		}},
-		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName),
-			createdEvent,
-		},
 	}, {
 		Name: "the first status write builds on the finalizer patch, so it cannot conflict",
 		Objects: []runtime.Object{
@@ -146,10 +141,6 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
 			Object: snap(WithResourceVersion("2"), committing),
 		}},
-		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName),
-			createdEvent,
-		},
 	}, {
 		Name:                    "pod <sandbox>-0 is the last resort",
 		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
@@ -157,7 +148,6 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantCreates:             []runtime.Object{commitTaskRun()},
 		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
-		WantEvents:              []string{createdEvent},
 	}, {
 		Name: "pods from the alloc-status annotation come first",
 		Objects: []runtime.Object{
@@ -173,9 +163,6 @@ func TestReconcile(t *testing.T) {
 			Pod: Pod(ns, "sb-alloc", twoApps, WithRunningOn("node-2")), Containers: committed,
 		}, defaultCfg, trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-alloc", "node-2", committed, trNamespace, trName))}},
-		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeNormal, "TaskRunCreated", "Created TaskRun %s/%s to commit pod sb-alloc on node node-2", trNamespace, trName),
-		},
 	}, {
 		Name: "labelled pods come before <sandbox>-0, and only Running ones count",
 		Objects: []runtime.Object{
@@ -191,9 +178,6 @@ func TestReconcile(t *testing.T) {
 			Pod: Pod(ns, "sb-labelled", twoApps, WithRunningOn("node-3"), WithSandboxLabel(sbName)), Containers: committed,
 		}, defaultCfg, trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-labelled", "node-3", committed, trNamespace, trName))}},
-		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeNormal, "TaskRunCreated", "Created TaskRun %s/%s to commit pod sb-labelled on node node-3", trNamespace, trName),
-		},
 	}, {
 		Name: "the BatchSandbox template's containers are committed, not the pod's sidecars",
 		Objects: []runtime.Object{
@@ -207,7 +191,6 @@ func TestReconcile(t *testing.T) {
 			Pod: runningPod, Containers: committed[:1],
 		}, defaultCfg, trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-0", node, committed[:1], trNamespace, trName))}},
-		WantEvents:        []string{createdEvent},
 	}, {
 		Name: "a snapshot owned by its BatchSandbox is tagged with the sandbox's generation",
 		Objects: []runtime.Object{
@@ -223,7 +206,6 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
 			Object: snap(WithControllerOwner(BatchSandbox(ns, sbName, 7)), WithCommitting("sb-0", node, generationImages, trNamespace, trName)),
 		}},
-		WantEvents: []string{createdEvent},
 	}, {
 		Name: "the push Secret is bound as the dockerconfig workspace",
 		Ctx:  withConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}),
@@ -236,7 +218,6 @@ func TestReconcile(t *testing.T) {
 		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{Pod: runningPod, Containers: committed},
 			mustConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}), trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
-		WantEvents:        []string{createdEvent},
 	}, {
 		Name:    "missing BatchSandbox fails without a TaskRun",
 		Objects: []runtime.Object{snap(), runningPod},
@@ -260,7 +241,6 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantCreates:             []runtime.Object{commitTaskRun()},
 		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
-		WantEvents:              []string{createdEvent},
 	}, {
 		Name:                    "an empty alloc-status annotation is passed over, as OpenSandbox does",
 		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1, WithAllocStatus(`{"pods":[]}`)), runningPod},
@@ -268,7 +248,6 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantCreates:             []runtime.Object{commitTaskRun()},
 		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
-		WantEvents:              []string{createdEvent},
 	}, {
 		Name:    "a template without containers fails with NoContainers",
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1, WithTemplateContainers()), runningPod},
@@ -379,7 +358,6 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantCreates:             []runtime.Object{commitTaskRun()},
 		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
-		WantEvents:              []string{createdEvent},
 	}, {
 		Name: "a commit that may have left the pod paused holds it until its snapshot starts the thaw",
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
@@ -403,7 +381,6 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantCreates:             []runtime.Object{commitTaskRun()},
 		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
-		WantEvents:              []string{createdEvent},
 	}, {
 		Name: "a commit of another pod of the same sandbox does not hold this one",
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
@@ -412,7 +389,6 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantCreates:             []runtime.Object{commitTaskRun()},
 		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
-		WantEvents:              []string{createdEvent},
 	}, {
 		Name: "a Pending snapshot adopts its TaskRun with the source the TaskRun was made for",
 		// The BatchSandbox is gone and nothing is resolved again: the
@@ -713,7 +689,6 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawFailed,
 				"Gave up waiting for the TaskRuns of SandboxSnapshot %s after %v; pod sb-0 may still be paused", key, resources.UnpauseTimeout),
-			rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName),
 		},
 	}, {
 		Name:                    "deleting a snapshot deletes its finished TaskRuns",
@@ -722,20 +697,17 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName), deleteTaskRun(trNamespace, unpauseName)},
-		WantEvents:              []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
 	}, {
 		Name:        "deleting a snapshot without TaskRuns drops the finalizer",
 		Objects:     []runtime.Object{snap(WithDeletionTimestamp)},
 		Key:         key,
 		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
-		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
 	}, {
 		Name: "deleting a snapshot leaves a TaskRun of another snapshot alone",
 		Objects: []runtime.Object{snap(WithDeletionTimestamp),
 			commitTaskRun(func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
 		Key:         key,
 		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
-		WantEvents:  []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
 	}, {
 		Name: "deleting a snapshot waits for a running unpause TaskRun, keeping the finalizer",
 		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed")),
@@ -752,7 +724,6 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName), deleteTaskRun(trNamespace, trName)},
-		WantEvents:              []string{rtesting.Eventf(corev1.EventTypeNormal, "FinalizerUpdate", "Updated %q finalizers", snapName)},
 	}, {
 		Name:                    "a failed TaskRun delete keeps the finalizer",
 		Objects:                 []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
@@ -865,12 +836,16 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		sandboxClient:  fakesandboxclient.Get(ctx),
 		pipelineClient: fakepipelineclient.Get(ctx),
 		taskRunLister:  ls.GetTaskRunLister(),
+		snapshotLister: ls.GetSandboxSnapshotLister(),
 		clock:          clocktesting.NewFakePassiveClock(Now.Time),
 		namespace:      system.Namespace(),
 		commits:        newCommitGate(),
+		writes:         newOwnWrites(),
 	}
+	// The controller's recorder, around the row's.
+	recorder := controller.GetEventRecorder(withEventRecorder(ctx))
 	return snapshotreconciler.NewReconciler(ctx, logging.FromContext(ctx), fakesandboxclient.Get(ctx),
-		ls.GetSandboxSnapshotLister(), controller.GetEventRecorder(ctx), r,
+		ls.GetSandboxSnapshotLister(), recorder, r,
 		controller.Options{ConfigStore: staticConfig{}, FinalizerName: FinalizerName, SkipStatusUpdates: true})
 }
 

@@ -1,0 +1,135 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sandboxsnapshot
+
+import (
+	"context"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"knative.dev/pkg/controller"
+	"knative.dev/pkg/reconciler"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+)
+
+// admission holds new snapshots back from the work queue until it has room.
+//
+// The work queue is one FIFO. A burst of new snapshots fills it, and every
+// later pass of a snapshot (its TaskRun appeared, its TaskRun completed)
+// queues behind all of them: each stage of each snapshot waits for that
+// stage of every other, and a snapshot's latency is the whole burst's.
+// knative's slow lane does not help, because its consumer moves each key
+// into that one FIFO as soon as the key arrives. The admission lets a new
+// snapshot in only while fewer keys than workers wait in the queue, so a
+// pass that finishes a snapshot waits behind at most that many new ones,
+// and the workers never run dry while new snapshots wait. Each finished
+// pass makes room, so the admission needs no timer.
+type admission struct {
+	impl *controller.Impl
+	room int
+
+	mu   sync.Mutex
+	keys []types.NamespacedName // FIFO
+	held map[types.NamespacedName]bool
+	wake chan struct{}
+}
+
+// newAdmission makes the admission of impl's work queue. Each finished pass
+// must notify it (see passGate).
+func newAdmission(impl *controller.Impl) *admission {
+	return &admission{impl: impl, room: impl.Concurrency, held: map[types.NamespacedName]bool{}, wake: make(chan struct{}, 1)}
+}
+
+// isNew reports whether s has not been reconciled yet.
+func isNew(s *v1alpha1.SandboxSnapshot) bool {
+	return s.Status.Phase == "" && s.DeletionTimestamp == nil
+}
+
+// add queues s's key behind the new snapshots already waiting.
+func (a *admission) add(s *v1alpha1.SandboxSnapshot) {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
+	a.mu.Lock()
+	if !a.held[key] {
+		a.held[key] = true
+		a.keys = append(a.keys, key)
+	}
+	a.mu.Unlock()
+	a.notify()
+}
+
+func (a *admission) notify() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run admits new snapshots whenever it is woken, until ctx is done.
+func (a *admission) run(ctx context.Context) {
+	for {
+		select {
+		case <-a.wake:
+		case <-ctx.Done():
+			return
+		}
+		for a.impl.WorkQueue().Len() < a.room {
+			key, ok := a.next()
+			if !ok {
+				break
+			}
+			a.impl.EnqueueKey(key)
+		}
+	}
+}
+
+// next takes the longest-waiting key.
+func (a *admission) next() (types.NamespacedName, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.keys) == 0 {
+		a.keys = nil // let the drained backing array go
+		return types.NamespacedName{}, false
+	}
+	key := a.keys[0]
+	a.keys = a.keys[1:]
+	delete(a.held, key)
+	return key, true
+}
+
+// passGate wraps the generated reconciler: it skips the passes that skip
+// says to skip, and calls done after each pass. It stays leader-aware.
+type passGate struct {
+	controller.Reconciler
+	reconciler.LeaderAware
+	skip func(key string) bool
+	done func()
+}
+
+// gatePasses wraps impl's reconciler in a passGate.
+func gatePasses(impl *controller.Impl, skip func(key string) bool, done func()) {
+	// The generated reconciler is leader-aware.
+	impl.Reconciler = passGate{Reconciler: impl.Reconciler, LeaderAware: impl.Reconciler.(reconciler.LeaderAware), skip: skip, done: done}
+}
+
+func (p passGate) Reconcile(ctx context.Context, key string) error {
+	defer p.done()
+	if p.skip(key) {
+		return nil
+	}
+	return p.Reconciler.Reconcile(ctx, key)
+}

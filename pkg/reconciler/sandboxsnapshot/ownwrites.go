@@ -1,0 +1,75 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sandboxsnapshot
+
+import (
+	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ownWrites remembers, per snapshot, the resource versions that this
+// controller's own writes have replaced, until its informer has caught up.
+//
+// A snapshot's pass writes it (the finalizer, then the status), and the
+// events of that pass (the finalizer patch seen, the TaskRun created or
+// completed) queue the next pass at once: the admission puts no new
+// snapshots ahead of it. That pass may come before the informer holds the
+// pass's last write, and acting on the older copy would write over it and
+// conflict. A pass whose copy is one that was written over is skipped: the
+// informer's event for the write (or a later one) queues the snapshot again.
+// Resource versions are compared only for equality. An entry lives from a
+// write until the informer shows a version other than those it lists.
+type ownWrites struct {
+	mu         sync.Mutex
+	superseded map[types.NamespacedName][]string
+}
+
+func newOwnWrites() *ownWrites {
+	return &ownWrites{superseded: map[types.NamespacedName][]string{}}
+}
+
+// replaced records resource versions of key that a write has just replaced.
+func (w *ownWrites) replaced(key types.NamespacedName, versions ...string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.superseded[key] = append(w.superseded[key], versions...)
+}
+
+// stale reports whether version of key is one a write has replaced; once the
+// informer shows any other version, key's entry goes.
+func (w *ownWrites) stale(key types.NamespacedName, version string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	versions, ok := w.superseded[key]
+	if !ok {
+		return false
+	}
+	if slices.Contains(versions, version) {
+		return true
+	}
+	delete(w.superseded, key)
+	return false
+}
+
+// forget drops key's entry: the snapshot is gone.
+func (w *ownWrites) forget(key types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.superseded, key)
+}
