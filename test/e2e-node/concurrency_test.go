@@ -273,6 +273,7 @@ type snapshotObserver struct {
 	mu      sync.Mutex
 	seen    map[string][]string // phase/reason, in order, deduplicated
 	waiting map[string][]string // Ready messages while Pending/WaitingForCommit
+	ready   map[string]string   // the last Ready message
 	final   map[string]*v1alpha1.SandboxSnapshot
 	done    chan error
 }
@@ -281,7 +282,7 @@ type snapshotObserver struct {
 // wait returns them once all are terminal.
 func watchSnapshots(t *testing.T, ns string, names []string) *snapshotObserver {
 	t.Helper()
-	o := &snapshotObserver{seen: map[string][]string{}, waiting: map[string][]string{},
+	o := &snapshotObserver{seen: map[string][]string{}, waiting: map[string][]string{}, ready: map[string]string{},
 		final: map[string]*v1alpha1.SandboxSnapshot{}, done: make(chan error, 1)}
 	snaps := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns)
 	lw := &cache.ListWatch{
@@ -309,6 +310,7 @@ func watchSnapshots(t *testing.T, ns string, names []string) *snapshotObserver {
 			state := string(s.Status.Phase)
 			if r := s.Status.GetCondition(v1alpha1.ConditionReady); r != nil {
 				state += "/" + r.Reason
+				o.ready[s.Name] = r.Message
 				if s.Status.Phase == v1alpha1.PhasePending && r.Reason == reasonWaitingForCommit && r.Status == metav1.ConditionFalse {
 					o.waiting[s.Name] = append(o.waiting[s.Name], r.Message)
 				}
@@ -344,12 +346,12 @@ func (o *snapshotObserver) wait(t *testing.T, timeout time.Duration) map[string]
 		if err != nil {
 			o.mu.Lock()
 			defer o.mu.Unlock()
-			t.Fatalf("waiting for the snapshots to end: %v; statuses seen: %v", err, o.seen)
+			t.Fatalf("waiting for the snapshots to end: %v; statuses seen: %v; last Ready messages: %q", err, o.seen, o.ready)
 		}
 	case <-time.After(timeout):
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		t.Fatalf("the snapshots did not end within %v; statuses seen: %v", timeout, o.seen)
+		t.Fatalf("the snapshots did not end within %v; statuses seen: %v; last Ready messages: %q", timeout, o.seen, o.ready)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -91,11 +91,12 @@ func TestSnapshotOnFullNode(t *testing.T) {
 	pod := createSandbox(t, ns, "sb")
 	node := pod.Spec.NodeName
 
-	// Pods still terminating (earlier tests' namespaces) would free their
-	// requests in the middle of the test.
-	eventually(t, "no terminating pods on node "+node, time.Minute, func() (bool, error) {
+	// Pods that end soon would free their requests in the middle of the
+	// test, and let a commit pod with requests in: pods still terminating
+	// (earlier tests' namespaces), and TaskRun pods of earlier tests.
+	eventually(t, "no terminating pods and no unfinished TaskRun pods on node "+node, 2*time.Minute, func() (bool, error) {
 		for _, p := range podsOn(t, node) {
-			if p.DeletionTimestamp != nil {
+			if _, taskRun := p.Labels["tekton.dev/taskRun"]; p.DeletionTimestamp != nil || taskRun {
 				return false, nil
 			}
 		}
@@ -176,6 +177,9 @@ func TestSnapshotOnFullNode(t *testing.T) {
 	deletePod(t, ns, "probe")
 
 	snapshotOnNode(t, ns, pod)
+	if hog, err := c.kube.CoreV1().Pods(ns).Get(t.Context(), "hog", metav1.GetOptions{}); err == nil && hog.Status.Phase != corev1.PodRunning {
+		t.Errorf("the pod holding the node's resources is %s, not Running: the node was not full throughout", hog.Status.Phase)
+	}
 }
 
 // snapshotOnNode snapshots the sandbox and checks that it succeeded through a
