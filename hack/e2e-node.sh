@@ -3,25 +3,29 @@
 # kubelet, real Tekton, and this operator deployed with ko apply -f config/),
 # runs test/e2e-node against it, and tears the node down again:
 #
-#   1. hack/node-up.sh;
-#   2. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS);
-#   3. on the same node, OpenSandbox's own SandboxSnapshot and BatchSandbox
+#   1. hack/node-host-test.sh refusals: node-up refuses, changing nothing, when
+#      a path, bridge or chain it needs is taken; then decoys (mounts, an
+#      iptables chain, files where the stack writes) are laid;
+#   2. hack/node-up.sh;
+#   3. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS);
+#   4. on the same node, OpenSandbox's own SandboxSnapshot and BatchSandbox
 #      CRDs swapped in with `kubectl replace`, the operator restarted, and
 #      the tests of E2E_NODE_OPENSANDBOX_RUN (snapshot -> resume) run again
 #      with SNAPSHOT_CRDS=opensandbox;
-#   4. on exit, also on failure: hack/node-down.sh.
+#   5. on exit, also on failure: hack/node-down.sh, then hack/node-host-test.sh
+#      check: the decoys are intact and the host is as it was before step 2.
 #
-# A node that is already up is reused (not brought down), the operator
-# redeployed from the working tree, and left running with the CRDs of
+# A node that is already up is reused (steps 1 and 5 are skipped), the
+# operator redeployed from the working tree, and left running with the CRDs of
 # SNAPSHOT_CRDS. The tier fails when any of these steps fails.
 #
 # Logs: _output/e2e-node/<time>/ holds go-test.log and go-test-opensandbox.log
 # (the full go test output; the terminal shows the RUN/PASS/FAIL lines) and,
 # on failure, the node's logs.
 #
-# env: E2E_NODE_RUN=regexp  only the matching tests of step 2 (go test -run)
-#      E2E_NODE_OPENSANDBOX_RUN=regexp  the tests of step 3 (default
-#                           '^TestSnapshotAndResume$'; empty skips step 3)
+# env: E2E_NODE_RUN=regexp  only the matching tests of step 3 (go test -run)
+#      E2E_NODE_OPENSANDBOX_RUN=regexp  the tests of step 4 (default
+#                           '^TestSnapshotAndResume$'; empty skips step 4)
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 #
 # The node is one per machine: hold `flock /tmp/sso-node.lock` around it when
@@ -35,6 +39,7 @@ OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^TestSnapshotAndResume\$}"
 E2E_DIR="${OUTPUT_DIR}/e2e-node/$(date +%Y%m%d-%H%M%S)"
 START=$(now_s)
 STARTED_NODE=0
+HOST_TEST=0
 PROJECT_CRDS="${SNAPSHOT_CRDS}"
 
 # suite LOG GO_TEST_ARGS... runs the node tests with GO_TEST_ARGS and returns their status.
@@ -70,6 +75,9 @@ finish() {
   if ((STARTED_NODE)); then
     "${ROOT_DIR}/hack/node-down.sh" || { log "node-down failed"; ((rc)) || rc=1; }
   fi
+  if ((HOST_TEST)); then
+    "${ROOT_DIR}/hack/node-host-test.sh" check || { ((rc)) || rc=1; }
+  fi
   # A reused node: put its CRDs back.
   if ((!STARTED_NODE)) && [[ "${TIER_NO_CLUSTER}" != 1 && "${SNAPSHOT_CRDS}" != "${PROJECT_CRDS}" ]] && apiserver_ready; then
     (use_crds "${PROJECT_CRDS}") || { ((rc)) || rc=1; }
@@ -90,6 +98,9 @@ main() {
     log "reusing the running node; redeploying the operator"
     hack/deploy.sh
   else
+    hack/node-host-test.sh refusals
+    HOST_TEST=1
+    hack/node-host-test.sh decoys
     STARTED_NODE=1
     hack/node-up.sh
   fi

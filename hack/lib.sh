@@ -26,7 +26,7 @@ CERT_DIR="${CLUSTER_DIR}/pki"
 NODE_DIR="${OUTPUT_DIR}/node"
 NODE_RUN_DIR="/run/sso-node"
 KUBECONFIG_PATH="${CLUSTER_DIR}/kubeconfig"
-HOST_ENV="${OUTPUT_DIR}/node-host.env" # host settings node-up changed; kept until node-down restores them
+HOST_DIR="${OUTPUT_DIR}/node-host" # node-up's record of the host, kept until node-down undid it (hack/node-host.sh)
 NODE_OWNER_FILE="${NODE_RUN_DIR}/owner" # the clone whose node owns the machine-wide pieces
 
 # Pinned versions. hack/tools/<name>/go.mod pins the same ones.
@@ -287,7 +287,7 @@ node_daemons_recorded() {
 
 # node_present succeeds when this clone's hack/node-up.sh may have left something.
 node_present() {
-  [[ -f "${HOST_ENV}" || -d "${NODE_DIR}" ]] || node_daemons_recorded
+  [[ -d "${HOST_DIR}" || -d "${NODE_DIR}" ]] || node_daemons_recorded
 }
 
 # node_owner prints the clone that owns the machine-wide node pieces (bridge,
@@ -324,9 +324,6 @@ stop_control_plane() {
 # kube-proxy) and node-down restores.
 HOST_SYSCTLS="net.ipv4.ip_forward net.ipv4.conf.all.route_localnet vm.overcommit_memory vm.panic_on_oom
 kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
-
-# path_key PATH turns a path into a variable-name suffix.
-path_key() { echo "$1" | tr '/.-' '___' | tr '[:lower:]' '[:upper:]'; }
 
 # forward_guard_up makes the first rule of FORWARD (mangle and filter tables)
 # drop every forwarded packet except bridge -> bridge on BRIDGE.

@@ -13,18 +13,26 @@
 #   - kubelet and kube-proxy (iptables mode), node name node-0;
 #   - Tekton ${TEKTON_VERSION}, built with ko from its module's config/ (webhook included);
 #   - then hack/deploy.sh (the operator and tasks/, when present).
-# Everything outside _output/ that this changes is undone by hack/node-down.sh.
+# It first refuses to start, changing nothing, where something else holds
+# what it needs (the bridge name, 10.88.0.0/24, the kubelet's device-plugin
+# socket, kubepods cgroups, kube-proxy's or the guard's iptables chains,
+# /run/sso-node); its ports are chosen free. Before changing the host it
+# records it in _output/node-host/ (hack/node-host.sh), and hack/node-down.sh
+# undoes exactly what it and its daemons changed. If node-up fails half-way it
+# runs node-down itself, so nothing is left behind.
 # Requires root. Rerunnable: a running node is left as it is.
 #
-# env: SKIP_DEPLOY=1 skips hack/deploy.sh; SKIP_TEKTON=1 skips the Tekton install.
+# env: SKIP_DEPLOY=1 skips hack/deploy.sh; SKIP_TEKTON=1 skips the Tekton install;
+#      SNAPSHOT_CRDS (hack/lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=hack/node-host.sh
+source "$(dirname "${BASH_SOURCE[0]}")/node-host.sh"
 
 IMAGES_DIR="${OUTPUT_DIR}/images"       # OCI layouts re-pushed at every start (tags live in memory)
 REGISTRY_DIR="${OUTPUT_DIR}/registry"   # registry blobs, kept as a cache across node-down
 TEKTON_SRC="${OUTPUT_DIR}/src/pipeline-${TEKTON_VERSION}"
-CTR_SOCK="${NODE_RUN_DIR}/containerd.sock"
 
 preflight() {
   require_root
@@ -42,31 +50,17 @@ file_is_static() { ! LC_ALL=C ldd "$1" >/dev/null 2>&1; }
 
 # ----------------------------------------------------------- host: net, sysctl
 
-# record_host saves what node-down must restore, unless an earlier up saved it.
-record_host() {
-  [[ -f "${HOST_ENV}" ]] && return 0
-  mkdir -p "${OUTPUT_DIR}"
-  {
-    local k
-    for k in ${HOST_SYSCTLS}; do
-      echo "SYSCTL_${k//./_}=$(sysctl -n "${k}")"
-    done
-    local p
-    for p in /run/mount /var/lib/kubelet /var/lib/cni /var/log/containers /run/containerd; do
-      echo "EXISTED_$(path_key "${p}")=$([[ -e "${p}" ]] && echo 1 || echo 0)"
-    done
-  } >"${HOST_ENV}.tmp"
-  mv "${HOST_ENV}.tmp" "${HOST_ENV}"
-}
-
+# bridge_up creates the bridge (host_refusals saw none) and the FORWARD guard.
 bridge_up() {
-  if ! ip link show "${BRIDGE}" >/dev/null 2>&1; then
-    ip link add "${BRIDGE}" type bridge
-    sysctl -qw "net.ipv6.conf.${BRIDGE}.disable_ipv6=1" 2>/dev/null || true
-    ip addr add "${BRIDGE_IP}/24" dev "${BRIDGE}"
-    ip link set "${BRIDGE}" up
-    log "bridge ${BRIDGE} ${BRIDGE_IP}/24 up"
-  fi
+  local t
+  record link "${BRIDGE}"
+  ip link add "${BRIDGE}" type bridge
+  # Its own sysctl, gone with the link.
+  sysctl -qw "net.ipv6.conf.${BRIDGE}.disable_ipv6=1" 2>/dev/null || true
+  ip addr add "${BRIDGE_IP}/24" dev "${BRIDGE}"
+  ip link set "${BRIDGE}" up
+  log "bridge ${BRIDGE} ${BRIDGE_IP}/24 up"
+  for t in mangle filter; do record chain iptables "${t}" "${GUARD_CHAIN}"; done
   forward_guard_up
   # Pod -> service -> pod traffic is routed through the host; the guard keeps it on knbr0.
   sysctl -qw net.ipv4.ip_forward=1
@@ -147,7 +141,7 @@ push_images() {
 
 start_containerd() {
   local d="${NODE_DIR}/containerd" certs="${NODE_DIR}/containerd/certs.d/${LOCAL_REGISTRY}"
-  mkdir -p "${d}/root" "${certs}" "${NODE_DIR}/cni/net.d" "${NODE_DIR}/cni/ipam" "${NODE_RUN_DIR}"
+  mkdir -p "${d}/root" "${certs}" "${NODE_DIR}/cni/net.d" "${NODE_DIR}/cni/ipam"
   cat >"${certs}/hosts.toml" <<EOF
 server = "http://${LOCAL_REGISTRY}"
 
@@ -376,8 +370,25 @@ tekton_conversion_ready() {
 
 # ------------------------------------------------------------------------ main
 
+# on_exit, when node-up fails at any point after it began to change the host,
+# undoes everything with hack/node-down.sh, from the record.
+on_exit() {
+  local rc=$?
+  trap - EXIT INT TERM
+  set +e
+  if [[ -n "${KO_PID:-}" ]]; then kill "${KO_PID}" 2>/dev/null; fi
+  if ((rc)) && ((CHANGING)); then
+    log "node-up failed (exit ${rc}); undoing what it did with hack/node-down.sh"
+    "${ROOT_DIR}/hack/node-down.sh" || log "node-down failed too: see above"
+  fi
+  exit "${rc}"
+}
+
+CHANGING=0
+KO_PID=""
+
 main() {
-  local start ko_pid release
+  local start release
   start=$(now_s)
   preflight
   if cluster_env && [[ "${MODE}" == node ]] && pid_alive kubelet && pid_alive containerd && pid_alive registry &&
@@ -388,17 +399,21 @@ main() {
   if foreign_node_running; then
     die "a node of $(node_owner) runs (one per machine): stop it with its hack/node-down.sh"
   fi
-  # Stop a control-plane-only cluster, the leftovers of an earlier node of
-  # this clone, or the machine-wide leftovers of a dead node.
-  SSO_NODE_DOWN='' "${ROOT_DIR}/hack/cluster-down.sh"
-  if [[ -d "${NODE_RUN_DIR}" ]] || ip link show "${BRIDGE}" >/dev/null 2>&1; then
+  # The leftovers of an earlier node of this clone, from its record.
+  if node_present; then
     "${ROOT_DIR}/hack/node-down.sh"
   fi
+  host_refusals
+  # A control-plane-only cluster of this clone.
+  SSO_NODE_DOWN='' "${ROOT_DIR}/hack/cluster-down.sh"
 
   need_tools etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy crane ko pause
   mkdir -p "${NODE_DIR}" "${PID_DIR}" "${LOG_DIR}"
-  record_host
-  mkdir -p "${NODE_RUN_DIR}"
+  trap on_exit EXIT
+  trap 'exit 130' INT TERM
+  CHANGING=1
+  host_record_start
+  record_mkdir "${NODE_RUN_DIR}"
   echo "${ROOT_DIR}" >"${NODE_OWNER_FILE}"
   bridge_up
   start_registry
@@ -406,9 +421,7 @@ main() {
   release="${NODE_DIR}/tekton-release.yaml"
   if [[ "${SKIP_TEKTON:-0}" != 1 ]]; then
     resolve_tekton "${release}" &
-    ko_pid=$!
-    # shellcheck disable=SC2064 # expand now: the pid is known
-    trap "kill ${ko_pid} 2>/dev/null || true" EXIT
+    KO_PID=$!
   fi
   start_containerd
   NODE_MODE=1 "${ROOT_DIR}/hack/cluster-up.sh"
@@ -416,9 +429,9 @@ main() {
   start_kube_proxy
   kc wait --for=condition=Ready "node/${NODE_NAME}" --timeout=60s >/dev/null || die "node ${NODE_NAME} is not Ready"
   log "node ${NODE_NAME} Ready after $(elapsed "${start}")"
-  if [[ -n "${ko_pid:-}" ]]; then
-    wait "${ko_pid}" || die "building Tekton failed (see ${LOG_DIR}/ko-tekton.log)"
-    trap - EXIT
+  if [[ -n "${KO_PID}" ]]; then
+    wait "${KO_PID}" || die "building Tekton failed (see ${LOG_DIR}/ko-tekton.log)"
+    KO_PID=""
     install_tekton "${release}"
     log "Tekton ready after $(elapsed "${start}")"
   fi
