@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -49,7 +50,8 @@ type options struct {
 	podUID, runID                       string
 	address, namespace, dockerConfig    string
 	pauseWindowPath, digestsPath, imgsP string
-	errorPath                           string
+	errorPath, differ, keepLocal        string
+	keepLocalMax                        string
 	maxPause, timeout                   time.Duration
 }
 
@@ -155,7 +157,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.digestsPath, "digests-result", "", "file to write the DIGESTS result to")
 	fs.StringVar(&o.imgsP, "images-result", "", "file to write the IMAGES result to")
 	fs.StringVar(&o.errorPath, "error-result", "", "file to write the ERROR result (a one-line error) to on failure")
-	fs.DurationVar(&o.maxPause, "max-pause", 2*time.Minute, "abort the commit and thaw if diffing takes longer than this")
+	fs.DurationVar(&o.maxPause, "max-pause", committer.DefaultMaxPause, "bound on the pause window: past it the containers are thawed and the commit fails (exit 1)")
+	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
+	fs.StringVar(&o.keepLocal, "keep-local", "true", "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
+	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", "20Gi", "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "overall timeout")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: committer [flags] <container>=<image> ...\n")
@@ -166,6 +171,28 @@ func newFlagSet(o *options) *flag.FlagSet {
 
 func execute(ctx context.Context, o options, params *committer.Params, cm *atomic.Pointer[committer.Committer]) error {
 	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause}
+	switch o.differ {
+	case "auto":
+	case "walking":
+		cfg.WalkingDiffer = true
+	default:
+		return fmt.Errorf("invalid parameters: --differ must be auto or walking, got %q", o.differ)
+	}
+	switch o.keepLocal {
+	case "true":
+		cfg.KeepLocal = true
+	case "false":
+	default:
+		return fmt.Errorf("invalid parameters: --keep-local must be \"true\" or \"false\", got %q", o.keepLocal)
+	}
+	q, err := resource.ParseQuantity(o.keepLocalMax)
+	if err != nil || q.Sign() < 0 {
+		return fmt.Errorf("invalid parameters: --keep-local-max-size %q is not a size such as 20Gi", o.keepLocalMax)
+	}
+	cfg.KeepLocalMaxBytes = q.Value()
+	if o.maxPause <= 0 {
+		return fmt.Errorf("invalid parameters: --max-pause must be positive, got %s", o.maxPause)
+	}
 	if params.Mode == committer.ModeCommit && o.step != stepCommit {
 		kc, err := committer.LoadKeychain(o.dockerConfig)
 		if err != nil {

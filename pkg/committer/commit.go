@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,7 +85,11 @@ type prepared struct {
 	config      map[string]json.RawMessage
 	configMT    string
 	sourceRepos []string
-	diff        ocispec.Descriptor
+	// overlay is set when the overlay differ applies; upper is its result.
+	overlay *overlayPlan
+	upper   *overlayDiff
+	// diff is the walking differ's uncompressed layer otherwise.
+	diff ocispec.Descriptor
 }
 
 // Commit pauses every target container, diffs each rootfs, thaws them all,
@@ -118,13 +123,6 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	if err := c.checkOwnership(live); err != nil {
 		return nil, err
 	}
-	preps := make([]*prepared, len(live))
-	for i, l := range live {
-		if preps[i], err = c.prepare(ctx, l); err != nil {
-			return nil, err
-		}
-	}
-
 	ctx, doneLease, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: creating containerd lease: %w", c.podRef(), err)
@@ -134,6 +132,19 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 			c.log.Printf("pod %s: deleting lease: %v", c.podRef(), derr)
 		}
 	}()
+	preps := make([]*prepared, len(live))
+	defer func() {
+		for _, p := range preps {
+			if p != nil {
+				c.removeProbe(ctx, p.live, p.overlay)
+			}
+		}
+	}()
+	for i, l := range live {
+		if preps[i], err = c.prepare(ctx, l); err != nil {
+			return nil, err
+		}
+	}
 
 	res = &CommitResult{}
 	// Thaw on every path. The deferred call is a no-op after a normal thaw.
@@ -147,12 +158,23 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 		}
 	}()
 
+	// The bound covers the whole pause window: pausing, diffing and the
+	// time left for the thaw.
+	if err := c.markAll(ctx, live); err != nil {
+		return nil, err
+	}
 	start := time.Now()
-	err = c.pauseAll(ctx, live)
+	pctx, pcancel := context.WithDeadline(ctx, start.Add(c.cfg.MaxPause))
+	err = c.pauseAll(pctx, live)
 	if err == nil {
 		c.log.Printf("pod %s: %d containers frozen in %s", c.podRef(), len(live), time.Since(start).Round(time.Millisecond))
-		err = c.diffAll(ctx, preps)
+		err = c.diffAll(pctx, preps)
 	}
+	if err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded) {
+		err = fmt.Errorf("pod %s: %w: the containers were frozen longer than max-pause %s; they are thawed and nothing was committed (last error: %w)",
+			c.podRef(), ErrMaxPauseExceeded, c.cfg.MaxPause, err)
+	}
+	pcancel()
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	_, terr := c.thawAll(tctx, false)
 	cancel()
@@ -170,11 +192,24 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	for _, p := range preps {
 		ci, err := c.finish(ctx, p)
 		if err != nil {
+			c.removeImages(ctx, res.Images)
 			return nil, err
 		}
 		res.Images = append(res.Images, *ci)
 	}
 	return res, nil
+}
+
+// removeImages deletes image records this run created; their content goes
+// with the run's lease.
+func (c *Committer) removeImages(ctx context.Context, imgs []Committed) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, ci := range imgs {
+		if err := c.client.ImageService().Delete(ctx, ci.Target.Image); err != nil && !errdefs.IsNotFound(err) {
+			c.log.Printf("pod %s container %q: removing image %s: %v", c.podRef(), ci.Target.Container, ci.Target.Image, err)
+		}
+	}
 }
 
 func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
@@ -183,8 +218,6 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 			return fmt.Errorf("pod %s: %w", c.podRef(), err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.MaxPause)
-	defer cancel()
 	errs := make([]error, len(preps))
 	var wg sync.WaitGroup
 	for i, p := range preps {
@@ -192,18 +225,18 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 		go func() {
 			defer wg.Done()
 			l := p.live
-			sn := c.client.SnapshotService(l.info.Snapshotter)
-			ref := fmt.Sprintf("sandbox-commit-diff-%s-%d", l.info.ID, time.Now().UnixNano())
-			d, err := rootfs.CreateDiff(ctx, l.info.SnapshotKey, sn, c.client.DiffService(),
-				diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
-			if err != nil {
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-					err = fmt.Errorf("%w (max pause %s exceeded)", err, c.cfg.MaxPause)
-				}
-				errs[i] = fmt.Errorf("pod %s %s: diffing rootfs (snapshotter %s): %w", c.podRef(), l, l.info.Snapshotter, err)
-				return
+			var err error
+			if p.overlay != nil {
+				p.upper, err = c.diffOverlay(ctx, l, p.overlay)
+			} else {
+				sn := c.client.SnapshotService(l.info.Snapshotter)
+				ref := fmt.Sprintf("sandbox-commit-diff-%s-%d", l.info.ID, time.Now().UnixNano())
+				p.diff, err = rootfs.CreateDiff(ctx, l.info.SnapshotKey, sn, c.client.DiffService(),
+					diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
 			}
-			p.diff = d
+			if err != nil {
+				errs[i] = fmt.Errorf("pod %s %s: diffing rootfs (snapshotter %s): %w", c.podRef(), l, l.info.Snapshotter, err)
+			}
 		}()
 	}
 	wg.Wait()
@@ -249,6 +282,9 @@ func (c *Committer) prepare(ctx context.Context, l *liveContainer) (*prepared, e
 		c.log.Printf("pod %s %s: base resolved by layers to %s (manifest %s)", c.podRef(), l, p.baseName, mdesc.Digest)
 	}
 	p.sourceRepos = c.sourceRepos(ctx, base.img, mdesc)
+	if p.overlay, err = c.planOverlay(ctx, l); err != nil {
+		return nil, fail("%v", err)
+	}
 	return p, nil
 }
 
@@ -307,13 +343,18 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error)
 	if p.manifestMT == mediaTypeDockerManif {
 		layerMT = mediaTypeDockerGzip
 	}
-	layer, err := compressBlob(ctx, cs, p.diff, layerMT)
+	src, convert := p.diff, (func(io.Reader, io.Writer) error)(nil)
+	if p.upper != nil {
+		src = p.upper.upper
+		convert = func(r io.Reader, w io.Writer) error { return convertUpperTar(r, w, p.upper.opaque) }
+	}
+	layer, diffID, diffSize, err := buildLayer(ctx, cs, src, convert, layerMT)
 	if err != nil {
-		return nil, fail("compressing layer %s: %v", p.diff.Digest, err)
+		return nil, fail("compressing layer from %s: %v", src.Digest, err)
 	}
 
 	now := time.Now().UTC()
-	cfg, err := appendLayerToConfig(p.config, p.diff.Digest, now,
+	cfg, err := appendLayerToConfig(p.config, diffID, now,
 		fmt.Sprintf("sandbox-commit pod %s container %s", c.podRef(), l.target.Container))
 	if err != nil {
 		return nil, fail("updating image config: %v", err)
@@ -361,6 +402,8 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error)
 			LabelSourceImage:   p.baseName,
 			LabelSourceRepos:   strings.Join(p.sourceRepos, ","),
 			LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
+			LabelLocalBytes:    strconv.FormatInt(diffSize+layer.Size, 10),
+			LabelSnapshotter:   l.info.Snapshotter,
 		},
 	}
 	is := c.client.ImageService()
@@ -373,8 +416,8 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error)
 		}
 	}
 	c.log.Printf("pod %s %s committed as %s (manifest %s, diff %d bytes, layer %d bytes)",
-		c.podRef(), l, l.target.Image, mdesc.Digest, p.diff.Size, layer.Size)
-	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: p.diff.Size, LayerSize: layer.Size}, nil
+		c.podRef(), l, l.target.Image, mdesc.Digest, diffSize, layer.Size)
+	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, LayerSize: layer.Size}, nil
 }
 
 // appendLayerToConfig appends a diff ID and a history entry to an image
@@ -426,46 +469,58 @@ func writeBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor
 	return err
 }
 
-// compressBlob gzips an uncompressed layer from the content store into a new
-// blob, outside the pause window.
-func compressBlob(ctx context.Context, cs content.Store, src ocispec.Descriptor, mediaType string) (ocispec.Descriptor, error) {
+// gzipBlock is the input block size of the parallel gzip writer.
+const gzipBlock = 1 << 20
+
+// buildLayer reads an uncompressed tar from the content store, passes it
+// through convert (when set) and writes the gzipped layer as a new blob,
+// compressing on every core. It returns the compressed descriptor, the diff
+// ID (digest of the uncompressed layer) and its size.
+func buildLayer(ctx context.Context, cs content.Store, src ocispec.Descriptor, convert func(io.Reader, io.Writer) error,
+	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
+	var none ocispec.Descriptor
 	ra, err := cs.ReaderAt(ctx, src)
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return none, "", 0, err
 	}
 	defer ra.Close()
-	ref := "sandbox-commit-gzip-" + src.Digest.Encoded()
-	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
+	w, err := content.OpenWriter(ctx, cs, content.WithRef("sandbox-commit-gzip-"+src.Digest.Encoded()))
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return none, "", 0, err
 	}
 	defer w.Close()
 	if err := w.Truncate(0); err != nil {
-		return ocispec.Descriptor{}, err
+		return none, "", 0, err
 	}
 	dg := digest.Canonical.Digester()
 	cnt := &countingWriter{}
 	// Large buffers: every content-store read and write is one RPC.
 	bw := bufio.NewWriterSize(io.MultiWriter(w, dg.Hash(), cnt), 1<<20)
-	zw, err := gzip.NewWriterLevel(bw, gzip.DefaultCompression)
+	zw := newParallelGzip(bw, gzip.DefaultCompression, gzipBlock, runtime.GOMAXPROCS(0))
+	udg := digest.Canonical.Digester()
+	ucnt := &countingWriter{}
+	uw := io.MultiWriter(zw, udg.Hash(), ucnt)
+	in := bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), 1<<20)
+	if convert != nil {
+		err = convert(in, uw)
+	} else {
+		_, err = io.CopyBuffer(uw, in, make([]byte, 1<<20))
+	}
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	if _, err := io.CopyBuffer(zw, io.NewSectionReader(ra, 0, ra.Size()), make([]byte, 1<<20)); err != nil {
-		return ocispec.Descriptor{}, err
-	}
-	if err := zw.Close(); err != nil {
-		return ocispec.Descriptor{}, err
+		return none, "", 0, err
 	}
 	if err := bw.Flush(); err != nil {
-		return ocispec.Descriptor{}, err
+		return none, "", 0, err
 	}
 	desc := ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.n}
-	err = w.Commit(ctx, desc.Size, desc.Digest, content.WithLabels(map[string]string{labelUncompressed: src.Digest.String()}))
+	err = w.Commit(ctx, desc.Size, desc.Digest, content.WithLabels(map[string]string{labelUncompressed: udg.Digest().String()}))
 	if err != nil && !errdefs.IsAlreadyExists(err) {
-		return ocispec.Descriptor{}, err
+		return none, "", 0, err
 	}
-	return desc, nil
+	return desc, udg.Digest(), ucnt.n, nil
 }
 
 type countingWriter struct{ n int64 }

@@ -72,8 +72,16 @@ type Config struct {
 	Namespace string
 	// Keychain resolves registry credentials (push only). Anonymous when nil.
 	Keychain authn.Keychain
-	// MaxPause bounds the time containers stay frozen; 0 means 2 minutes.
+	// MaxPause bounds the time containers stay frozen; 0 means DefaultMaxPause.
 	MaxPause time.Duration
+	// WalkingDiffer forces containerd's walking differ (which compares the
+	// whole image) even where the overlay differ applies.
+	WalkingDiffer bool
+	// KeepLocal keeps pushed images in containerd, unpacked, for a resume on
+	// this node; KeepLocalMaxBytes bounds the uncompressed bytes of all kept
+	// snapshot images (oldest evicted first).
+	KeepLocal         bool
+	KeepLocalMaxBytes int64
 	// Log receives progress lines; os.Stderr when nil.
 	Log io.Writer
 }
@@ -95,7 +103,7 @@ func New(c *client.Client, cfg Config) *Committer {
 		cfg.Namespace = DefaultNamespace
 	}
 	if cfg.MaxPause == 0 {
-		cfg.MaxPause = 2 * time.Minute
+		cfg.MaxPause = DefaultMaxPause
 	}
 	if cfg.Keychain == nil {
 		cfg.Keychain = authn.NewMultiKeychain()
@@ -268,6 +276,8 @@ type freezer struct {
 	closed    bool
 	inflight  sync.WaitGroup
 	attempted []*liveContainer
+	// thawed counts the containers thawed so far, under thawMu.
+	thawed int
 }
 
 var errAborted = errors.New("aborted by signal")
@@ -275,6 +285,13 @@ var errAborted = errors.New("aborted by signal")
 // ErrThawFailed is wrapped by errors after which containers may still be
 // paused; the caller should exit with a code that triggers mode=unpause.
 var ErrThawFailed = errors.New("containers may still be paused")
+
+// ErrMaxPauseExceeded is wrapped by the error of a commit whose pause window
+// reached Config.MaxPause; the containers are thawed before it is returned.
+var ErrMaxPauseExceeded = errors.New("max-pause exceeded")
+
+// DefaultMaxPause bounds the pause window when Config.MaxPause is 0.
+const DefaultMaxPause = 20 * time.Second
 
 // begin registers a pause attempt; it fails once the freezer is closed.
 func (f *freezer) begin(l *liveContainer) error {
@@ -301,9 +318,9 @@ func (f *freezer) take(closeIt bool) []*liveContainer {
 	return out
 }
 
-// pauseAll marks every container with the run ID and pauses those not
-// already paused by this run, in parallel; it returns when all are frozen.
-func (c *Committer) pauseAll(ctx context.Context, live []*liveContainer) error {
+// markAll labels every container not already paused by this run with the
+// run ID, before any pause.
+func (c *Committer) markAll(ctx context.Context, live []*liveContainer) error {
 	for _, l := range live {
 		if l.foundPaused {
 			continue
@@ -312,6 +329,12 @@ func (c *Committer) pauseAll(ctx context.Context, live []*liveContainer) error {
 			return fmt.Errorf("pod %s %s: marking before pause: %w", c.podRef(), l, err)
 		}
 	}
+	return nil
+}
+
+// pauseAll pauses the containers not already paused by this run, in
+// parallel (markAll has marked them); it returns when all are frozen.
+func (c *Committer) pauseAll(ctx context.Context, live []*liveContainer) error {
 	errs := make([]error, len(live))
 	var wg sync.WaitGroup
 	for i, l := range live {
@@ -368,6 +391,7 @@ func (c *Committer) thawAll(ctx context.Context, closeIt bool) (int, error) {
 			n++
 		}
 	}
+	c.frz.thawed += n
 	return n, errors.Join(errs...)
 }
 
@@ -401,11 +425,16 @@ func (c *Committer) nsCtx(ctx context.Context) context.Context {
 }
 
 // Abort is meant for a signal handler: it stops new pauses, waits briefly
-// for pause calls in flight and thaws everything this process paused.
+// for pause calls in flight and thaws everything this process paused. It
+// returns how many containers this process has thawed in all, counting those
+// the main flow thawed when the signal cancelled its work.
 func (c *Committer) Abort(timeout time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return c.thawAll(c.nsCtx(ctx), true)
+	_, err := c.thawAll(c.nsCtx(ctx), true)
+	c.frz.thawMu.Lock()
+	defer c.frz.thawMu.Unlock()
+	return c.frz.thawed, err
 }
 
 // Unpause implements mode=unpause: it thaws every container of the pod that

@@ -107,7 +107,8 @@ func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 }
 
 // Push uploads every committed image to its target, verifies the manifest
-// digest with a HEAD request and removes the local image from containerd.
+// digest with a HEAD request, then keeps the image in containerd for a resume
+// on this node (Config.KeepLocal) or removes it. A failed push removes it.
 // Results are in the order of the containers param.
 func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 	ctx = c.nsCtx(ctx)
@@ -121,20 +122,72 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 		return nil, nil, err
 	}
 	stats := &PushStats{}
-	var out []Pushed
-	for _, t := range c.cfg.Params.Targets {
-		p, err := c.pushOne(ctx, t, pusher, puller, opts, stats)
-		if err != nil {
-			return nil, stats, fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
+	// Unpacking for a resume on this node runs beside the upload.
+	unpacked := make([]chan error, len(c.cfg.Params.Targets))
+	if c.cfg.KeepLocal {
+		for i, t := range c.cfg.Params.Targets {
+			unpacked[i] = make(chan error, 1)
+			go func() { unpacked[i] <- c.unpackLocal(ctx, t) }()
 		}
-		out = append(out, *p)
 	}
-	for _, p := range out {
-		if err := c.client.ImageService().Delete(ctx, p.Target.Image); err != nil && !errdefs.IsNotFound(err) {
-			c.log.Printf("pod %s container %q: removing local image %s: %v", c.podRef(), p.Target.Container, p.Target.Image, err)
+	// Containers are pushed concurrently; each bounds its own blob uploads.
+	out := make([]Pushed, len(c.cfg.Params.Targets))
+	errs := make([]error, len(out))
+	var wg sync.WaitGroup
+	for i, t := range c.cfg.Params.Targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p, err := c.pushOne(ctx, t, pusher, puller, opts, stats)
+			if err != nil {
+				errs[i] = fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
+				return
+			}
+			out[i] = *p
+		}()
+	}
+	wg.Wait()
+	// An image that could not be unpacked is not kept: the push stands.
+	var keep []Pushed
+	var drop []Target
+	for i, ch := range unpacked {
+		if ch == nil {
+			continue
 		}
+		if err := <-ch; err != nil {
+			c.log.Printf("pod %s container %q: not keeping %s for a resume on this node: %v",
+				c.podRef(), c.cfg.Params.Targets[i].Container, c.cfg.Params.Targets[i].Image, err)
+			drop = append(drop, c.cfg.Params.Targets[i])
+		} else if errs[i] == nil {
+			keep = append(keep, out[i])
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// A failed push leaves nothing behind: the committed images go, and
+		// their content with them (containerd's garbage collector).
+		c.deleteLocal(ctx, c.cfg.Params.Targets)
+		return nil, stats, err
+	}
+	if !c.cfg.KeepLocal {
+		c.deleteLocal(ctx, c.cfg.Params.Targets)
+		return out, stats, nil
+	}
+	c.deleteLocal(ctx, drop)
+	if err := c.keepLocal(ctx, keep); err != nil {
+		return nil, stats, err
 	}
 	return out, stats, nil
+}
+
+// deleteLocal removes the committed images of targets from containerd.
+func (c *Committer) deleteLocal(ctx context.Context, targets []Target) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	for _, t := range targets {
+		if err := c.client.ImageService().Delete(ctx, t.Image); err != nil && !errdefs.IsNotFound(err) {
+			c.log.Printf("pod %s container %q: removing local image %s: %v", c.podRef(), t.Container, t.Image, err)
+		}
+	}
 }
 
 func (c *Committer) pushOne(ctx context.Context, t Target, pusher *remote.Pusher, puller *remote.Puller, opts []remote.Option, stats *PushStats) (*Pushed, error) {
@@ -224,28 +277,32 @@ func (c *Committer) sourceRepositories(label string) []name.Repository {
 }
 
 // blobLayer returns a v1.Layer for one blob: read from the containerd content
-// store when present, otherwise fetched lazily from a source repository (as a
-// cross-repo mount candidate when it is on the target registry).
+// store when present, otherwise fetched lazily from a source repository; a
+// cross-repository mount candidate when a source is on the target registry.
 func (c *Committer) blobLayer(ctx context.Context, d ocispec.Descriptor, target name.Repository, sources []name.Repository, puller *remote.Puller) (v1.Layer, bool, error) {
+	var l v1.Layer
+	local := false
 	if _, err := c.client.ContentStore().Info(ctx, d.Digest); err == nil {
-		l, err := partial.CompressedToLayer(&contentLayer{ctx: ctx, cs: c.client.ContentStore(), desc: d})
-		return l, true, err
+		if l, err = partial.CompressedToLayer(&contentLayer{ctx: ctx, cs: c.client.ContentStore(), desc: d}); err != nil {
+			return nil, false, err
+		}
+		local = true
 	} else if !errdefs.IsNotFound(err) {
 		return nil, false, fmt.Errorf("content store info for %s: %w", d.Digest, err)
-	}
-	if len(sources) == 0 {
+	} else if len(sources) == 0 {
 		return nil, false, fmt.Errorf("blob %s is not in containerd and the source image has no known repository", d.Digest)
-	}
-	l, err := partial.CompressedToLayer(&sourceLayer{ctx: ctx, desc: d, sources: sources, puller: puller})
-	if err != nil {
+	} else if l, err = partial.CompressedToLayer(&sourceLayer{ctx: ctx, desc: d, sources: sources, puller: puller}); err != nil {
 		return nil, false, err
 	}
+	// A blob already on the target registry is mounted from its source
+	// repository instead of uploaded, even when containerd holds it: the
+	// upload (from the local copy) is only the fallback.
 	for _, s := range sources {
 		if s.RegistryStr() == target.RegistryStr() {
-			return &remote.MountableLayer{Layer: l, Reference: s.Digest(d.Digest.String())}, false, nil
+			return &remote.MountableLayer{Layer: l, Reference: s.Digest(d.Digest.String())}, local, nil
 		}
 	}
-	return l, false, nil
+	return l, local, nil
 }
 
 // rawManifest is a remote.Taggable for manifest bytes taken verbatim from

@@ -1,0 +1,383 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package committer
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/diff"
+	"github.com/containerd/containerd/v2/core/mount"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// The overlay differ takes a container's diff from its overlayfs upper
+// directory alone, so that the pause window grows with the change and not
+// with the image. The committer has no access to the node's filesystem: it
+// asks containerd's diff service for two small diffs while the containers
+// are frozen:
+//
+//  1. the upper directory against an empty directory: every added or changed
+//     entry, deletions as overlayfs whiteouts (character devices 0/0);
+//  2. an overlay of the upper directory over a probe layer holding one probe
+//     file in every directory of (1), against the upper directory: the probe
+//     of a directory shows through unless that directory is opaque (deleted
+//     and recreated), since containerd's tar writer keeps no trusted.*
+//     extended attributes.
+//
+// After the thaw, whiteouts become ".wh." entries and opaque directories get
+// a ".wh..wh..opq" entry: the same filesystem as containerd's walking differ
+// gives, which compares the whole image.
+
+const (
+	overlayProbeName = ".sandbox-commit-opaque-probe-6f1d"
+	whiteoutPrefix   = ".wh."
+	whiteoutOpaque   = ".wh..wh..opq"
+	snapshotterOvl   = "overlayfs"
+	// overlayParamsDir holds the overlay module's defaults; redirect_dir and
+	// metacopy make an upper directory depend on its lower layers.
+	overlayParamsDir = "/sys/module/overlay/parameters"
+)
+
+// overlayPlan is what the overlay differ needs, all read before the pause.
+type overlayPlan struct {
+	upper  string
+	lowers []string
+	// probeKey is an empty active snapshot the probe layer is applied to.
+	probeKey    string
+	probeMounts []mount.Mount
+}
+
+// overlayDiff is the result of the in-pause part of the overlay differ.
+type overlayDiff struct {
+	// upper is the tar of the upper directory (whiteouts as devices).
+	upper ocispec.Descriptor
+	// opaque lists the opaque directories of upper, cleaned, without "/".
+	opaque map[string]bool
+}
+
+// overlayLayout returns the upper and lower directories of an overlayfs
+// snapshot's mounts, or ok=false when they are not a plain overlay.
+func overlayLayout(mounts []mount.Mount) (upper string, lowers []string, ok bool) {
+	if len(mounts) != 1 {
+		return "", nil, false
+	}
+	m := mounts[0]
+	switch m.Type {
+	case "bind":
+		// An active snapshot without a parent: the whole rootfs is upper.
+		return m.Source, nil, true
+	case "overlay":
+	default:
+		return "", nil, false
+	}
+	for _, o := range m.Options {
+		switch {
+		case strings.HasPrefix(o, "upperdir="):
+			upper = strings.TrimPrefix(o, "upperdir=")
+		case strings.HasPrefix(o, "lowerdir="):
+			lowers = strings.Split(strings.TrimPrefix(o, "lowerdir="), ":")
+		case strings.HasPrefix(o, "redirect_dir=") && o != "redirect_dir=off",
+			strings.HasPrefix(o, "metacopy=") && o != "metacopy=off",
+			strings.Contains(o, "{{"):
+			return "", nil, false
+		}
+	}
+	return upper, lowers, upper != ""
+}
+
+// overlayKernelDefaultsSafe reports whether the overlay module's defaults
+// keep upper directories self-contained (no redirect_dir, no metacopy). An
+// unreadable parameter counts as unsafe.
+func overlayKernelDefaultsSafe() error {
+	for _, p := range []string{"redirect_dir", "metacopy"} {
+		b, err := os.ReadFile(overlayParamsDir + "/" + p)
+		if err != nil {
+			return fmt.Errorf("reading overlay parameter %s: %w", p, err)
+		}
+		if v := strings.TrimSpace(string(b)); v != "N" && v != "off" {
+			return fmt.Errorf("overlay parameter %s is %q", p, v)
+		}
+	}
+	return nil
+}
+
+// planOverlay decides, before the pause, whether the overlay differ applies
+// to a container, and prepares its probe snapshot. It returns nil, with the
+// reason logged, when the walking differ must be used.
+func (c *Committer) planOverlay(ctx context.Context, l *liveContainer) (*overlayPlan, error) {
+	if l.info.Snapshotter != snapshotterOvl || c.cfg.WalkingDiffer {
+		return nil, nil
+	}
+	sn := c.client.SnapshotService(l.info.Snapshotter)
+	mounts, err := sn.Mounts(ctx, l.info.SnapshotKey)
+	if err != nil {
+		return nil, fmt.Errorf("mounts of snapshot %s: %w", l.info.SnapshotKey, err)
+	}
+	upper, lowers, ok := overlayLayout(mounts)
+	if !ok {
+		c.log.Printf("pod %s %s: snapshot mounts are not a plain overlay; using the walking differ", c.podRef(), l)
+		return nil, nil
+	}
+	if err := overlayKernelDefaultsSafe(); err != nil {
+		c.log.Printf("pod %s %s: %v; using the walking differ", c.podRef(), l, err)
+		return nil, nil
+	}
+	plan := &overlayPlan{upper: upper, lowers: lowers}
+	if len(lowers) == 0 {
+		return plan, nil
+	}
+	plan.probeKey = fmt.Sprintf("sandbox-commit-probe-%s-%d", l.info.ID, time.Now().UnixNano())
+	plan.probeMounts, err = sn.Prepare(ctx, plan.probeKey, "")
+	if err != nil {
+		return nil, fmt.Errorf("preparing probe snapshot: %w", err)
+	}
+	if len(plan.probeMounts) != 1 || plan.probeMounts[0].Type != "bind" {
+		c.removeProbe(ctx, l, plan)
+		c.log.Printf("pod %s %s: unexpected probe snapshot mounts; using the walking differ", c.podRef(), l)
+		return nil, nil
+	}
+	return plan, nil
+}
+
+// removeProbe removes the probe snapshot of a plan, if any.
+func (c *Committer) removeProbe(ctx context.Context, l *liveContainer, plan *overlayPlan) {
+	if plan == nil || plan.probeKey == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := c.client.SnapshotService(l.info.Snapshotter).Remove(ctx, plan.probeKey); err != nil {
+		c.log.Printf("pod %s %s: removing probe snapshot %s: %v", c.podRef(), l, plan.probeKey, err)
+	}
+	plan.probeKey = ""
+}
+
+// diffOverlay runs the in-pause part of the overlay differ.
+func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *overlayPlan) (*overlayDiff, error) {
+	ds := c.client.DiffService()
+	start := time.Now()
+	defer func() {
+		c.log.Printf("pod %s %s: overlay differ took %s in the pause", c.podRef(), l, time.Since(start).Round(time.Millisecond))
+	}()
+	ref := fmt.Sprintf("sandbox-commit-upper-%s-%d", l.info.ID, time.Now().UnixNano())
+	upperRO := []mount.Mount{{Type: "bind", Source: plan.upper, Options: []string{"ro", "rbind"}}}
+	d, err := ds.Compare(ctx, nil, upperRO, diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
+	if err != nil {
+		return nil, fmt.Errorf("diffing upper directory: %w", err)
+	}
+	out := &overlayDiff{upper: d, opaque: map[string]bool{}}
+	if len(plan.lowers) == 0 {
+		return out, nil
+	}
+	cs := c.client.ContentStore()
+	var dirs []string
+	if err := walkTarHeaders(ctx, cs, d, func(h *tar.Header) {
+		if n := cleanTarName(h.Name); h.Typeflag == tar.TypeDir && n != "" {
+			dirs = append(dirs, n)
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("reading upper diff: %w", err)
+	}
+	if len(dirs) == 0 {
+		return out, nil
+	}
+	probe, err := probeTar(dirs)
+	if err != nil {
+		return nil, err
+	}
+	pdesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(probe), Size: int64(len(probe))}
+	if err := writeBlob(ctx, cs, pdesc, probe, nil); err != nil {
+		return nil, fmt.Errorf("writing probe layer: %w", err)
+	}
+	if _, err := ds.Apply(ctx, pdesc, plan.probeMounts); err != nil {
+		return nil, fmt.Errorf("applying probe layer: %w", err)
+	}
+	merged := []mount.Mount{{Type: "overlay", Source: "overlay",
+		Options: []string{"ro", "lowerdir=" + plan.upper + ":" + plan.probeMounts[0].Source}}}
+	pd, err := ds.Compare(ctx, upperRO, merged, diff.WithMediaType(ocispec.MediaTypeImageLayer),
+		diff.WithReference(ref+"-probe"))
+	if err != nil {
+		return nil, fmt.Errorf("diffing probe overlay: %w", err)
+	}
+	visible := map[string]bool{}
+	if err := walkTarHeaders(ctx, cs, pd, func(h *tar.Header) {
+		if n := cleanTarName(h.Name); path.Base(n) == overlayProbeName {
+			visible[path.Dir(n)] = true
+		}
+	}); err != nil {
+		return nil, fmt.Errorf("reading probe diff: %w", err)
+	}
+	for _, dir := range dirs {
+		if !visible[dir] {
+			out.opaque[dir] = true
+		}
+	}
+	return out, nil
+}
+
+// probeTar builds a tar with every directory of dirs and one probe file in each.
+func probeTar(dirs []string) ([]byte, error) {
+	sort.Strings(dirs)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range dirs {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
+			return nil, err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: d + "/" + overlayProbeName, Mode: 0o644}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// cleanTarName returns a tar entry name without "./", leading or trailing
+// slashes; "" for the root.
+func cleanTarName(n string) string {
+	n = path.Clean("/" + n)
+	return strings.TrimPrefix(n, "/")
+}
+
+// walkTarHeaders calls fn for every header of a tar blob, skipping contents.
+func walkTarHeaders(ctx context.Context, cs content.Provider, d ocispec.Descriptor, fn func(*tar.Header)) error {
+	ra, err := cs.ReaderAt(ctx, d)
+	if err != nil {
+		return err
+	}
+	defer ra.Close()
+	// Headers are read through a buffer (each content-store read is one
+	// RPC), and file contents are skipped by seeking, not read.
+	tr := tar.NewReader(&seekBuffer{ra: ra, size: ra.Size(), buf: make([]byte, 0, 64<<10)})
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fn(h)
+	}
+}
+
+// seekBuffer reads an io.ReaderAt sequentially through a read-ahead buffer
+// and seeks without reading.
+type seekBuffer struct {
+	ra     io.ReaderAt
+	size   int64
+	off    int64
+	buf    []byte
+	bufOff int64
+}
+
+// Read implements io.Reader.
+func (s *seekBuffer) Read(p []byte) (int, error) {
+	if s.off >= s.size {
+		return 0, io.EOF
+	}
+	if s.off < s.bufOff || s.off >= s.bufOff+int64(len(s.buf)) {
+		n, err := s.ra.ReadAt(s.buf[:min(int64(cap(s.buf)), s.size-s.off)], s.off)
+		if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
+			return 0, err
+		}
+		s.buf, s.bufOff = s.buf[:n], s.off
+	}
+	n := copy(p, s.buf[s.off-s.bufOff:])
+	s.off += int64(n)
+	return n, nil
+}
+
+// Seek implements io.Seeker.
+func (s *seekBuffer) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += s.off
+	case io.SeekEnd:
+		offset += s.size
+	default:
+		return 0, fmt.Errorf("seek: invalid whence %d", whence)
+	}
+	if offset < 0 {
+		return 0, fmt.Errorf("seek: negative offset %d", offset)
+	}
+	s.off = offset
+	return offset, nil
+}
+
+// convertUpperTar writes the layer for an upper-directory tar: whiteout
+// devices (and hard links to them) become ".wh." entries, and every opaque
+// directory gets a ".wh..wh..opq" entry after its own.
+func convertUpperTar(r io.Reader, w io.Writer, opaque map[string]bool) error {
+	tr := tar.NewReader(r)
+	tw := tar.NewWriter(w)
+	whiteouts := map[string]bool{}
+	epoch := time.Unix(0, 0).UTC()
+	marker := func(dir, base string) *tar.Header {
+		return &tar.Header{Typeflag: tar.TypeReg, Name: path.Join(dir, base), ModTime: epoch, Format: tar.FormatPAX}
+	}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		n := cleanTarName(h.Name)
+		isWhiteout := (h.Typeflag == tar.TypeChar && h.Devmajor == 0 && h.Devminor == 0) ||
+			(h.Typeflag == tar.TypeLink && whiteouts[cleanTarName(h.Linkname)])
+		if isWhiteout {
+			whiteouts[n] = true
+			if err := tw.WriteHeader(marker(path.Dir(n), whiteoutPrefix+path.Base(n))); err != nil {
+				return err
+			}
+			continue
+		}
+		h.Xattrs = nil //nolint:staticcheck // PAXRecords carries the same values
+		h.Format = tar.FormatPAX
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if h.Typeflag == tar.TypeReg && h.Size > 0 {
+			if _, err := io.Copy(tw, tr); err != nil {
+				return err
+			}
+		}
+		if h.Typeflag == tar.TypeDir && opaque[n] {
+			if err := tw.WriteHeader(marker(n, whiteoutOpaque)); err != nil {
+				return err
+			}
+		}
+	}
+	return tw.Close()
+}
