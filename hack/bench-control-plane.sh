@@ -23,11 +23,13 @@
 # (it must not run a controller of its own). A node cluster (hack/node-up.sh)
 # is refused: its real Tekton would run the TaskRuns.
 #
-# Results: _output/bench/result-N.json, limit-N.json, report.txt and report.md
+# Results: _output/bench/result-N-tT.json, limit-N-tT.json (T the trial), report.txt and report.md
 # (the table as Markdown), with the
 # controller's and kwok's logs beside them.
 # env: BENCH_SIZES (default "100 500 1000"), BENCH_TIMEOUT (per step, default 5m),
-#      BENCH_CONTAINERS (containers per sandbox pod, default 1).
+#      BENCH_CONTAINERS (containers per sandbox pod, default 1), BENCH_TRIALS (runs
+#      of each size, default 1; the table gives the means, each burst compared
+#      with its own trial's write-only client).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -37,6 +39,7 @@ BENCH_DIR="${OUTPUT_DIR}/bench"
 BENCH_SIZES=${BENCH_SIZES:-"100 500 1000"}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-5m}
 BENCH_CONTAINERS=${BENCH_CONTAINERS:-1}
+BENCH_TRIALS=${BENCH_TRIALS:-1}
 NODE=kwok-node-0
 RUN_CONTROLLER="${ROOT_DIR}/hack/run-controller.sh"
 STARTED_CLUSTER=0
@@ -114,24 +117,24 @@ finish() {
 }
 
 one_size() {
-  local n=$1 pid
-  log "N=${n}: setup"
+  local n=$1 t=$2 pid
+  log "N=${n}, trial ${t}: setup"
   bench setup -n "${n}"
-  log "N=${n}: write-only client, no controller running"
-  bench limit -n "${n}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" \
-    -out "${BENCH_DIR}/limit-${n}.json"
+  log "N=${n}, trial ${t}: write-only client, no controller running"
+  bench limit -n "${n}" -trial "${t}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" \
+    -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" -out "${BENCH_DIR}/limit-${n}-t${t}.json"
   "${RUN_CONTROLLER}" start
   pid=$(cat "${PID_DIR}/controller-1.pid")
-  log "N=${n}: burst (controller pid ${pid})"
-  bench run -n "${n}" -pid "${pid}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" \
-    -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" -out "${BENCH_DIR}/result-${n}.json"
-  log "N=${n}: cleanup"
+  log "N=${n}, trial ${t}: burst (controller pid ${pid})"
+  bench run -n "${n}" -trial "${t}" -pid "${pid}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" \
+    -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" -out "${BENCH_DIR}/result-${n}-t${t}.json"
+  log "N=${n}, trial ${t}: cleanup"
   bench cleanup -n "${n}"
   "${RUN_CONTROLLER}" stop
 }
 
 main() {
-  local start n files=()
+  local start n t files=()
   start=$(now_s)
   require_root
   need_tools kwok
@@ -141,9 +144,11 @@ main() {
   trap finish EXIT
   ensure_cluster
   start_kwok
-  for n in ${BENCH_SIZES}; do
-    one_size "${n}"
-    files+=("${BENCH_DIR}/result-${n}.json" "${BENCH_DIR}/limit-${n}.json")
+  for t in $(seq "${BENCH_TRIALS}"); do
+    for n in ${BENCH_SIZES}; do
+      one_size "${n}" "${t}"
+      files+=("${BENCH_DIR}/result-${n}-t${t}.json" "${BENCH_DIR}/limit-${n}-t${t}.json")
+    done
   done
   "${BENCH_BIN}" report -markdown "${files[@]}" >"${BENCH_DIR}/report.md" || true
   "${BENCH_BIN}" report "${files[@]}" | tee "${BENCH_DIR}/report.txt"

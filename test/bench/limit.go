@@ -107,7 +107,7 @@ func limit(ctx context.Context, c *clients, o *options) error {
 		return fmt.Errorf("write-only client: %w", err)
 	}
 	busy, total := machineCPU()
-	res := result{Mode: modeLimit, N: o.n, Containers: o.containers, Succeeded: o.n, WallSecs: wall}
+	res := result{Mode: modeLimit, Trial: o.trial, N: o.n, Containers: o.containers, Succeeded: o.n, WallSecs: wall}
 	res.ToTaskRun, res.ToSucceed = summarize(toTR), summarize(toDone)
 	sort.Float64s(doneAt)
 	res.OverallRate = float64(o.n) / wall

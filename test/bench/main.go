@@ -61,6 +61,7 @@ type options struct {
 	apiPid     int
 	etcdPid    int
 	markdown   bool
+	trial      int
 	timeout    time.Duration
 }
 
@@ -115,6 +116,7 @@ func main() {
 	fs.IntVar(&o.pid, "pid", 0, "run: controller pid, for its peak RSS and CPU time")
 	fs.IntVar(&o.apiPid, "apiserver-pid", 0, "run, limit: kube-apiserver pid, for its CPU time")
 	fs.IntVar(&o.etcdPid, "etcd-pid", 0, "run, limit: etcd pid, for its CPU time")
+	fs.IntVar(&o.trial, "trial", 1, "run, limit: the trial's number, recorded in the result")
 	fs.BoolVar(&o.markdown, "markdown", false, "report: a Markdown table")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long a step may take")
 	_ = fs.Parse(os.Args[2:])

@@ -22,6 +22,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 )
@@ -60,16 +61,23 @@ func fromLimit(get func(*result) float64) func(*result) float64 {
 	}
 }
 
+// limitRate is the write-only client's throughput.
+var limitRate = fromLimit(func(r *result) float64 { return r.OverallRate })
+
+// rateRatio is the burst's throughput over the write-only client's.
+func rateRatio(r *result) float64 { return r.OverallRate / limitRate(r) }
+
+// p50OverWall is the median creation -> Succeed over the burst's wall time.
+func p50OverWall(r *result) float64 { return r.ToSucceed.P50 / r.WallSecs }
+
 var rows = []row{
 	// The baseline's throughput is N over the time to the last Succeed
 	// (N / p99 creation -> Succeed gives about the same), so ours is too.
 	{name: "throughput (N / burst -> last Succeed)", unit: "snapshots/s", get: func(r *result) float64 { return r.OverallRate },
 		base100: 23.1, base500: 20.4, noGoal: true, decimals: 1},
-	{name: "write-only client's throughput (32 workers)", unit: "snapshots/s", get: fromLimit(func(r *result) float64 { return r.OverallRate }),
+	{name: "write-only client's throughput (32 workers)", unit: "snapshots/s", get: limitRate,
 		base100: nan, base500: nan, noGoal: true, decimals: 1},
-	{name: "throughput / write-only client's", unit: "x", get: func(r *result) float64 {
-		return r.OverallRate / fromLimit(func(l *result) float64 { return l.OverallRate })(r)
-	},
+	{name: "throughput / write-only client's", unit: "x", get: rateRatio,
 		base100: nan, base500: nan, goal: 0.8, atLeast: true, decimals: 2},
 	{name: "throughput, middle 80% of completions", unit: "snapshots/s", get: func(r *result) float64 { return r.SteadyRate },
 		base100: nan, base500: nan, noGoal: true, decimals: 1},
@@ -83,7 +91,7 @@ var rows = []row{
 		base100: 4.19, base500: 23.66, noGoal: true, decimals: 2},
 	{name: "burst -> last Succeed (wall)", unit: "s", get: func(r *result) float64 { return r.WallSecs },
 		base100: nan, base500: nan, noGoal: true, decimals: 2},
-	{name: "creation -> Succeed p50 / wall", unit: "x", get: func(r *result) float64 { return r.ToSucceed.P50 / r.WallSecs },
+	{name: "creation -> Succeed p50 / wall", unit: "x", get: p50OverWall,
 		base100: nan, base500: nan, goal: 0.6, decimals: 2},
 	{name: "write-only client: creation -> last write, p50", unit: "s", get: fromLimit(func(r *result) float64 { return r.ToSucceed.P50 }),
 		base100: nan, base500: nan, noGoal: true, decimals: 2},
@@ -139,10 +147,14 @@ func delivered(r *result) int32 {
 	return n
 }
 
+// trialKey names one trial of one size.
+type trialKey struct{ n, trial int }
+
 // loadResults reads result files and pairs each burst with the write-only
-// client's result of the same N.
-func loadResults(files []string) (map[int]*result, error) {
-	bursts, limits := map[int]*result{}, map[int]*result{}
+// client's result of the same N and trial. It returns the bursts by N, in
+// the order of their trials.
+func loadResults(files []string) (map[int][]*result, error) {
+	bursts, limits := map[int][]*result{}, map[trialKey]*result{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -154,22 +166,38 @@ func loadResults(files []string) (map[int]*result, error) {
 		}
 		switch r.Mode {
 		case modeBurst:
-			bursts[r.N] = r
+			bursts[r.N] = append(bursts[r.N], r)
 		case modeLimit:
-			limits[r.N] = r
+			limits[trialKey{r.N, r.Trial}] = r
 		default:
 			return nil, fmt.Errorf("%s: unknown mode %q", f, r.Mode)
 		}
 	}
-	for n, r := range bursts {
-		r.limit = limits[n]
+	for n, rs := range bursts {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Trial < rs[j].Trial })
+		for _, r := range rs {
+			r.limit = limits[trialKey{n, r.Trial}]
+		}
 	}
 	return bursts, nil
 }
 
+// mean is the mean of rw's figure over the trials rs, NaN without any.
+func mean(rs []*result, rw row) float64 {
+	if len(rs) == 0 {
+		return nan
+	}
+	sum := 0.0
+	for _, r := range rs {
+		sum += rw.get(r)
+	}
+	return sum / float64(len(rs))
+}
+
 // report prints the results of files as a table beside the baseline (as
 // Markdown with markdown set), with the ratios ours / baseline and whether
-// each goal is met at goalSizes.
+// each goal is met at goalSizes. Each figure is the mean over the trials;
+// each trial's burst is compared with its own write-only client's run.
 func report(w io.Writer, markdown bool, files []string) error {
 	bySize, err := loadResults(files)
 	if err != nil {
@@ -194,12 +222,11 @@ func report(w io.Writer, markdown bool, files []string) error {
 			}
 			goal = fmt.Sprintf("%s %s", op, num(rw.goal, rw.decimals))
 			for _, n := range goalSizes {
-				r := bySize[n]
-				if r == nil {
+				v := mean(bySize[n], rw)
+				if math.IsNaN(v) {
 					verdicts = append(verdicts, "-")
 					continue
 				}
-				v := rw.get(r)
 				verdict := "miss"
 				if (rw.atLeast && v >= rw.goal) || (!rw.atLeast && v <= rw.goal+1e-9) {
 					verdict = "ok"
@@ -228,30 +255,43 @@ func report(w io.Writer, markdown bool, files []string) error {
 	}
 
 	failed := false
+	fmt.Fprintln(w, "\nEach trial: throughput, write-only client's, their ratio; p50 creation -> Succeed / wall:")
+	for _, n := range sizes {
+		for _, r := range bySize[n] {
+			fmt.Fprintf(w, "  N=%d trial %d: %.1f/s, %s/s, %sx; %.2f\n", n, r.Trial, r.OverallRate,
+				num(limitRate(r), 1), num(rateRatio(r), 2), p50OverWall(r))
+		}
+	}
 	fmt.Fprintln(w, "\nRequests during each burst, the harness's own subtracted (verb resource code: count):")
 	for _, n := range sizes {
-		r := bySize[n]
-		if r == nil {
-			continue
-		}
-		fmt.Fprintf(w, "  N=%d: writes: %s\n", n, entries(r.Requests))
-		fmt.Fprintf(w, "  N=%d: reads: %s\n", n, entries(r.ReadRequests))
-		fmt.Fprintf(w, "  N=%d: events by reason: %v\n", n, r.EventReasons)
-		if r.limit == nil {
-			fmt.Fprintf(w, "  N=%d: no write-only client result\n", n)
-		}
-		if r.Failed+r.Unfinished > 0 {
-			fmt.Fprintf(w, "  N=%d: %d snapshot(s) Failed, %d unfinished\n", n, r.Failed, r.Unfinished)
-			failed = true
-		}
-		for msg, count := range r.Failures {
-			fmt.Fprintf(w, "  N=%d: Failed x%d: %s\n", n, count, msg)
+		for _, r := range bySize[n] {
+			failed = trialDetails(w, r) || failed
 		}
 	}
 	if failed {
 		return fmt.Errorf("some snapshots did not succeed")
 	}
 	return nil
+}
+
+// trialDetails prints one trial's requests, events and failures, and
+// reports whether any snapshot failed or did not finish.
+func trialDetails(w io.Writer, r *result) bool {
+	at := fmt.Sprintf("N=%d trial %d", r.N, r.Trial)
+	fmt.Fprintf(w, "  %s: writes: %s\n", at, entries(r.Requests))
+	fmt.Fprintf(w, "  %s: reads: %s\n", at, entries(r.ReadRequests))
+	fmt.Fprintf(w, "  %s: events by reason: %v\n", at, r.EventReasons)
+	if r.limit == nil {
+		fmt.Fprintf(w, "  %s: no write-only client result\n", at)
+	}
+	for msg, count := range r.Failures {
+		fmt.Fprintf(w, "  %s: Failed x%d: %s\n", at, count, msg)
+	}
+	if r.Failed+r.Unfinished == 0 {
+		return false
+	}
+	fmt.Fprintf(w, "  %s: %d snapshot(s) Failed, %d unfinished\n", at, r.Failed, r.Unfinished)
+	return true
 }
 
 func entries(es []countEntry) string {
@@ -262,18 +302,16 @@ func entries(es []countEntry) string {
 	return strings.Join(parts, ", ")
 }
 
-func value(r *result, rw row) string {
-	if r == nil {
-		return "-"
-	}
-	return num(rw.get(r), rw.decimals)
+func value(rs []*result, rw row) string {
+	return num(mean(rs, rw), rw.decimals)
 }
 
-func ratio(r *result, rw row, base float64) string {
-	if r == nil || math.IsNaN(base) || base == 0 {
+func ratio(rs []*result, rw row, base float64) string {
+	v := mean(rs, rw)
+	if math.IsNaN(v) || math.IsNaN(base) || base == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2fx", rw.get(r)/base)
+	return fmt.Sprintf("%.2fx", v/base)
 }
 
 func num(v float64, decimals int) string {

@@ -54,12 +54,14 @@ const (
 // result is what one run measured; bench report prints it.
 type result struct {
 	// Mode is modeBurst or modeLimit.
-	Mode       string `json:"mode,omitempty"`
-	N          int    `json:"n"`
-	Containers int    `json:"containers"`
-	Succeeded  int    `json:"succeeded"`
-	Failed     int    `json:"failed"`
-	Unfinished int    `json:"unfinished"`
+	Mode string `json:"mode,omitempty"`
+	// Trial numbers the runs of one size, from 1.
+	Trial      int `json:"trial"`
+	N          int `json:"n"`
+	Containers int `json:"containers"`
+	Succeeded  int `json:"succeeded"`
+	Failed     int `json:"failed"`
+	Unfinished int `json:"unfinished"`
 	// Failures are the Failed snapshots' reason and message, the warm-up's
 	// included, one line per distinct message with its count.
 	Failures map[string]int `json:"failures,omitempty"`
@@ -300,7 +302,7 @@ func run(ctx context.Context, c *clients, o *options) error {
 		return err
 	}
 
-	res := result{N: o.n, Containers: o.containers, CreateSecs: createSecs, WallSecs: wall, EventReasons: reasons}
+	res := result{Trial: o.trial, N: o.n, Containers: o.containers, CreateSecs: createSecs, WallSecs: wall, EventReasons: reasons}
 	res.PeakRSSKiB = peakRSS(o.pid)
 	res.CPUSecs, res.ApiserverCPUSecs, res.EtcdCPUSecs, res.HarnessCPUSecs = cpu, apiCPU, etcdCPU, ownCPU
 	res.MachineCores = runtime.NumCPU()
