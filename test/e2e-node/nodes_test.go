@@ -26,6 +26,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -349,4 +350,80 @@ func hasTaint(n *corev1.Node, key string) bool {
 		}
 	}
 	return false
+}
+
+// TestCommitPodCannotStart: a commit pod the kubelet cannot start (here its
+// containerd socket volume fails to mount: config-snapshot names a socket
+// path the node does not have, as on a node whose containerd listens
+// elsewhere) leaves the snapshot Committing, with the kubelet's reason in
+// its Ready condition within seconds. Deleting the snapshot then cleans up.
+func TestCommitPodCannotStart(t *testing.T) {
+	ns := newNamespace(t)
+	pod := createSandbox(t, ns, "sb")
+	const socket = "/run/e2e-no-such-containerd/containerd.sock"
+	setConfig(t, map[string]string{"containerd-socket": socket}, `"containerdSocket":"`+socket+`"`)
+
+	createSnapshot(t, ns, "sb-snap", "sb")
+	created := time.Now()
+	snaps := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns)
+	fs := fields.OneTermEqualSelector("metadata.name", "sb-snap").String()
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = fs
+			return snaps.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fs
+			return snaps.Watch(ctx, o)
+		},
+	}
+	// The kubelet's words: MountVolume.SetUp failed for volume "...":
+	// hostPath type check failed: <socket> is not a socket file.
+	const why = "hostPath type check failed"
+	var last *v1alpha1.SandboxSnapshot
+	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
+	defer cancel()
+	_, err := watchtools.UntilWithSync(ctx, lw, &v1alpha1.SandboxSnapshot{}, nil, func(ev watch.Event) (bool, error) {
+		s, ok := ev.Object.(*v1alpha1.SandboxSnapshot)
+		if !ok || ev.Type == watch.Deleted {
+			return false, nil
+		}
+		last = s
+		r := s.Status.GetCondition(v1alpha1.ConditionReady)
+		return s.Status.IsTerminal() || (r != nil && strings.Contains(r.Message, why)), nil
+	})
+	if err != nil || last.Status.IsTerminal() {
+		var conds []metav1.Condition
+		if last != nil {
+			conds = last.Status.Conditions
+		}
+		var taskRun, events string
+		for _, name := range taskRunsOf(t, ns, "sb-snap") {
+			tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			taskRun += fmt.Sprintf("TaskRun %s, pod %s: %+v\n", tr.Name, tr.Status.PodName, tr.Status.Conditions)
+			out, _ := tryRun("", "kubectl", "-n", systemNamespace, "get", "events", "--field-selector", "involvedObject.name="+tr.Status.PodName,
+				"-o", "custom-columns=REASON:.reason,MESSAGE:.message")
+			events += out
+		}
+		t.Fatalf("within 45s, sb-snap's Ready condition did not give the kubelet's reason (%q) while Committing: %v\nsnapshot conditions: %+v\n%sevents of the commit pod:\n%s",
+			why, err, conds, taskRun, events)
+	}
+	r := last.Status.GetCondition(v1alpha1.ConditionReady)
+	if last.Status.Phase != v1alpha1.PhaseCommitting {
+		t.Errorf("phase %s while the commit pod cannot start, want Committing", last.Status.Phase)
+	}
+	t.Logf("%s after creation, Ready %s/%s: %s", time.Since(created).Round(time.Millisecond), r.Status, r.Reason, r.Message)
+
+	// Deleting the snapshot cancels the commit that never started and goes.
+	if err := snaps.Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "sb-snap and its TaskRuns to go", 2*time.Minute, func() (bool, error) {
+		_, err := snaps.Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		return apierrs.IsNotFound(err) && len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
+	})
+	assertNotPaused(t, pod)
 }
