@@ -36,6 +36,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
 // TestCommitPodKilledMidPause kills the committer with SIGKILL while the
@@ -151,7 +152,7 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 
 	createSnapshot(t, ns, "sb-snap", "sb")
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
-	tr := s.Status.TaskRunRef
+	tr := v1alpha1.TaskRunReference{Namespace: systemNamespace, Name: names.CommitTaskRun(s)}
 
 	outputs := map[string]string{
 		"snapshot":       run(t, "", "kubectl", "-n", ns, "get", "sbxsnap", "sb-snap", "-o", "yaml"),

@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
 // TestSnapshotAndResume is the whole loop: a live sandbox pod is snapshotted
@@ -45,8 +46,12 @@ func TestSnapshotAndResume(t *testing.T) {
 	markers := map[string]string{}
 	for _, ctr := range pod.Spec.Containers {
 		markers[ctr.Name] = randomMarker(t, ctr.Name)
-		run(t, markers[ctr.Name], "kubectl", "-n", ns, "exec", "-i", pod.Name, "-c", ctr.Name, "--",
-			"/bin/sh", "-c", "cat > /marker.txt")
+		// As an argument, not on stdin: kubectl exec -i sometimes drops stdin.
+		run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", ctr.Name, "--",
+			"/bin/sh", "-c", `printf %s "$1" > /marker.txt`, "sh", markers[ctr.Name])
+		if got := run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", ctr.Name, "--", "cat", "/marker.txt"); got != markers[ctr.Name] {
+			t.Fatalf("container %s holds marker %q before the snapshot, want %q", ctr.Name, got, markers[ctr.Name])
+		}
 	}
 
 	created := time.Now()
@@ -55,7 +60,8 @@ func TestSnapshotAndResume(t *testing.T) {
 	total := time.Since(created)
 
 	// The TaskRun ran on the sandbox's node.
-	tr, err := c.pipeline.TektonV1().TaskRuns(s.Status.TaskRunRef.Namespace).Get(t.Context(), s.Status.TaskRunRef.Name, metav1.GetOptions{})
+	// Found by its name: OpenSandbox's CRD prunes status.taskRunRef.
+	tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +94,7 @@ func TestSnapshotAndResume(t *testing.T) {
 
 	// The sandbox runs on, unpaused.
 	assertNotPaused(t, pod)
-	t.Logf("snapshot: %s from creation to Succeed; pause window %d ms", total.Round(time.Millisecond), *s.Status.PauseWindowMilliseconds)
+	t.Logf("snapshot: %s from creation to Succeed; pause window %s", total.Round(time.Millisecond), pauseWindow(s))
 
 	// Resume: a new pod from the snapshot's images, as OpenSandbox rewrites
 	// the template's images, reads back each marker.
@@ -222,4 +228,13 @@ func discardLayerBlobs(t *testing.T, ref string) int {
 		}
 	}
 	return len(manifest.Layers)
+}
+
+// pauseWindow describes status.pauseWindowMilliseconds, which OpenSandbox's
+// CRD prunes.
+func pauseWindow(s *v1alpha1.SandboxSnapshot) string {
+	if s.Status.PauseWindowMilliseconds == nil {
+		return "not recorded (pruned by the installed CRD)"
+	}
+	return fmt.Sprintf("%d ms", *s.Status.PauseWindowMilliseconds)
 }
