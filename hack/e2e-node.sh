@@ -5,7 +5,8 @@
 #
 #   1. hack/node-host-test.sh refusals: node-up refuses, changing nothing, when
 #      a path, bridge or chain it needs is taken; then decoys (mounts, an
-#      iptables chain, files where the stack writes) are laid;
+#      iptables chain, files where the stack writes) are laid, and a node-up
+#      interrupted half-way must leave the host as it was;
 #   2. hack/node-up.sh;
 #   3. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS);
 #   4. on the same node, OpenSandbox's own SandboxSnapshot and BatchSandbox
@@ -101,6 +102,7 @@ main() {
     hack/node-host-test.sh refusals
     HOST_TEST=1
     hack/node-host-test.sh decoys
+    hack/node-host-test.sh interrupted
     STARTED_NODE=1
     hack/node-up.sh
   fi

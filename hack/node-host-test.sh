@@ -18,6 +18,10 @@
 #                                records the host (mounts, iptables, links,
 #                                addresses, routes, cgroups, sysctls, the fixed
 #                                paths) in _output/node-host-test/;
+#   node-host-test.sh interrupted  after decoys: interrupts a node-up (TERM) once
+#                                its control plane starts, and checks that the
+#                                node-up undid everything it had done: the
+#                                host is as decoys recorded it;
 #   node-host-test.sh check      after node-down: the decoys are intact and the
 #                                host is as recorded (no new mounts, chains,
 #                                rules, links, cgroups, paths; no changed
@@ -246,6 +250,30 @@ remove_decoys() {
   rm -f "${TEST_DIR}/decoys"
 }
 
+# interrupted: a node-up stopped half-way leaves the host as it was.
+interrupted() {
+  [[ -f "${TEST_DIR}/before" ]] || die "no record: run ${0##*/} decoys first"
+  local out="${TEST_DIR}/interrupted-node-up.log" pid rc=0 i
+  SKIP_TEKTON=1 SKIP_DEPLOY=1 "${ROOT_DIR}/hack/node-up.sh" >"${out}" 2>&1 &
+  pid=$!
+  for ((i = 0; i < 600; i++)); do
+    grep -qs 'started kube-apiserver' "${out}" && break
+    kill -0 "${pid}" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -TERM "${pid}" 2>/dev/null || true
+  wait "${pid}" || rc=$?
+  if ((rc == 0)) || ! grep -q 'node-up failed (exit 130); undoing' "${out}"; then
+    cat "${out}" >&2
+    die "node-up, interrupted half-way, did not undo itself (exit ${rc})"
+  fi
+  if ! check_decoys || ! compare_state before; then
+    tail -n 30 "${out}" >&2
+    die "node-up, interrupted half-way, left the host changed (details above)"
+  fi
+  log "ok: node-up interrupted after \"$(grep -m1 -o 'started kube-apiserver' "${out}")\" undid itself; the host is as it was"
+}
+
 check() {
   [[ -f "${TEST_DIR}/before" ]] || die "no record: run ${0##*/} decoys before node-up"
   local rc=0
@@ -263,8 +291,9 @@ main() {
   case "${1:-}" in
     refusals) refusals ;;
     decoys) decoys ;;
+    interrupted) interrupted ;;
     check) check ;;
-    *) die "usage: $0 refusals|decoys|check" ;;
+    *) die "usage: $0 refusals|decoys|interrupted|check" ;;
   esac
 }
 
