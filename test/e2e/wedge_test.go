@@ -186,7 +186,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 	e := setup(t)
 	// Deletion waits for a cancelled commit to end; Tekton ends it at once.
 	e.autoCancel()
-	const sandboxes, perSandbox = 3, 8
+	const sandboxes, perSandbox = 8, 3
 	for i := 0; i < sandboxes; i++ {
 		e.createSandbox(fmt.Sprintf("sb-%d", i), sandboxOpts{})
 	}
