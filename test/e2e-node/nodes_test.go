@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -361,6 +362,26 @@ func TestCommitPodCannotStart(t *testing.T) {
 	ns := newNamespace(t)
 	pod := createSandbox(t, ns, "sb")
 	const socket = "/run/e2e-no-such-containerd/containerd.sock"
+	cm, err := c.kube.CoreV1().ConfigMaps(systemNamespace).Get(t.Context(), "config-snapshot", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := strings.TrimSpace(cm.Data["containerd-socket"])
+	if restored == "" {
+		restored = "/var/run/containerd/containerd.sock"
+	}
+	// Runs after setConfig's restore: later tests' snapshots must not be
+	// made with the broken socket path.
+	t.Cleanup(func() {
+		since := time.Now().Add(-2 * time.Second).UTC().Format(time.RFC3339)
+		err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+			out, err := tryRun("", "kubectl", "-n", systemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since-time="+since)
+			return err == nil && strings.Contains(out, `"containerdSocket":"`+restored+`"`), nil
+		})
+		if err != nil {
+			t.Errorf("the controller did not load the restored config-snapshot (containerdSocket %s): %v", restored, err)
+		}
+	})
 	setConfig(t, map[string]string{"containerd-socket": socket}, `"containerdSocket":"`+socket+`"`)
 
 	createSnapshot(t, ns, "sb-snap", "sb")
@@ -383,7 +404,7 @@ func TestCommitPodCannotStart(t *testing.T) {
 	var last *v1alpha1.SandboxSnapshot
 	ctx, cancel := context.WithTimeout(t.Context(), 45*time.Second)
 	defer cancel()
-	_, err := watchtools.UntilWithSync(ctx, lw, &v1alpha1.SandboxSnapshot{}, nil, func(ev watch.Event) (bool, error) {
+	_, err = watchtools.UntilWithSync(ctx, lw, &v1alpha1.SandboxSnapshot{}, nil, func(ev watch.Event) (bool, error) {
 		s, ok := ev.Object.(*v1alpha1.SandboxSnapshot)
 		if !ok || ev.Type == watch.Deleted {
 			return false, nil
