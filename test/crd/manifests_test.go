@@ -269,6 +269,7 @@ func TestRBACGrantsExactlyWhatTheCodeCalls(t *testing.T) {
 	add("cluster", "", "events", "create", "patch")
 	add(systemNamespace, "tekton.dev", "taskruns", "get", "list", "watch", "create", "patch", "delete")
 	add(systemNamespace, "", "secrets", "get")
+	add(systemNamespace, "", "events", "list")
 	add(systemNamespace, "", "configmaps", "get", "list", "watch")
 	add(systemNamespace, "coordination.k8s.io", "leases", "get", "create", "update")
 

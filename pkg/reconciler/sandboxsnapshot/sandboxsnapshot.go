@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
@@ -30,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -292,14 +294,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 	cond := tr.Status.GetCondition(apis.ConditionSucceeded)
 	switch {
 	case cond == nil || cond.IsUnknown():
-		ready := s.Status.GetCondition(v1alpha1.ConditionReady)
-		if why, blocked := podCannotStart(cond); blocked {
-			s.Status.MarkCommitPodPending(now, "TaskRun %s/%s cannot start its pod on node %s yet (%s): %s",
-				tr.Namespace, tr.Name, s.Status.SourceNodeName, cond.Reason, why)
-		} else if ready != nil && ready.Reason == v1alpha1.ReasonCommitPodPending {
-			s.Status.MarkCommitRunning(v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, now)
-		}
-		return nil
+		return r.mirrorRunning(ctx, s, tr, cond, now)
 	case cond.IsTrue():
 		digests, pause, err := commitResults(tr, len(s.Status.Containers))
 		if err != nil {
@@ -328,6 +323,75 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 		s.Status.MarkFailed(now, reason, "%s", message)
 		return r.failed(ctx, s)
 	}
+}
+
+// mirrorRunning reports, while the commit TaskRun runs, whether its pod
+// cannot start. The scheduler's reason is in the TaskRun's condition at
+// once. The kubelet's (a volume that does not mount, say) is only in the
+// pod's events, which are read once the pod has been pending for
+// podStartGrace: Tekton does not update the TaskRun for them, so the
+// snapshot is looked at again then.
+func (r *Reconciler) mirrorRunning(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, cond *apis.Condition, now metav1.Time) pkgreconciler.Event {
+	why, blocked := podCannotStart(cond)
+	var recheck time.Duration
+	if !blocked && cond != nil && cond.Reason == tektonPodPending && tr.Status.PodName != "" {
+		if waited := now.Sub(tr.CreationTimestamp.Time); waited < podStartGrace {
+			return controller.NewRequeueAfter(podStartGrace - waited)
+		}
+		warning, err := r.podWarning(ctx, tr.Status.PodName)
+		if err != nil {
+			return err
+		}
+		why, blocked = warning, warning != ""
+		if !blocked {
+			recheck = podStartGrace
+		}
+	}
+	ready := s.Status.GetCondition(v1alpha1.ConditionReady)
+	switch {
+	case blocked:
+		s.Status.MarkCommitPodPending(now, "TaskRun %s/%s cannot start its pod on node %s yet (%s): %s",
+			tr.Namespace, tr.Name, s.Status.SourceNodeName, cond.Reason, why)
+	case ready != nil && ready.Reason == v1alpha1.ReasonCommitPodPending:
+		s.Status.MarkCommitRunning(v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, now)
+	}
+	if recheck > 0 {
+		return controller.NewRequeueAfter(recheck)
+	}
+	return nil
+}
+
+// podWarning returns the latest Warning event of a commit pod in the TaskRun
+// namespace, as "<reason>: <message>", or "".
+func (r *Reconciler) podWarning(ctx context.Context, pod string) (string, error) {
+	events, err := r.kubeClient.CoreV1().Events(r.namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": pod, "type": corev1.EventTypeWarning}.String(),
+	})
+	if err != nil {
+		return "", fmt.Errorf("listing the events of pod %s/%s: %w", r.namespace, pod, err)
+	}
+	var latest *corev1.Event
+	for i := range events.Items {
+		e := &events.Items[i]
+		if e.InvolvedObject.Name != pod || e.Type != corev1.EventTypeWarning {
+			continue
+		}
+		if latest == nil || lastSeen(e).After(lastSeen(latest)) {
+			latest = e
+		}
+	}
+	if latest == nil {
+		return "", nil
+	}
+	return latest.Reason + ": " + latest.Message, nil
+}
+
+// lastSeen is when an event last happened.
+func lastSeen(e *corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	return e.EventTime.Time
 }
 
 // taskRunMissing fails a Committing snapshot whose commit TaskRun is gone,

@@ -105,6 +105,24 @@ func TestReconcile(t *testing.T) {
 		return waitingMessage(namespace, names.UnpauseTaskRun(otherSnap))
 	}
 	unschedulable := `pod status "PodScheduled":"False"; message: "0/1 nodes are available: 1 Insufficient cpu."`
+	notReady := `pod status "PodReadyToStartContainers":"False"; message: ""`
+	mountFailed := `MountVolume.SetUp failed for volume "containerd-socket" : hostPath type check failed: /run/containerd/containerd.sock is not a socket file`
+	// withCommitPod gives the TaskRun its pod, created age ago.
+	withCommitPod := func(age time.Duration) TaskRunOption {
+		return func(tr *pipelinev1.TaskRun) {
+			tr.CreationTimestamp = metav1.NewTime(Now.Add(-age))
+			tr.Status.PodName = tr.Name + "-pod"
+		}
+	}
+	// podEvent is an event of a pod in the TaskRun namespace, last seen ago.
+	podEvent := func(name, pod, eventType, reason, message string, ago time.Duration) *corev1.Event {
+		return &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{Namespace: trNamespace, Name: name},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: trNamespace, Name: pod},
+			Type:           eventType, Reason: reason, Message: message,
+			LastTimestamp: metav1.NewTime(Now.Add(-ago)),
+		}
+	}
 
 	table := rtesting.TableTest{{
 		Name: "bad workqueue key",
@@ -414,6 +432,27 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
 			Object: snap(committing, WithCommitPodPending("TaskRun "+trNamespace+"/"+trName+" cannot start its pod on node "+node+" yet (Pending): "+unschedulable)),
 		}},
+	}, {
+		Name: "a commit pod pending past the grace is reported with its pod's latest warning event",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(withCommitPod(15*time.Second), WithTaskRunWaiting("Pending", notReady)),
+			podEvent("mount-1", trName+"-pod", corev1.EventTypeWarning, "FailedMount", "old news", 12*time.Second),
+			podEvent("mount-2", trName+"-pod", corev1.EventTypeWarning, "FailedMount", mountFailed, 2*time.Second),
+			podEvent("scheduled", trName+"-pod", corev1.EventTypeNormal, "Scheduled", "assigned", time.Second),
+			podEvent("other", "other-pod", corev1.EventTypeWarning, "BackOff", "not this pod", 0)},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithCommitPodPending("TaskRun "+trNamespace+"/"+trName+" cannot start its pod on node "+node+" yet (Pending): FailedMount: "+mountFailed)),
+		}},
+	}, {
+		Name:    "a commit pod pending within the grace is looked at again when the grace is over",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(withCommitPod(3*time.Second), WithTaskRunWaiting("Pending", notReady))},
+		Key:     key,
+		WantErr: true, // a requeue after the rest of podStartGrace
+	}, {
+		Name:    "a commit pod pending past the grace with no warning is looked at again",
+		Objects: []runtime.Object{snap(committing), commitTaskRun(withCommitPod(time.Minute), WithTaskRunWaiting("Pending", notReady))},
+		Key:     key,
+		WantErr: true, // a requeue after podStartGrace
 	}, {
 		Name:    "the ordinary moments before the commit pod runs are not reported",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunWaiting("Pending", `pod status "Initialized":"False"; message: "containers with incomplete status: [prepare]"`))},

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	"knative.dev/pkg/apis"
@@ -99,6 +100,10 @@ const (
 	tektonExceededResourceQuota = "ExceededResourceQuota"
 	tektonPullImageFailed       = "PullImageFailed"
 )
+
+// podStartGrace is how long a commit pod may stay pending before its events
+// are read for why.
+const podStartGrace = 10 * time.Second
 
 // podCannotStart reports, for a TaskRun still running, why its pod cannot
 // start: the scheduler or the kubelet holds it back. Tekton reports an
