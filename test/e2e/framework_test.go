@@ -659,6 +659,14 @@ func digestsFor(tr *pipelinev1.TaskRun) []string {
 	return out
 }
 
+// ownStatusFields reports whether the installed SandboxSnapshot CRD keeps
+// the operator's own status fields (taskRunRef, thaw, ...). OpenSandbox's
+// CRD (SNAPSHOT_CRDS=opensandbox) prunes them; tests then find TaskRuns by
+// their names, as the operator does.
+func ownStatusFields() bool {
+	return os.Getenv("SNAPSHOT_CRDS") != "opensandbox"
+}
+
 // autoSucceed plays Tekton for every commit TaskRun of the env's namespace,
 // present and future: each is marked Succeeded with valid results. It stops
 // when the test ends.
