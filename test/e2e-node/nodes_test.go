@@ -37,6 +37,8 @@ import (
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // nodeSnapshotTimeout bounds a snapshot on a node that refuses new pods: a
@@ -438,13 +440,34 @@ func TestCommitPodCannotStart(t *testing.T) {
 	}
 	t.Logf("%s after creation, Ready %s/%s: %s", time.Since(created).Round(time.Millisecond), r.Status, r.Reason, r.Message)
 
-	// Deleting the snapshot cancels the commit that never started and goes.
+	// Deleting the snapshot cancels the commit, which never started: no
+	// container of the sandbox was paused, so there is nothing to thaw, and
+	// the snapshot goes as soon as Tekton has cancelled the TaskRun.
 	if err := snaps.Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "sb-snap and its TaskRuns to go", 2*time.Minute, func() (bool, error) {
+	deleted := time.Now()
+	eventually(t, "sb-snap and its TaskRuns to go, with no unpause TaskRun", time.Minute, func() (bool, error) {
+		for _, name := range taskRunsOf(t, ns, "sb-snap") {
+			tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			for _, p := range tr.Spec.Params {
+				if p.Name == task.ParamMode && p.Value.StringVal == task.ModeUnpause {
+					var steps string
+					probe := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sb-snap"}}
+					if commit, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(),
+						names.CommitTaskRun(probe), metav1.GetOptions{}); err == nil {
+						steps = fmt.Sprintf("%+v", commit.Status.Steps)
+					}
+					return false, fmt.Errorf("unpause TaskRun %s was started for a commit whose pod never started (commit steps: %s)", name, steps)
+				}
+			}
+		}
 		_, err := snaps.Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return apierrs.IsNotFound(err) && len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
 	})
+	t.Logf("sb-snap and its TaskRuns went %s after its deletion", time.Since(deleted).Round(time.Millisecond))
 	assertNotPaused(t, pod)
 }
