@@ -1,19 +1,32 @@
 #!/usr/bin/env bash
-# Benchmarks the committer against nerdctl (commit + push) on one private
-# containerd and one loopback registry, for 1 MiB and 64 MiB diffs: pause
-# window (from containerd's paused/resumed events), total commit+push time,
-# and the nerdctl/committer ratios. Needs root.
+# Benchmarks the committer against nerdctl (commit + push) on a private
+# containerd and a loopback registry, once on Debian's containerd
+# (/usr/bin/containerd) and once on containerd v2.1.3 (hack/containerd-build.sh).
+# Base images: busybox (one small layer) and "large" (about 1 GiB in 40,000
+# files in several layers, generated deterministically, whole-second mtimes).
+# Diffs: 1m (1 MiB in 10 files), 64m (64 MiB in 1,000 files), 1g (1 GiB in
+# 10,000 files), replace (deletes and replaces base files and directories).
+# Prints, per containerd, a table of medians: pause window (from containerd's
+# events), commit+push time, bytes the registry received for a first and a
+# second snapshot, the compressed diff, same-node and base-only-node resume
+# time, peak memory of the tool and node disk kept; then the ratios against
+# the goals of issue 10. Needs root; needs about 15 GB of free disk under
+# $TMPDIR for the full matrix, all removed at the end.
 #
-#   hack/bench-committer.sh
-#   CONTAINERD_BIN=$(hack/containerd-build.sh) hack/bench-committer.sh    # containerd 2.1.3
-#   SIZES_MIB=1,16,64 ITERATIONS=5 hack/bench-committer.sh
+#   hack/bench-committer.sh                                   # full matrix, 3 runs each
+#   ITERATIONS=1 DIFFS=1m,replace hack/bench-committer.sh     # quicker
+#   CONTAINERDS=v2.1.3 BASES=large hack/bench-committer.sh
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NERDCTL_VERSION="${NERDCTL_VERSION:-v2.1.3}"
 NERDCTL_DIR="${ROOT}/_output/tools/nerdctl-${NERDCTL_VERSION}"
-SIZES_MIB="${SIZES_MIB:-1,64}"
 ITERATIONS="${ITERATIONS:-3}"
+BASES="${BASES:-busybox,large}"
+DIFFS="${DIFFS:-1m,64m,1g,replace}"
+LARGE_FILES="${LARGE_FILES:-40000}"
+LARGE_MIB="${LARGE_MIB:-1024}"
+CONTAINERDS="${CONTAINERDS:-system v2.1.3}"
 
 if [[ "$(id -u)" != 0 ]]; then
   echo "bench-committer: needs root (it runs a private containerd)" >&2
@@ -51,8 +64,18 @@ build_nerdctl
 mkdir -p "${ROOT}/_output/bin"
 (cd "${ROOT}" && go build -o _output/bin/committer ./cmd/committer && go build -o _output/bin/benchcommitter ./test/integration/benchcommitter)
 
-"${ROOT}/_output/bin/benchcommitter" \
-  --committer "${ROOT}/_output/bin/committer" \
-  --nerdctl "${NERDCTL_DIR}/nerdctl" \
-  --sizes-mib "${SIZES_MIB}" \
-  --iterations "${ITERATIONS}"
+for v in ${CONTAINERDS}; do
+  bin=/usr/bin/containerd
+  if [[ "${v}" != system ]]; then
+    bin="$("${ROOT}/hack/containerd-build.sh" "${v}")/containerd"
+  fi
+  echo "=== containerd ${v} (${bin})"
+  start=$(date +%s)
+  CONTAINERD_BIN="${bin}" "${ROOT}/_output/bin/benchcommitter" \
+    --committer "${ROOT}/_output/bin/committer" \
+    --nerdctl "${NERDCTL_DIR}/nerdctl" \
+    --bases "${BASES}" --diffs "${DIFFS}" \
+    --large-files "${LARGE_FILES}" --large-mib "${LARGE_MIB}" \
+    --iterations "${ITERATIONS}"
+  echo "=== containerd ${v}: $(($(date +%s) - start)) s"
+done

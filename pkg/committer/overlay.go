@@ -218,8 +218,13 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 	if _, err := ds.Apply(ctx, pdesc, plan.probeMounts); err != nil {
 		return nil, fmt.Errorf("applying probe layer: %w", err)
 	}
-	merged := []mount.Mount{{Type: "overlay", Source: "overlay",
-		Options: []string{"ro", "lowerdir=" + plan.upper + ":" + plan.probeMounts[0].Source}}}
+	opts := []string{"ro", "lowerdir=" + plan.upper + ":" + plan.probeMounts[0].Source}
+	if _, err := os.Stat(overlayParamsDir + "/index"); err == nil {
+		// The upper directory is in use by the container's mount: with the
+		// index feature on, the kernel would refuse to mount it again.
+		opts = append(opts, "index=off")
+	}
+	merged := []mount.Mount{{Type: "overlay", Source: "overlay", Options: opts}}
 	pd, err := ds.Compare(ctx, upperRO, merged, diff.WithMediaType(ocispec.MediaTypeImageLayer),
 		diff.WithReference(ref+"-probe"))
 	if err != nil {
