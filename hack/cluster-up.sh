@@ -224,7 +224,7 @@ apply_project_config() {
   log "applying config/ (without Deployments and CRDs)"
   # CRDs and the objects using them may come in one go; retry once they are established.
   if ! kc apply -f - <<<"${docs}" >/dev/null 2>"${LOG_DIR}/apply-config.err"; then
-    kc wait --for condition=established crd --all --timeout=60s >/dev/null
+    wait_crds_established crd
     kc apply -f - <<<"${docs}" >/dev/null || die "applying config/ failed"
   fi
 }
@@ -232,7 +232,7 @@ apply_project_config() {
 apply_manifests() {
   [[ "${NODE_MODE}" == 1 ]] || apply_tekton_crds
   install_snapshot_crds
-  kc wait --for condition=established crd --all --timeout=60s >/dev/null
+  wait_crds_established crd
   apply_project_config
 }
 

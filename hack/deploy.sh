@@ -52,7 +52,7 @@ deploy_config() {
   log "ko apply ${#files[@]} files from config/"
   # CRDs and their objects may come in one stream; retry once the CRDs are established.
   if ! ko_ apply --sbom=none "${args[@]}" >"${LOG_DIR}/deploy-config.log" 2>&1; then
-    kc wait --for condition=established crd --all --timeout=60s >/dev/null
+    wait_crds_established crd
     ko_ apply --sbom=none "${args[@]}" >"${LOG_DIR}/deploy-config.log" 2>&1 || {
       tail -n 30 "${LOG_DIR}/deploy-config.log" >&2
       die "ko apply -f config/ failed"

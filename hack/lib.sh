@@ -406,6 +406,23 @@ snapshot_crd_files() {
   esac
 }
 
+# crds_established ARGS... succeeds when every CRD that `kubectl get ARGS`
+# names is Established. (`kubectl wait --for condition=established` fails,
+# rather than waits, on a CRD created a moment ago that has no conditions yet.)
+crds_established() {
+  local names name
+  names=$(kc get "$@" -o name 2>/dev/null) || return 1
+  [[ -n "${names}" ]] || return 1
+  for name in ${names}; do
+    [[ "$(kc get "${name}" -o jsonpath='{.status.conditions[?(@.type=="Established")].status}' 2>/dev/null)" == True ]] || return 1
+  done
+}
+
+# wait_crds_established ARGS... waits up to 60 s for crds_established ARGS.
+wait_crds_established() {
+  wait_until 60 "CRDs ($*) to be established" crds_established "$@"
+}
+
 # install_snapshot_crds makes the cluster's SandboxSnapshot and BatchSandbox
 # CRDs exactly those of SNAPSHOT_CRDS: created, or replaced (`kubectl replace`
 # keeps no field of the set that was there before, which `apply` would), then
@@ -423,7 +440,7 @@ install_snapshot_crds() {
     else
       kc create -f "${f}" >/dev/null
     fi
-    kc wait --for condition=established --timeout=60s -f "${f}" >/dev/null
+    wait_crds_established -f "${f}"
   done
   log "SandboxSnapshot and BatchSandbox CRDs: ${SNAPSHOT_CRDS} (${files[*]#"${ROOT_DIR}/"})"
 }

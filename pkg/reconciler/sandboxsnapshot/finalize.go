@@ -97,6 +97,20 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 	return nil
 }
 
+// deleteTaskRunsOf deletes the TaskRuns made for s, a snapshot that is gone.
+func (r *Reconciler) deleteTaskRunsOf(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
+	for _, name := range []string{names.CommitTaskRun(s), names.UnpauseTaskRun(s)} {
+		tr, err := r.ownTaskRun(ctx, s, name)
+		if err == nil && tr != nil {
+			err = r.deleteTaskRun(ctx, tr, metav1.DeletePropagationBackground)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ownTaskRun returns the TaskRun of the given name if it was made for s, or
 // nil. It asks the API on an informer miss, so that a snapshot deleted right
 // after its TaskRun was created does not leave that TaskRun running.

@@ -101,6 +101,11 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 		return event
 	}
 	if err := r.updateStatus(ctx, s); err != nil {
+		if apierrs.IsNotFound(err) {
+			// The snapshot went while this pass ran, its finalizer already
+			// off: nothing else would delete what the pass made.
+			return r.deleteTaskRunsOf(ctx, s)
+		}
 		return err
 	}
 	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, replaced...)
@@ -303,7 +308,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 		}
 		s.Status.MarkSucceeded(digests, pause, now)
 		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, v1alpha1.ReasonSucceeded,
-			"Pushed %d image(s) from pod %s", len(digests), s.Status.SourcePodName)
+			"Pushed %d image(s) from pod %s with TaskRun %s/%s", len(digests), s.Status.SourcePodName, tr.Namespace, tr.Name)
 		return nil
 	default:
 		pod, err := r.sourcePod(ctx, s, types.UID(tr.Labels[resources.SourcePodUIDLabel]))

@@ -93,6 +93,7 @@ func TestReconcile(t *testing.T) {
 	}
 	thawFailedMessage := "pod sb-0 may still be paused: TaskRun " + trNamespace + "/" + unpauseName +
 		" failed (TaskRunTimeout): timed out; see: tkn taskrun logs " + unpauseName + " -n " + trNamespace
+	succeededEvent := rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0 with TaskRun %s/%s", trNamespace, trName)
 	// otherSnap is a second snapshot of the same sandbox, as OpenSandbox's
 	// pause and public snapshot are.
 	otherSnap := Snapshot(ns, "first", sbName, WithFinalizers(FinalizerName))
@@ -349,7 +350,7 @@ func TestReconcile(t *testing.T) {
 		WithReactors: []clientgotesting.ReactionFunc{getReturns(commitTaskRun(WithTaskRunSucceeded,
 			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412")))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB))}},
-		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
+		WantEvents:        []string{succeededEvent},
 	}, {
 		Name: "a TaskRun left by an earlier snapshot of the same name is deleted, pod first, and the snapshot waits for it",
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
@@ -420,7 +421,7 @@ func TestReconcile(t *testing.T) {
 			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"))},
 		Key:               key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, withoutOwnFields, WithSucceeded(412, digestA, digestB))}},
-		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
+		WantEvents:        []string{succeededEvent},
 	}, {
 		Name:    "a Committing snapshot whose status lost taskRunRef writes nothing while its TaskRun runs",
 		Objects: []runtime.Object{snap(committing, withoutOwnFields), commitTaskRun(WithTaskRunRunning)},
@@ -492,7 +493,7 @@ func TestReconcile(t *testing.T) {
 			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"))},
 		Key:               key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB))}},
-		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
+		WantEvents:        []string{succeededEvent},
 	}, {
 		Name:    "a succeeded TaskRun with too few digests fails with CommitResultsInvalid",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded, WithResult(task.ResultDigests, digestA))},
@@ -662,7 +663,7 @@ func TestReconcile(t *testing.T) {
 			{Object: snap(committing, WithSucceeded(412, digestA, digestB))},
 			{Object: snap(committing, WithSucceeded(412, digestA, digestB))},
 		},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0")},
+		WantEvents: []string{succeededEvent},
 	}, {
 		Name:    "a status write that meets a conflict never overwrites a terminal phase written meanwhile",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunRunning, WithTaskRunWaiting("Pending", unschedulable))},
@@ -673,6 +674,15 @@ func TestReconcile(t *testing.T) {
 			Object: snap(committing, WithCommitPodPending("TaskRun "+trNamespace+"/"+trName+" cannot start its pod on node "+node+" yet (Pending): "+unschedulable)),
 		}},
 	}, {
+		Name:                    "a TaskRun made by a pass whose snapshot went meanwhile is deleted, not orphaned",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{statusUpdateNotFound},
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
+	}, {
 		Name: "a failed status update is reported and retried",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded,
 			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"))},
@@ -681,7 +691,7 @@ func TestReconcile(t *testing.T) {
 		WantErr:           true,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB))}},
 		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0"),
+			succeededEvent,
 			rtesting.Eventf(corev1.EventTypeWarning, "InternalError", "updating the status of SandboxSnapshot %s: %v", key, "inducing failure for update sandboxsnapshots"),
 		},
 	}, {
@@ -1002,6 +1012,14 @@ func getSnapshot(s *v1alpha1.SandboxSnapshot) clientgotesting.ReactionFunc {
 		}
 		return true, s, nil
 	}
+}
+
+// statusUpdateNotFound fails status updates as when the snapshot is gone.
+func statusUpdateNotFound(action clientgotesting.Action) (bool, runtime.Object, error) {
+	if action.GetVerb() != "update" || action.GetSubresource() != "status" {
+		return false, nil, nil
+	}
+	return true, nil, apierrs.NewNotFound(v1alpha1.Resource("sandboxsnapshots"), snapName)
 }
 
 // conflictOnce fails the first status update with a conflict.
