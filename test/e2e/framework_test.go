@@ -634,6 +634,13 @@ func succeeded(pauseMS int64, digests ...string) func(*pipelinev1.TaskRun) {
 	}
 }
 
+// cancelledMidCommit is the status Tekton writes for a TaskRun cancelled
+// while its commit step ran: the step, whose container exists (it has an
+// image ID), ends with the TaskRun's reason.
+var cancelledMidCommit = failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled: SandboxSnapshot deleted",
+	pipelinev1.StepState{Name: task.StepCommit, Container: "step-commit", ImageID: "127.0.0.1:5000/committer@sha256:0123",
+		ContainerState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: pipelinev1.TaskRunReasonCancelled.String()}}})
+
 // failed is the status of a TaskRun that failed with reason, e.g. TaskRunTimeout.
 func failed(reason pipelinev1.TaskRunReason, message string, steps ...pipelinev1.StepState) func(*pipelinev1.TaskRun) {
 	return func(tr *pipelinev1.TaskRun) {

@@ -312,9 +312,7 @@ func TestDeleteCancelsTaskRun(t *testing.T) {
 	})
 	e.waitSnapshot("doomed", "to be held by its finalizer", func(s *v1alpha1.SandboxSnapshot) bool { return s.DeletionTimestamp != nil })
 	// Play Tekton: the cancelled pod's commit step was still running.
-	e.setTaskRunStatus(tr.Name, failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled: SandboxSnapshot deleted",
-		pipelinev1.StepState{Name: task.StepCommit, Container: "step-commit", ContainerState: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: pipelinev1.TaskRunReasonCancelled.String()}}}))
+	e.setTaskRunStatus(tr.Name, cancelledMidCommit)
 	unpause := e.waitTaskRun(names.UnpauseTaskRun(s), "to exist", nil)
 	if e.taskRuns.deleted(tr.Name) != 0 {
 		t.Errorf("the commit TaskRun was deleted before the sandbox was thawed")

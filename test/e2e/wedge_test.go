@@ -328,9 +328,7 @@ func TestClassSwitchKeepsFinalizedSnapshots(t *testing.T) {
 		return tr.Spec.Status == pipelinev1.TaskRunSpecStatusCancelled
 	})
 	// Play Tekton: the cancelled pod's commit step was still running.
-	e.setTaskRunStatus(deletedTR.Name, failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled: SandboxSnapshot deleted",
-		pipelinev1.StepState{Name: task.StepCommit, Container: "step-commit", ContainerState: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: pipelinev1.TaskRunReasonCancelled.String()}}}))
+	e.setTaskRunStatus(deletedTR.Name, cancelledMidCommit)
 	unpause := e.waitTaskRun(names.UnpauseTaskRun(deleted), "to exist", nil)
 	e.setTaskRunStatus(unpause.Name, succeeded(0))
 	e.waitSnapshotGone("deleted")

@@ -718,7 +718,8 @@ func TestReconcile(t *testing.T) {
 		Name: "deleting a snapshot whose cancelled commit may have left the pod paused thaws it before dropping the finalizer",
 		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), runningPod,
 			commitTaskRun(WithCancelled, WithTaskRunFailed(pipelinev1.TaskRunReasonCancelled, "SandboxSnapshot deleted"),
-				WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "TaskRunCancelled"}}))},
+				WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "TaskRunCancelled"}}),
+				withImageID(task.StepCommit))},
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WantErr:                 true,
@@ -726,6 +727,15 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
 		},
+	}, {
+		Name: "deleting a snapshot whose cancelled commit never started needs no thaw",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), runningPod,
+			commitTaskRun(WithCancelled, WithTaskRunFailed(pipelinev1.TaskRunReasonCancelled, "SandboxSnapshot deleted"),
+				WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "TaskRunCancelled"}}))},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
 	}, {
 		Name: "deleting a snapshot stops waiting for its commit TaskRun past the bound",
 		Objects: []runtime.Object{snap(committing, func(s *v1alpha1.SandboxSnapshot) {
@@ -835,6 +845,18 @@ var (
 	badImageMessage = "BatchSandbox team-a/sb: image \"registry.test/Snapshots/sb-app:" + tag +
 		"\" for container \"app\" is not a valid OCI reference: repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: Snapshots/sb-app"
 )
+
+// withImageID marks a step's container as created, as the kubelet reports
+// it once the container exists.
+func withImageID(step string) TaskRunOption {
+	return func(tr *pipelinev1.TaskRun) {
+		for i := range tr.Status.Steps {
+			if tr.Status.Steps[i].Name == step {
+				tr.Status.Steps[i].ImageID = "registry.test/committer@sha256:0123"
+			}
+		}
+	}
+}
 
 // withoutOwnFields drops the status fields OpenSandbox's CRD prunes.
 func withoutOwnFields(s *v1alpha1.SandboxSnapshot) {

@@ -125,7 +125,10 @@ func podCannotStart(cond *apis.Condition) (string, bool) {
 // mayHavePaused reports whether a failed TaskRun's commit step started and
 // ended without thawing the containers itself: it was killed, ran out of
 // memory, or was stopped by a timeout or cancellation. A step that found the
-// pod frozen by another run touched nothing.
+// pod frozen by another run touched nothing, and so did one that never ran:
+// Tekton marks a step still waiting when it stops the TaskRun as terminated
+// with the TaskRun's reason, and that step has no image ID, which a
+// container gets once it is created.
 func mayHavePaused(tr *pipelinev1.TaskRun) bool {
 	step := commitStep(tr)
 	switch {
@@ -135,6 +138,10 @@ func mayHavePaused(tr *pipelinev1.TaskRun) bool {
 		return true
 	}
 	t := step.Terminated
+	stoppedByTekton := t.Reason == pipelinev1.TaskRunReasonCancelled.String() || t.Reason == pipelinev1.TaskRunReasonTimedOut.String()
+	if stoppedByTekton && step.ImageID == "" {
+		return false
+	}
 	ended := t.Reason == "Completed" || t.Reason == "Error"
 	return !ended || (t.ExitCode != 0 && t.ExitCode != task.ExitCodeThawed && t.ExitCode != task.ExitCodeFrozenElsewhere)
 }
