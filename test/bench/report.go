@@ -67,6 +67,18 @@ var limitRate = fromLimit(func(r *result) float64 { return r.OverallRate })
 // rateRatio is the burst's throughput over the write-only client's.
 func rateRatio(r *result) float64 { return r.OverallRate / limitRate(r) }
 
+// cpuRatio is the CPU time the write-only client's run took (kube-apiserver,
+// etcd, the client) over the burst's (kube-apiserver, etcd, controller,
+// harness): the throughput ratio on a machine that runs nothing else, as
+// both runs saturate its cores.
+func cpuRatio(r *result) float64 {
+	if r.limit == nil {
+		return nan
+	}
+	l := r.limit
+	return (l.ApiserverCPUSecs + l.EtcdCPUSecs + l.HarnessCPUSecs) / (r.ApiserverCPUSecs + r.EtcdCPUSecs + r.CPUSecs + r.HarnessCPUSecs)
+}
+
 // p50OverWall is the median creation -> Succeed over the burst's wall time.
 func p50OverWall(r *result) float64 { return r.ToSucceed.P50 / r.WallSecs }
 
@@ -125,6 +137,8 @@ var rows = []row{
 		base100: nan, base500: nan, noGoal: true, decimals: 1},
 	{name: "write-only client: its own CPU", unit: "s", get: fromLimit(func(r *result) float64 { return r.HarnessCPUSecs }),
 		base100: nan, base500: nan, noGoal: true, decimals: 1},
+	{name: "CPU per snapshot: write-only client's / ours", unit: "x", get: cpuRatio,
+		base100: nan, base500: nan, noGoal: true, decimals: 2},
 	{name: "write-only client: machine cores busy", unit: "cores", get: fromLimit(func(r *result) float64 { return r.MachineBusyCores }),
 		base100: nan, base500: nan, noGoal: true, decimals: 2},
 	{name: "snapshots Succeed / N", unit: "%", get: func(r *result) float64 { return 100 * perSnapshot(r, float64(r.Succeeded)) },
@@ -255,11 +269,11 @@ func report(w io.Writer, markdown bool, files []string) error {
 	}
 
 	failed := false
-	fmt.Fprintln(w, "\nEach trial: throughput, write-only client's, their ratio; p50 creation -> Succeed / wall:")
+	fmt.Fprintln(w, "\nEach trial: throughput, write-only client's, their ratio; CPU per snapshot, write-only client's / ours; p50 creation -> Succeed / wall:")
 	for _, n := range sizes {
 		for _, r := range bySize[n] {
-			fmt.Fprintf(w, "  N=%d trial %d: %.1f/s, %s/s, %sx; %.2f\n", n, r.Trial, r.OverallRate,
-				num(limitRate(r), 1), num(rateRatio(r), 2), p50OverWall(r))
+			fmt.Fprintf(w, "  N=%d trial %d: %.1f/s, %s/s, %sx; %sx; %.2f\n", n, r.Trial, r.OverallRate,
+				num(limitRate(r), 1), num(rateRatio(r), 2), num(cpuRatio(r), 2), p50OverWall(r))
 		}
 	}
 	fmt.Fprintln(w, "\nRequests during each burst, the harness's own subtracted (verb resource code: count):")
