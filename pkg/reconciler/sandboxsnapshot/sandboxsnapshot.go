@@ -272,8 +272,9 @@ func (r *Reconciler) adopt(s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, 
 }
 
 // createTaskRun creates want, or adopts the TaskRun of that name when
-// another pass made it for this same snapshot meanwhile. It reports whether
-// it created the TaskRun.
+// another pass made it for this same snapshot meanwhile. One that an earlier
+// snapshot of the same name left is deleted, and the creation retried. It
+// reports whether it created the TaskRun.
 func (r *Reconciler) createTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, bool, error) {
 	taskRuns := r.pipelineClient.TektonV1().TaskRuns(want.Namespace)
 	tr, err := taskRuns.Create(ctx, want, metav1.CreateOptions{})
@@ -288,7 +289,11 @@ func (r *Reconciler) createTaskRun(ctx context.Context, s *v1alpha1.SandboxSnaps
 		return nil, false, fmt.Errorf("getting TaskRun %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	if !ownedBy(tr, s) {
-		return nil, false, fmt.Errorf("TaskRun %s/%s was just created for another SandboxSnapshot (uid %q)",
+		// Left by an earlier snapshot of the same name, which is gone.
+		if err := r.deleteOrphan(ctx, tr); err != nil {
+			return nil, false, err
+		}
+		return nil, false, fmt.Errorf("TaskRun %s/%s of an earlier SandboxSnapshot of the same name (uid %q) is being deleted",
 			tr.Namespace, tr.Name, tr.Labels[resources.SnapshotUIDLabel])
 	}
 	return tr, false, nil

@@ -557,6 +557,18 @@ func TestReconcile(t *testing.T) {
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", failedMessage("Failed", "\"step-commit\" exited with code 137")),
 		},
 	}, {
+		Name: "an unpause TaskRun left by an earlier snapshot of the same name is deleted, and the thaw retried",
+		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
+			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunSucceeded, func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantErr:                 true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName)},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
+			"TaskRun %s/%s of an earlier SandboxSnapshot of the same name (uid %q) is being deleted", trNamespace, unpauseName, "old-uid")},
+	}, {
 		Name: "a failed unpause TaskRun create keeps the snapshot Committing and is retried",
 		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
