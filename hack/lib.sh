@@ -377,8 +377,9 @@ tier_pkgs() {
 # filter's, should they fail), so a failing, panicking or timed-out test fails
 # the caller. Call it as `run_go_test ... || rc=$?`.
 #
-# Not `go test | tee | grep || true` followed by ${PIPESTATUS[0]}: the `||`
-# runs `true`, which resets PIPESTATUS to 0, and every failing suite passed.
+# Not a pipeline guarded by an or-true list followed by a read of
+# PIPESTATUS: the guard's own command resets PIPESTATUS to 0, and every
+# failing suite passed.
 # A filter that matches no line (grep's status 1) is no failure; a grep error
 # (2) is.
 run_go_test() {
