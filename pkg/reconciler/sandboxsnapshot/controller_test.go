@@ -48,23 +48,7 @@ import (
 // reach the work queue, while snapshots left to another controller never do.
 // A commit that ends wakes the snapshots waiting for its pod.
 func TestNewControllerEnqueuesOnlyItsClass(t *testing.T) {
-	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t)
-	cmw := configmap.NewStaticWatcher(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: config.SnapshotConfigName, Namespace: system.Namespace()},
-		Data:       map[string]string{config.RegistryKey: "r.test", config.DefaultClassKey: "opensandbox"},
-	})
-	impl := NewController(ctx, cmw)
-	if err := cmw.Start(ctx.Done()); err != nil {
-		t.Fatalf("starting the config watcher: %v", err)
-	}
-	stop, err := rtesting.RunAndSyncInformers(ctx, informers...)
-	if err != nil {
-		t.Fatalf("starting informers: %v", err)
-	}
-	defer func() {
-		cancel()
-		stop()
-	}()
+	ctx, impl := startController(t, map[string]string{config.RegistryKey: "r.test", config.DefaultClassKey: "opensandbox"})
 
 	snapshots := fakesandboxclient.Get(ctx).SandboxV1alpha1().SandboxSnapshots("team-a")
 	for _, s := range []*v1alpha1.SandboxSnapshot{
@@ -112,6 +96,30 @@ func TestNewControllerEnqueuesOnlyItsClass(t *testing.T) {
 	}
 }
 
+// startController starts NewController on fake clients and informers, with
+// config-snapshot holding data, until the test ends.
+func startController(t *testing.T, data map[string]string) (context.Context, *controller.Impl) {
+	t.Helper()
+	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t)
+	cmw := configmap.NewStaticWatcher(&corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: config.SnapshotConfigName, Namespace: system.Namespace()},
+		Data:       data,
+	})
+	impl := NewController(ctx, cmw)
+	if err := cmw.Start(ctx.Done()); err != nil {
+		t.Fatalf("starting the config watcher: %v", err)
+	}
+	stop, err := rtesting.RunAndSyncInformers(ctx, informers...)
+	if err != nil {
+		t.Fatalf("starting informers: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		stop()
+	})
+	return ctx, impl
+}
+
 // drainQueue waits for n keys in impl's work queue and returns them sorted.
 func drainQueue(t *testing.T, impl *controller.Impl, n int) []string {
 	t.Helper()
@@ -141,23 +149,7 @@ func waitForQueue(t *testing.T, length func() int, want int) {
 // there are workers, a TaskRun's snapshot goes ahead of those still held, and
 // each finished pass lets the next ones in.
 func TestNewControllerAdmitsNewSnapshotsBehindOtherWork(t *testing.T) {
-	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t)
-	cmw := configmap.NewStaticWatcher(&corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: config.SnapshotConfigName, Namespace: system.Namespace()},
-		Data:       map[string]string{config.RegistryKey: "r.test"},
-	})
-	impl := NewController(ctx, cmw)
-	if err := cmw.Start(ctx.Done()); err != nil {
-		t.Fatalf("starting the config watcher: %v", err)
-	}
-	stop, err := rtesting.RunAndSyncInformers(ctx, informers...)
-	if err != nil {
-		t.Fatalf("starting informers: %v", err)
-	}
-	defer func() {
-		cancel()
-		stop()
-	}()
+	ctx, impl := startController(t, map[string]string{config.RegistryKey: "r.test"})
 	if impl.Concurrency != 2 {
 		t.Fatalf("the controller has %d workers, this test is written for 2", impl.Concurrency)
 	}
