@@ -924,6 +924,7 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		namespace:      system.Namespace(),
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
+		metrics:        testMetrics(ctx, ls),
 	}
 	// The controller's recorder, around the row's.
 	recorder := controller.GetEventRecorder(withEventRecorder(ctx))
