@@ -60,7 +60,7 @@ const (
 // it) back to where they were.
 func TestMetrics(t *testing.T) {
 	ensureOneController(t)
-	waitOtherTestNamespacesGone(t)
+	waitEarlierSnapshotsGone(t)
 	e := setup(t)
 	port := metricsPort(t, "controller-1")
 	e.createSandbox("sb", sandboxOpts{})
@@ -154,25 +154,31 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// waitOtherTestNamespacesGone waits until the namespaces that earlier tests
-// left to be deleted are gone, with their snapshots: the gauges count every
-// snapshot of the cluster.
-func waitOtherTestNamespacesGone(t *testing.T) {
+// waitEarlierSnapshotsGone waits until the snapshots that earlier tests
+// left in their namespaces, deleted at their end, are gone: the gauges count
+// every snapshot of the cluster. (The namespaces themselves may take longer.)
+func waitEarlierSnapshotsGone(t *testing.T) {
 	t.Helper()
 	var left []string
 	err := wait.PollUntilContextTimeout(context.Background(), time.Second, takeoverTimeout, true, func(ctx context.Context) (bool, error) {
-		list, err := clients.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: e2eLabel})
+		namespaces, err := clients.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: e2eLabel})
 		if err != nil {
 			return false, err
 		}
 		left = left[:0]
-		for _, ns := range list.Items {
-			left = append(left, ns.Name)
+		for _, ns := range namespaces.Items {
+			snapshots, err := clients.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns.Name).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, s := range snapshots.Items {
+				left = append(left, s.Namespace+"/"+s.Name)
+			}
 		}
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		t.Fatalf("namespaces of earlier tests are still there (E2E_KEEP_NAMESPACES?): %v: %v", left, err)
+		t.Fatalf("snapshots of earlier tests are still there (E2E_KEEP_NAMESPACES?): %v: %v", left, err)
 	}
 }
 
