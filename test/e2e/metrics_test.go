@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
@@ -157,10 +158,13 @@ func TestMetrics(t *testing.T) {
 // waitEarlierSnapshotsGone waits until the snapshots that earlier tests
 // left in their namespaces, deleted at their end, are gone: the gauges count
 // every snapshot of the cluster. (The namespaces themselves may take longer.)
+// A snapshot left Committing waits, being deleted, for its TaskRun to end,
+// at most resources.UnpauseTimeout.
 func waitEarlierSnapshotsGone(t *testing.T) {
 	t.Helper()
 	var left []string
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, takeoverTimeout, true, func(ctx context.Context) (bool, error) {
+	start := time.Now()
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, resources.UnpauseTimeout+timeout, true, func(ctx context.Context) (bool, error) {
 		namespaces, err := clients.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: e2eLabel})
 		if err != nil {
 			return false, err
@@ -172,7 +176,7 @@ func waitEarlierSnapshotsGone(t *testing.T) {
 				return false, err
 			}
 			for _, s := range snapshots.Items {
-				left = append(left, s.Namespace+"/"+s.Name)
+				left = append(left, fmt.Sprintf("%s/%s (%s, finalizers %v)", s.Namespace, s.Name, s.Status.Phase, s.Finalizers))
 			}
 		}
 		return len(left) == 0, nil
@@ -180,6 +184,7 @@ func waitEarlierSnapshotsGone(t *testing.T) {
 	if err != nil {
 		t.Fatalf("snapshots of earlier tests are still there (E2E_KEEP_NAMESPACES?): %v: %v", left, err)
 	}
+	t.Logf("no snapshots of earlier tests after %v", time.Since(start).Round(time.Millisecond))
 }
 
 // metricsPort reads the Prometheus port hack/run-controller.sh gave an instance.
