@@ -101,11 +101,14 @@ func (u *chunkedUploader) upload(ctx context.Context, d ocispec.Descriptor, moun
 		return err
 	}
 	for restarted := false; ; restarted = true {
-		err = u.send(ctx, loc, d, open)
+		var last string
+		last, err = u.send(ctx, loc, d, open)
+		if err == nil {
+			return nil
+		}
+		// A failed session is not left to the registry's upload purge.
+		u.cancel(ctx, last)
 		if !errors.Is(err, errUploadLost) || restarted {
-			if errors.Is(err, errChunkedRefused) {
-				u.cancel(ctx, loc)
-			}
 			return err
 		}
 		u.logf("blob %s: %v; starting it again from byte 0", d.Digest, err)
@@ -265,11 +268,11 @@ func received(h string) (int64, error) {
 }
 
 // send uploads the blob's bytes chunk by chunk into the session at loc and
-// commits it.
-func (u *chunkedUploader) send(ctx context.Context, loc string, d ocispec.Descriptor, open func() (io.ReadCloser, error)) error {
+// commits it. It returns the session's last upload URL.
+func (u *chunkedUploader) send(ctx context.Context, loc string, d ocispec.Descriptor, open func() (io.ReadCloser, error)) (string, error) {
 	rc, err := open()
 	if err != nil {
-		return err
+		return loc, err
 	}
 	defer rc.Close()
 	buf := make([]byte, min(int64(u.chunk), d.Size))
@@ -277,14 +280,14 @@ func (u *chunkedUploader) send(ctx context.Context, loc string, d ocispec.Descri
 	for off < d.Size {
 		n := min(int64(len(buf)), d.Size-off)
 		if _, err := io.ReadFull(rc, buf[:n]); err != nil {
-			return fmt.Errorf("reading blob %s at byte %d: %w", d.Digest, off, err)
+			return loc, fmt.Errorf("reading blob %s at byte %d: %w", d.Digest, off, err)
 		}
 		if loc, err = u.patch(ctx, loc, buf[:n], off); err != nil {
-			return fmt.Errorf("bytes %d-%d: %w", off, off+n-1, err)
+			return loc, fmt.Errorf("bytes %d-%d: %w", off, off+n-1, err)
 		}
 		off += n
 	}
-	return u.commit(ctx, loc, d)
+	return loc, u.commit(ctx, loc, d)
 }
 
 // refusesChunks tells a registry that does not take Content-Range PATCHes
@@ -308,7 +311,7 @@ func isRangeError(err error) bool {
 }
 
 // patch sends chunk, which starts at byte off of the blob, and returns the
-// next upload URL. After a transient error or a 416 it asks the registry how
+// next upload URL (on failure, the last one known). After a transient error or a 416 it asks the registry how
 // many bytes it holds and resends the rest of the chunk from there.
 func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, off int64) (string, error) {
 	end := off + int64(len(chunk))
@@ -324,7 +327,7 @@ func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, o
 			next, lerr := location(resp)
 			got, rerr := received(resp.Header.Get("Range"))
 			if err = errors.Join(lerr, rerr); err != nil {
-				return "", err
+				return loc, err
 			}
 			if got == end {
 				return next, nil
@@ -333,15 +336,15 @@ func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, o
 			loc = next
 			err = fmt.Errorf("registry holds %d bytes after a PATCH up to %d", got, end)
 		} else if off == 0 && sent == 0 && attempt == 1 && refusesChunks(err) {
-			return "", fmt.Errorf("%w: %w", errChunkedRefused, err)
+			return loc, fmt.Errorf("%w: %w", errChunkedRefused, err)
 		} else if !isTransient(err) && !isRangeError(err) {
-			return "", err
+			return loc, err
 		}
 		if attempt >= u.backoff.Steps {
-			return "", err
+			return loc, err
 		}
 		if serr := sleep(ctx, delay); serr != nil {
-			return "", serr
+			return loc, serr
 		}
 		delay = time.Duration(float64(delay) * u.backoff.Factor)
 		got, next, serr := u.status(ctx, loc)
@@ -353,14 +356,14 @@ func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, o
 		case isRangeError(err) || sent > 0:
 			// No upload status, and the registry holds an unknown part of
 			// the chunk.
-			return "", fmt.Errorf("%w: %w (upload status: %w)", errUploadLost, err, serr)
+			return loc, fmt.Errorf("%w: %w (upload status: %w)", errUploadLost, err, serr)
 		default:
 			// No upload status: assume the registry dropped the partial
 			// chunk; a 416 on the resend says otherwise.
 			continue
 		}
 		if got < off || got > end {
-			return "", fmt.Errorf("%w: it holds %d bytes, this chunk is %d-%d", errUploadLost, got, off, end-1)
+			return loc, fmt.Errorf("%w: it holds %d bytes, this chunk is %d-%d", errUploadLost, got, off, end-1)
 		}
 		u.logf("blob upload to %s: %v; the registry holds %d bytes, resending from there (%d bytes of this chunk)", u.repo, err, got, end-got)
 		sent = got - off
@@ -411,8 +414,10 @@ func (u *chunkedUploader) commit(ctx context.Context, loc string, d ocispec.Desc
 	return nil
 }
 
-// cancel deletes an upload session, best effort.
+// cancel deletes an upload session, best effort, also when ctx is done.
 func (u *chunkedUploader) cancel(ctx context.Context, loc string) {
+	ctx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer done()
 	if _, err := u.do(ctx, http.MethodDelete, loc, nil, nil, http.StatusNoContent, http.StatusOK, http.StatusAccepted, http.StatusNotFound); err != nil {
 		u.logf("cancelling upload to %s: %v", u.repo, err)
 	}

@@ -150,6 +150,9 @@ type cuttingProxy struct {
 	mu       sync.Mutex
 	patches  []chunkPatch // PATCHes with a Content-Range
 	streamed int          // PATCHes without one (monolithic uploads)
+	// cancelled lists the statuses of the registry's answers to DELETEs
+	// of upload sessions.
+	cancelled []int
 	// chunkBytes counts the bytes of Content-Range PATCHes the registry got.
 	chunkBytes atomic.Int64
 }
@@ -165,6 +168,14 @@ func newCuttingProxy(tb testing.TB, target string, fault func(n int, p chunkPatc
 		ErrorLog: log.New(io.Discard, "", 0),
 	}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "/blobs/uploads/") {
+			sw := &statusWriter{ResponseWriter: w}
+			rp.ServeHTTP(sw, r)
+			p.mu.Lock()
+			p.cancelled = append(p.cancelled, sw.status)
+			p.mu.Unlock()
+			return
+		}
 		if r.Method != http.MethodPatch {
 			rp.ServeHTTP(w, r)
 			return
@@ -250,6 +261,17 @@ func (p *cuttingProxy) record() ([]chunkPatch, int) {
 	return append([]chunkPatch(nil), p.patches...), p.streamed
 }
 
+// statusWriter records the status of a response.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
 type countingBody struct {
 	io.ReadCloser
 	n *atomic.Int64
@@ -301,6 +323,8 @@ func TestPushChunkedResumes(t *testing.T) {
 		// want is the push error; empty for success.
 		want  string
 		check func(t *testing.T, patches []chunkPatch, streamed int, sent, blobs int64)
+		// cancelled: the failed upload session is deleted on the registry.
+		cancelled bool
 	}{
 		{
 			name: "third chunk cut mid-way, the registry keeps what arrived",
@@ -394,6 +418,7 @@ func TestPushChunkedResumes(t *testing.T) {
 					t.Errorf("%d chunk PATCHes, want 2 (the 507 is final)", len(patches))
 				}
 			},
+			cancelled: true,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -433,6 +458,12 @@ func TestPushChunkedResumes(t *testing.T) {
 				assertLayerDigests(t, ref)
 			}
 			tc.check(t, patches, streamed, proxy.chunkBytes.Load(), blobs)
+			proxy.mu.Lock()
+			cancelled := proxy.cancelled
+			proxy.mu.Unlock()
+			if tc.cancelled && (len(cancelled) != 1 || cancelled[0] != http.StatusNoContent) {
+				t.Errorf("DELETEs of the failed upload session answered %v, want one 204", cancelled)
+			}
 			e.assertAllRunning(t, p)
 		})
 	}
