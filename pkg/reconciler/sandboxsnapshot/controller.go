@@ -209,7 +209,7 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 		default:
 			logger.Infow("Loaded config-snapshot", "registry", s.Registry, "pushSecret", s.PushSecret,
 				"insecureRegistry", s.InsecureRegistry, "commitTimeout", s.CommitTimeout.String(),
-				"containerdSocket", s.ContainerdSocket, "taskName", s.TaskName, "defaultClass", s.DefaultClass)
+				"containerdSocket", s.ContainerdSocket, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass)
 		}
 	}
 }

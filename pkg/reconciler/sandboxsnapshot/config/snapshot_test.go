@@ -46,13 +46,17 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 	}
 }
 
+// testBundle is a bundle reference pinned by digest.
+const testBundle = "registry.test/tasks/sandbox-commit@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
+
 func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 	s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
 		RegistryKey: "r.test", PushSecretKey: "push", InsecureRegistryKey: "true", CommitTimeoutKey: "2m",
 		ContainerdSocketKey: "/run/containerd.sock", TaskNameKey: "my-commit", DefaultClassKey: "opensandbox",
+		TaskBundleKey: " " + testBundle + " ",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
-		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", DefaultClass: "opensandbox"}
+		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox"}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
 	}
@@ -71,6 +75,11 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"negative timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "-1m"}, `key "commit-timeout": "-1m" must be positive`},
 		{"bad insecure flag", map[string]string{RegistryKey: "r", InsecureRegistryKey: "maybe"}, `key "insecure-registry": "maybe" is not a boolean`},
 		{"relative socket", map[string]string{RegistryKey: "r", ContainerdSocketKey: "containerd.sock"}, `key "containerd-socket": "containerd.sock" is not an absolute path`},
+		// A tag can be pushed again: the Task could change under the operator.
+		{"bundle by tag", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1" is not a bundle pinned by digest`},
+		{"bundle by tag and bad digest", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1@sha256:123"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1@sha256:123" is not a bundle pinned by digest`},
+		// Strict: no registry defaulted to Docker Hub.
+		{"bundle without a registry", map[string]string{RegistryKey: "r", TaskBundleKey: "sandbox-commit@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"}, `key "task-bundle": "sandbox-commit@sha256:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: tc.data})
