@@ -85,6 +85,8 @@ func assertTaskSource(t *testing.T, tr *pipelinev1.TaskRun) {
 		t.Errorf("TaskRun %s: provenance.refSource = %+v, want %s@%s entry point %s",
 			tr.Name, prov.RefSource, pinned.Context().Name(), wantDigest, task.Name)
 	}
+	t.Logf("TaskRun %s: Task %s resolved by the bundles resolver from %s@sha256:%s",
+		tr.Name, prov.RefSource.EntryPoint, prov.RefSource.URI, prov.RefSource.Digest["sha256"])
 	// The release installs no namespaced Task: the bundle is the only source.
 	tasks, err := c.pipeline.TektonV1().Tasks(systemNamespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
