@@ -91,7 +91,7 @@ stage_config() {
 check_platforms() {
   local bundle=$1 refs ref p platforms
   shift
-  refs=$(grep -ohE '[a-z0-9.:/_-]+@sha256:[0-9a-f]{64}' "$@" | sort -u | grep -vxF "${bundle}")
+  refs=$(grep -ohE '[A-Za-z0-9.:/_-]+@sha256:[0-9a-f]{64}' "$@" | sort -u | grep -vxF "${bundle}")
   [[ -n "${refs}" ]] || die "no image by digest in $*"
   IFS=, read -r -a platforms <<<"${PLATFORMS}"
   while IFS= read -r ref; do

@@ -98,7 +98,7 @@ func assertTaskSource(t *testing.T, tr *pipelinev1.TaskRun) {
 }
 
 // imageByDigest matches the image references by digest in a manifest.
-var imageByDigest = regexp.MustCompile(`[a-z0-9.:/_-]+@sha256:[0-9a-f]{64}`)
+var imageByDigest = regexp.MustCompile(`[A-Za-z0-9.:/_-]+@sha256:[0-9a-f]{64}`)
 
 // TestReleaseImagesArePlatformIndexes checks that every image the release's
 // manifests name (the controller's in release.yaml, the committer's in the
