@@ -11,8 +11,8 @@
 #      KO_DOCKER_REPO=$LOCAL_REGISTRY/release, for linux/amd64 and linux/arm64,
 #      on the multi-platform base of hack/release-base.sh (pushed to
 #      $LOCAL_REGISTRY/static-base), written to RELEASE_DIR;
-#   2. once no SandboxSnapshot is left (their finalizers need the running
-#      operator), the ko-applied operator goes: namespace
+#   2. once no SandboxSnapshot is in flight or being deleted (the ko-applied
+#      operator finishes what it started), that operator goes: namespace
 #      sandbox-snapshot-system is deleted with its Deployment, Task and TaskRuns;
 #   3. the project's SandboxSnapshot and BatchSandbox CRDs (SNAPSHOT_CRDS=project);
 #   4. kubectl apply -f RELEASE_DIR/release.yaml, then config-snapshot set as
@@ -26,8 +26,15 @@ set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# no_snapshots succeeds when the cluster holds no SandboxSnapshot.
-no_snapshots() { [[ -z "$(kc get sandboxsnapshots -A -o name 2>/dev/null)" ]]; }
+# snapshots_settled succeeds when no SandboxSnapshot is being deleted or has
+# yet to reach Succeed or Failed: nothing the ko-applied operator is in the
+# middle of. Settled ones (config/samples' on a dev node) are left to the
+# release's operator.
+snapshots_settled() {
+  local states
+  states=$(kc get sandboxsnapshots -A -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp}/{.status.phase}{"\n"}{end}') || return 1
+  ! grep -vxE '/(Succeed|Failed)' <<<"${states}" | grep -q .
+}
 
 main() {
   local dir=${1:-} start base bundle registry
@@ -42,8 +49,8 @@ main() {
     hack/release.sh >/dev/null
   bundle=$(cat "${dir}/task-bundle.txt")
 
-  wait_until 180 "the SandboxSnapshots of earlier tests to go" no_snapshots ||
-    die "SandboxSnapshots remain: $(kc get sandboxsnapshots -A -o name | tr '\n' ' ')"
+  wait_until 180 "the SandboxSnapshots in flight or being deleted to settle" snapshots_settled ||
+    die "SandboxSnapshots still in flight or being deleted: $(kc get sandboxsnapshots -A --no-headers | tr '\n' ';')"
   log "removing the ko-applied operator (namespace ${OPERATOR_NAMESPACE})"
   kc delete namespace "${OPERATOR_NAMESPACE}" --wait=true --timeout=180s >/dev/null
   SNAPSHOT_CRDS=project install_snapshot_crds
