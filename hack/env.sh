@@ -6,6 +6,7 @@
 #   LOCAL_REGISTRY  host:port of the loopback registry, when hack/node-up.sh runs it
 #   KO_DOCKER_REPO, KO_DEFAULTBASEIMAGE  ko settings for that registry
 #   CONTAINERD_ADDRESS  the node's containerd socket, when the node is up
+#   CHAINS_PUBLIC_KEY   the PEM public key Tekton Chains signs with, when the node runs Chains
 # It does not set shell options (no `set -e` leaks into an interactive shell).
 
 # shellcheck source=hack/lib.sh
@@ -30,6 +31,11 @@ sso_env() {
   fi
   if [[ -S "${NODE_RUN_DIR}/containerd.sock" ]]; then
     export CONTAINERD_ADDRESS="${NODE_RUN_DIR}/containerd.sock"
+  fi
+  if [[ -f "${CHAINS_PUBLIC_KEY}" ]]; then
+    export CHAINS_PUBLIC_KEY
+  else
+    export -n CHAINS_PUBLIC_KEY
   fi
   [[ -f "${KUBECONFIG}" ]] || echo "hack/env.sh: no cluster yet (run hack/cluster-up.sh or hack/node-up.sh)" >&2
 }

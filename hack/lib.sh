@@ -39,6 +39,7 @@ PAUSE_VERSION="3.10.1"
 KWOK_VERSION="v0.8.0"
 DISTRIBUTION_VERSION="v3.0.0"
 TEKTON_VERSION="v1.15.1"
+CHAINS_VERSION="v0.28.1" # github.com/tektoncd/chains, the newest the module proxy serves here (hack/chains.sh)
 
 # Names used by the one-node cluster.
 NODE_NAME="node-0"
@@ -49,6 +50,9 @@ SERVICE_CIDR="10.0.0.0/24"
 GUARD_CHAIN="SSO-FORWARD-GUARD"
 TEKTON_NAMESPACE="tekton-pipelines"
 OPERATOR_NAMESPACE="sandbox-snapshot-system"
+CHAINS_NAMESPACE="tekton-chains"
+# The public half of the key Tekton Chains signs with on the node (hack/chains.sh).
+CHAINS_PUBLIC_KEY="${NODE_DIR}/chains/cosign.pub"
 
 # Which CRDs define SandboxSnapshot and BatchSandbox in the local clusters
 # (hack/cluster-up.sh, hack/node-up.sh, hack/deploy.sh); exported, so that the

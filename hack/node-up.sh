@@ -12,6 +12,7 @@
 #   - the control plane of hack/cluster-up.sh, bound to 10.88.0.1;
 #   - kubelet and kube-proxy (iptables mode), node name node-0;
 #   - Tekton ${TEKTON_VERSION}, built with ko from its module's config/ (webhook included);
+#   - Tekton Chains ${CHAINS_VERSION}, likewise, signing with a key made here (hack/chains.sh);
 #   - then hack/deploy.sh (the operator and tasks/, when present).
 # It first refuses to start, changing nothing, where something else holds
 # what it needs (the bridge name, 10.88.0.0/24, the kubelet's device-plugin
@@ -22,7 +23,8 @@
 # runs node-down itself, so nothing is left behind.
 # Requires root. Rerunnable: a running node is left as it is.
 #
-# env: SKIP_DEPLOY=1 skips hack/deploy.sh; SKIP_TEKTON=1 skips the Tekton install;
+# env: SKIP_DEPLOY=1 skips hack/deploy.sh; SKIP_TEKTON=1 skips the Tekton install
+#      (and Chains'); SKIP_CHAINS=1 skips Tekton Chains;
 #      SNAPSHOT_CRDS (hack/lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
@@ -377,6 +379,7 @@ on_exit() {
   trap - EXIT INT TERM
   set +e
   if [[ -n "${KO_PID:-}" ]]; then kill "${KO_PID}" 2>/dev/null; fi
+  if [[ -n "${CHAINS_PID:-}" ]]; then kill "${CHAINS_PID}" 2>/dev/null; wait "${CHAINS_PID}" 2>/dev/null; fi
   if ((rc)) && ((CHANGING)); then
     log "node-up failed (exit ${rc}); undoing what it did with hack/node-down.sh"
     "${ROOT_DIR}/hack/node-down.sh" || log "node-down failed too: see above"
@@ -386,6 +389,7 @@ on_exit() {
 
 CHANGING=0
 KO_PID=""
+CHAINS_PID=""
 
 main() {
   local start release
@@ -422,6 +426,10 @@ main() {
   if [[ "${SKIP_TEKTON:-0}" != 1 ]]; then
     resolve_tekton "${release}" &
     KO_PID=$!
+    if [[ "${SKIP_CHAINS:-0}" != 1 ]]; then
+      "${ROOT_DIR}/hack/chains.sh" resolve &
+      CHAINS_PID=$!
+    fi
   fi
   start_containerd
   NODE_MODE=1 "${ROOT_DIR}/hack/cluster-up.sh"
@@ -434,6 +442,11 @@ main() {
     KO_PID=""
     install_tekton "${release}"
     log "Tekton ready after $(elapsed "${start}")"
+  fi
+  if [[ -n "${CHAINS_PID}" ]]; then
+    wait "${CHAINS_PID}" || die "building Tekton Chains failed (see ${LOG_DIR}/ko-chains.log)"
+    CHAINS_PID=""
+    "${ROOT_DIR}/hack/chains.sh" install
   fi
   if [[ "${SKIP_DEPLOY:-0}" != 1 ]]; then
     "${ROOT_DIR}/hack/deploy.sh"
