@@ -164,7 +164,10 @@ func waitForChains(t *testing.T, taskRun string) *pipelinev1.TaskRun {
 			return tr
 		}
 		if state == "failed" || time.Now().After(deadline) {
-			logs, _ := tryRun("", "kubectl", "-n", chainsNamespace, "logs", "deployment/tekton-chains-controller", "--tail=40")
+			logs, err := tryRun("", "kubectl", "-n", chainsNamespace, "logs", "deployment/tekton-chains-controller", "--tail=40")
+			if err != nil {
+				logs = fmt.Sprintf("(none: %v; is it running? kubectl -n %s get pods)", err, chainsNamespace)
+			}
 			t.Fatalf("Tekton Chains did not sign TaskRun %s/%s within %s (annotation %s=%q, %s=%q); "+
 				"see `kubectl -n %s logs deployment/tekton-chains-controller`, last lines:\n%s",
 				systemNamespace, taskRun, chainsTimeout, chainsSigned, state,
