@@ -21,7 +21,7 @@
 # transparency log: nothing leaves the machine.
 #
 # node-up runs both (resolve in the background while the node starts, install
-# once Tekton is ready); SKIP_CHAINS=1 node-up skips them. Everything Chains
+# once Tekton is ready), once per node; SKIP_CHAINS=1 node-up skips them. Everything Chains
 # makes lives in the cluster (namespace tekton-chains, cluster-wide RBAC, no
 # webhooks) or under _output/node, so node-down removes it.
 set -euo pipefail
