@@ -114,12 +114,16 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 
 func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	now := metav1.NewTime(r.clock.Now())
-	// A terminal phase is frozen; only the thaw of a failed commit reports on.
+	// A terminal phase is frozen; only the thaw of a failed commit reports
+	// on, and the TaskRuns go once their retention is over.
 	if s.Status.IsTerminal() {
+		before := s.Status.DeepCopy()
 		if s.Status.Phase == v1alpha1.PhaseFailed {
-			return r.observeThaw(ctx, s)
+			if err := r.observeThaw(ctx, s); err != nil {
+				return err
+			}
 		}
-		return nil
+		return r.retainTaskRuns(ctx, s, before)
 	}
 	s.Status.ObservedGeneration = s.Generation
 	s.Status.InitializeConditions(now)

@@ -665,6 +665,8 @@ func TestReconcile(t *testing.T) {
 		Name:    "a terminal snapshot is never changed again",
 		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB)), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "late"))},
 		Key:     key,
+		// TaskRuns kept until the snapshot goes: retention_test.go has the rest.
+		Ctx: withConfig(map[string]string{config.RegistryKey: registry, config.TaskRunRetentionSucceededKey: "-1"}),
 	}, {
 		Name: "a status update conflict is retried with a fresh read",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded,
@@ -877,6 +879,9 @@ func withoutOwnFields(s *v1alpha1.SandboxSnapshot) {
 	s.Status.CompletionTime = nil
 	s.Status.PauseWindowMilliseconds = nil
 	s.Status.Thaw = nil
+	s.Status.RemovedTaskRuns = nil
+	s.Status.ImageDeletion = nil
+	s.Status.MissingImages = nil
 }
 
 func orphanMessage(namespace, name string) string {
