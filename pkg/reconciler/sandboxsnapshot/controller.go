@@ -79,6 +79,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		namespace:      namespace,
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
+		registry:       remoteRegistries(kubeclient.Get(ctx), namespace),
 	}
 
 	configStore := config.NewStore(logger.Named("config-store"), logConfig(logger))

@@ -71,6 +71,9 @@ type Reconciler struct {
 	commits *commitGate
 	// writes remembers the copies of snapshots that status writes replaced.
 	writes *ownWrites
+	// registry returns the client of the snapshot registry, which deletes
+	// and looks up images.
+	registry registryFor
 }
 
 var (
@@ -229,6 +232,10 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 	if err := s.Validate(ctx); err != nil {
 		s.Status.MarkFailed(now, v1alpha1.ReasonInvalidSpec, "SandboxSnapshot %s/%s: %v", s.Namespace, s.Name, err)
+		return r.failed(ctx, s)
+	}
+	if _, err := cfg.ImageDeletionPolicyOf(s.Namespace, s.Name, s.Annotations); err != nil {
+		s.Status.MarkFailed(now, v1alpha1.ReasonInvalidSpec, "%v", err)
 		return r.failed(ctx, s)
 	}
 	src, err := r.resolveSource(ctx, s, cfg)

@@ -929,6 +929,7 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		namespace:      system.Namespace(),
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
+		registry:       registryOf(ctx),
 	}
 	// The controller's recorder, around the row's.
 	recorder := controller.GetEventRecorder(withEventRecorder(ctx))
