@@ -80,6 +80,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
 		registry:       remoteRegistries(kubeclient.Get(ctx), namespace),
+		checks:         newImageChecks(),
 	}
 
 	configStore := config.NewStore(logger.Named("config-store"), logConfig(logger))
@@ -130,6 +131,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			DeleteFunc: func(obj any) {
 				if o, err := kmeta.DeletionHandlingAccessor(obj); err == nil {
 					r.writes.forget(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+					r.checks.forget(o.GetUID())
 				}
 				impl.Enqueue(obj)
 			},

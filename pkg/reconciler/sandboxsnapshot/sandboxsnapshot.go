@@ -74,6 +74,8 @@ type Reconciler struct {
 	// registry returns the client of the snapshot registry, which deletes
 	// and looks up images.
 	registry registryFor
+	// checks bounds the look-ups of the missing-image check.
+	checks *imageChecks
 }
 
 var (
@@ -118,7 +120,8 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	now := metav1.NewTime(r.clock.Now())
 	// A terminal phase is frozen; only the thaw of a failed commit reports
-	// on, and the TaskRuns go once their retention is over.
+	// on, the TaskRuns go once their retention is over, and the images of a
+	// Succeed snapshot are looked up now and then.
 	if s.Status.IsTerminal() {
 		before := s.Status.DeepCopy()
 		if s.Status.Phase == v1alpha1.PhaseFailed {
@@ -126,7 +129,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 				return err
 			}
 		}
-		return r.retainTaskRuns(ctx, s, before)
+		return sooner(r.retainTaskRuns(ctx, s, before), r.checkImages(ctx, s))
 	}
 	s.Status.ObservedGeneration = s.Generation
 	s.Status.InitializeConditions(now)

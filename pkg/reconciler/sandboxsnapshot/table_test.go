@@ -19,6 +19,7 @@ package sandboxsnapshot
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -930,6 +931,7 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
 		registry:       registryOf(ctx),
+		checks:         newImageChecks(),
 	}
 	// The controller's recorder, around the row's.
 	recorder := controller.GetEventRecorder(withEventRecorder(ctx))
@@ -952,7 +954,13 @@ func withConfig(data map[string]string) context.Context {
 	return config.ToContext(context.Background(), &config.Config{Snapshot: mustConfig(data)})
 }
 
+// mustConfig parses data; the missing-image check is off unless data turns
+// it on, so that only imagecheck_test.go's rows look images up.
 func mustConfig(data map[string]string) *config.Snapshot {
+	if _, ok := data[config.ImageCheckIntervalKey]; !ok {
+		data = maps.Clone(data)
+		data[config.ImageCheckIntervalKey] = "0"
+	}
 	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: data})
 	return cfg
 }

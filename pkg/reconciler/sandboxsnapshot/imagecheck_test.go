@@ -1,0 +1,174 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sandboxsnapshot
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgotesting "k8s.io/client-go/testing"
+	"knative.dev/pkg/controller"
+	rtesting "knative.dev/pkg/reconciler/testing"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
+)
+
+func TestImageCheck(t *testing.T) {
+	f := newRetentionFixture()
+	succeed := WithSucceeded(412, digestA, digestB)
+	imageA := registry + "/sb-app@" + digestA
+	imageB := registry + "/sb-sidecar@" + digestB
+	missingA := registry + "/sb-app:" + tag + "@" + digestA
+	checking := func(ctx context.Context, interval string) context.Context {
+		return config.ToContext(ctx, &config.Config{Snapshot: mustConfig(map[string]string{
+			config.RegistryKey: registry, config.ImageCheckIntervalKey: interval, config.TaskRunRetentionSucceededKey: "-1"})})
+	}
+	holding := func(refs ...string) *fakeRegistry {
+		r := &fakeRegistry{held: map[string]string{}}
+		for _, ref := range refs {
+			r.held[ref] = ref[len(ref)-71:]
+		}
+		return r
+	}
+	annotate := func(value any) clientgotesting.PatchActionImpl {
+		v := "null"
+		if s, ok := value.(string); ok {
+			v = `"` + s + `"`
+		}
+		return clientgotesting.PatchActionImpl{
+			ActionImpl: clientgotesting.ActionImpl{Namespace: ns},
+			Name:       snapName,
+			Patch:      []byte(`{"metadata":{"annotations":{"` + sandbox.ImageMissingAnnotation + `":` + v + `}}}`),
+		}
+	}
+	withMissing := func(images ...string) SnapshotOption {
+		return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkImagesMissing(images) }
+	}
+	lookedUp := func(r *fakeRegistry, want int) func(*testing.T, *rtesting.TableRow) {
+		return func(t *testing.T, _ *rtesting.TableRow) {
+			if len(r.lookedUp) != want {
+				t.Errorf("looked up %v, want %d look-ups", r.lookedUp, want)
+			}
+		}
+	}
+
+	present, gone, back, still, off, down := holding(imageA, imageB), holding(imageB), holding(imageA, imageB), holding(imageB), holding(), holding()
+	down.err = errors.New("503 Service Unavailable")
+	table := rtesting.TableTest{{
+		Name:           "a Succeed snapshot whose images the registry holds is left alone and looked at again after the interval",
+		Ctx:            withRegistry(checking(context.Background(), "1h"), present),
+		Objects:        []runtime.Object{f.snap(f.committing, succeed)},
+		Key:            key,
+		WantErr:        true, // the requeue after the interval
+		PostConditions: []func(*testing.T, *rtesting.TableRow){lookedUp(present, 2)},
+	}, {
+		Name:              "a Succeed snapshot whose image is gone is marked, its phase, containers and conditions untouched",
+		Ctx:               withRegistry(checking(context.Background(), "1h"), gone),
+		Objects:           []runtime.Object{f.snap(f.committing, succeed)},
+		Key:               key,
+		WantErr:           true,
+		WantPatches:       []clientgotesting.PatchActionImpl{annotate(missingA)},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: f.snap(f.committing, succeed, WithAnnotation(sandbox.ImageMissingAnnotation, missingA), withMissing(missingA))}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonImageMissing,
+			"The registry no longer holds %s; the snapshot cannot be restored from it", missingA)},
+	}, {
+		Name:              "the mark is cleared when the image is back",
+		Ctx:               withRegistry(checking(context.Background(), "1h"), back),
+		Objects:           []runtime.Object{f.snap(f.committing, succeed, WithAnnotation(sandbox.ImageMissingAnnotation, missingA), withMissing(missingA))},
+		Key:               key,
+		WantErr:           true,
+		WantPatches:       []clientgotesting.PatchActionImpl{annotate(nil)},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: f.snap(f.committing, succeed)}},
+		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonImageRestored, "The registry holds every image of the snapshot again")},
+	}, {
+		Name:    "a snapshot already marked is not marked again",
+		Ctx:     withRegistry(checking(context.Background(), "1h"), still),
+		Objects: []runtime.Object{f.snap(f.committing, succeed, WithAnnotation(sandbox.ImageMissingAnnotation, missingA), withMissing(missingA))},
+		Key:     key,
+		WantErr: true,
+	}, {
+		Name:           "interval 0 turns the check off",
+		Ctx:            withRegistry(checking(context.Background(), "0"), off),
+		Objects:        []runtime.Object{f.snap(f.committing, succeed)},
+		Key:            key,
+		PostConditions: []func(*testing.T, *rtesting.TableRow){lookedUp(off, 0)},
+	}, {
+		Name:    "a registry that cannot be asked marks nothing",
+		Ctx:     withRegistry(checking(context.Background(), "1h"), down),
+		Objects: []runtime.Object{f.snap(f.committing, succeed)},
+		Key:     key,
+		WantErr: true,
+	}, {
+		Name:           "a Failed snapshot is not checked",
+		Ctx:            withRegistry(checking(context.Background(), "1h"), off),
+		Objects:        []runtime.Object{f.snap(f.committing, WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"))},
+		Key:            key,
+		PostConditions: []func(*testing.T, *rtesting.TableRow){lookedUp(off, 0)},
+	}}
+	table.Test(t, MakeFactory(newReconciler))
+}
+
+// TestImageCheckRateBound checks both bounds: a snapshot is looked up at
+// most once per interval, and all snapshots at most image-checks-per-minute.
+func TestImageCheckRateBound(t *testing.T) {
+	c := newImageChecks()
+	now := Now.Time
+	if ok, _ := c.due("a", now, time.Hour, 2); !ok {
+		t.Fatal("first check of a refused")
+	}
+	if ok, wait := c.due("a", now.Add(10*time.Minute), time.Hour, 2); ok || wait != 50*time.Minute {
+		t.Errorf("second check of a within the interval = %v, %v; want refused for 50m", ok, wait)
+	}
+	if ok, _ := c.due("b", now.Add(10*time.Minute), time.Hour, 2); !ok {
+		t.Error("check of b refused with the global budget refilled")
+	}
+	ok, wait := c.due("c", now.Add(10*time.Minute), time.Hour, 2)
+	if ok || wait < time.Minute || wait > 2*time.Minute {
+		t.Errorf("check of c right after b at 2 per minute = %v, %v; want refused for 1-2m", ok, wait)
+	}
+	if ok, _ := c.due("c", now.Add(11*time.Minute), time.Hour, 2); !ok {
+		t.Error("check of c refused a minute later")
+	}
+	if ok, _ := c.due("a", now.Add(61*time.Minute), time.Hour, 2); !ok {
+		t.Error("check of a refused after the interval")
+	}
+	c.forget(types.UID("b"))
+	if ok, _ := c.due("b", now.Add(62*time.Minute), time.Hour, 60); !ok {
+		t.Error("check of a forgotten b refused")
+	}
+}
+
+// TestImageCheckRequeue checks that a snapshot is looked at again when its
+// interval is over.
+func TestImageCheckRequeue(t *testing.T) {
+	f := newRetentionFixture()
+	s := f.snap(f.committing, WithSucceeded(412, digestA, digestB))
+	r := &Reconciler{clock: newReconcilerClock(), checks: newImageChecks(), registry: registryOf(withRegistry(nil, &fakeRegistry{held: map[string]string{
+		registry + "/sb-app@" + digestA: digestA, registry + "/sb-sidecar@" + digestB: digestB}})), writes: newOwnWrites()}
+	ctx := config.ToContext(t.Context(), &config.Config{Snapshot: mustConfig(map[string]string{config.RegistryKey: registry, config.ImageCheckIntervalKey: "30m"})})
+	if ok, d := controller.IsRequeueKey(r.checkImages(ctx, s)); !ok || d != 30*time.Minute {
+		t.Errorf("checkImages() requeue = %v, %v; want after 30m", ok, d)
+	}
+}
