@@ -141,5 +141,6 @@ func (r *Reconciler) deleteTaskRun(ctx context.Context, tr *pipelinev1.TaskRun, 
 	if err != nil && !apierrs.IsNotFound(err) {
 		return fmt.Errorf("deleting TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
 	}
+	r.commits.deleted(tr)
 	return nil
 }

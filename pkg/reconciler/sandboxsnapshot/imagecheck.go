@@ -29,7 +29,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
 	pkgreconciler "knative.dev/pkg/reconciler"
@@ -41,16 +40,19 @@ import (
 
 // imageChecks bounds the registry look-ups of the missing-image check: each
 // snapshot at most once per image-check-interval, and all snapshots
-// together at most image-checks-per-minute. It lives in memory only: after a
-// restart each snapshot is checked once more, within the global bound.
+// together at most image-checks-per-minute, first come first served: a
+// snapshot over the global bound books the next free slot and is looked at
+// again then. It lives in memory only: after a restart each snapshot is
+// checked once more, within the global bound.
 type imageChecks struct {
 	mu      sync.Mutex
 	last    map[types.UID]time.Time
+	booked  map[types.UID]time.Time
 	limiter *rate.Limiter
 }
 
 func newImageChecks() *imageChecks {
-	return &imageChecks{last: map[types.UID]time.Time{}, limiter: rate.NewLimiter(rate.Inf, 1)}
+	return &imageChecks{last: map[types.UID]time.Time{}, booked: map[types.UID]time.Time{}, limiter: rate.NewLimiter(rate.Inf, 1)}
 }
 
 // due reports whether uid may be checked at now. When it may not, wait is
@@ -58,15 +60,23 @@ func newImageChecks() *imageChecks {
 func (c *imageChecks) due(uid types.UID, now time.Time, interval time.Duration, perMinute int) (ok bool, wait time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if at, ok := c.booked[uid]; ok {
+		if now.Before(at) {
+			return false, at.Sub(now)
+		}
+		delete(c.booked, uid)
+		c.last[uid] = now
+		return true, 0
+	}
 	if last, seen := c.last[uid]; seen && now.Sub(last) < interval {
 		return false, interval - now.Sub(last)
 	}
 	if limit := rate.Limit(float64(perMinute) / 60); c.limiter.Limit() != limit {
 		c.limiter.SetLimitAt(now, limit)
 	}
-	if !c.limiter.AllowN(now, 1) {
-		// Spread the snapshots over the next minute rather than bunch them.
-		return false, jitter(time.Minute)
+	if d := c.limiter.ReserveN(now, 1).DelayFrom(now); d > 0 {
+		c.booked[uid] = now.Add(d)
+		return false, d
 	}
 	c.last[uid] = now
 	return true, 0
@@ -77,10 +87,8 @@ func (c *imageChecks) forget(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.last, uid)
+	delete(c.booked, uid)
 }
-
-// jitter is a duration between d and 2d.
-var jitter = func(d time.Duration) time.Duration { return wait.Jitter(d, 1) }
 
 // checkImages looks up, by digest, each manifest a Succeed snapshot
 // recorded, at the bounded rate of imageChecks. It marks a snapshot whose

@@ -134,28 +134,31 @@ func TestImageCheck(t *testing.T) {
 // most once per interval, and all snapshots at most image-checks-per-minute.
 func TestImageCheckRateBound(t *testing.T) {
 	c := newImageChecks()
-	now := Now.Time
-	if ok, _ := c.due("a", now, time.Hour, 2); !ok {
-		t.Fatal("first check of a refused")
+	at := func(d time.Duration) time.Time { return Now.Add(d) }
+	for _, step := range []struct {
+		uid      types.UID
+		at       time.Duration
+		ok       bool
+		wait     time.Duration
+		describe string
+	}{
+		{"a", 0, true, 0, "the first check"},
+		{"a", 10 * time.Minute, false, 50 * time.Minute, "a second check of a within the interval"},
+		{"b", 10 * time.Minute, true, 0, "a check of b, the global budget refilled"},
+		{"c", 10 * time.Minute, false, 30 * time.Second, "a check of c right after b at 2 per minute: it books the next slot"},
+		{"d", 10 * time.Minute, false, time.Minute, "a check of d: the slot after c's"},
+		{"c", 10*time.Minute + 30*time.Second, true, 0, "c at its slot"},
+		{"d", 10*time.Minute + 30*time.Second, false, 30 * time.Second, "d before its slot"},
+		{"d", 11 * time.Minute, true, 0, "d at its slot"},
+		{"a", 61 * time.Minute, true, 0, "a after the interval"},
+	} {
+		ok, wait := c.due(step.uid, at(step.at), time.Hour, 2)
+		if ok != step.ok || wait != step.wait {
+			t.Errorf("%s: due() = %v, %v; want %v, %v", step.describe, ok, wait, step.ok, step.wait)
+		}
 	}
-	if ok, wait := c.due("a", now.Add(10*time.Minute), time.Hour, 2); ok || wait != 50*time.Minute {
-		t.Errorf("second check of a within the interval = %v, %v; want refused for 50m", ok, wait)
-	}
-	if ok, _ := c.due("b", now.Add(10*time.Minute), time.Hour, 2); !ok {
-		t.Error("check of b refused with the global budget refilled")
-	}
-	ok, wait := c.due("c", now.Add(10*time.Minute), time.Hour, 2)
-	if ok || wait < time.Minute || wait > 2*time.Minute {
-		t.Errorf("check of c right after b at 2 per minute = %v, %v; want refused for 1-2m", ok, wait)
-	}
-	if ok, _ := c.due("c", now.Add(11*time.Minute), time.Hour, 2); !ok {
-		t.Error("check of c refused a minute later")
-	}
-	if ok, _ := c.due("a", now.Add(61*time.Minute), time.Hour, 2); !ok {
-		t.Error("check of a refused after the interval")
-	}
-	c.forget(types.UID("b"))
-	if ok, _ := c.due("b", now.Add(62*time.Minute), time.Hour, 60); !ok {
+	c.forget("b")
+	if ok, _ := c.due("b", at(62*time.Minute), time.Hour, 60); !ok {
 		t.Error("check of a forgotten b refused")
 	}
 }

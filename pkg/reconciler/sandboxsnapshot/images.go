@@ -95,8 +95,8 @@ func (r *Reconciler) deleteImages(ctx context.Context, s *v1alpha1.SandboxSnapsh
 			remove = append(remove, d)
 		}
 	}
-	if committing != "" {
-		return r.imageDeletionPending(ctx, s, remove, giveUp, "waiting for %s to finish: its commit may push the same manifests", committing)
+	if len(remove) > 0 && committing != "" {
+		return r.imageDeletionPending(ctx, s, remove, giveUp, true, "waiting for %s to finish: its commit may push the same manifests", committing)
 	}
 
 	var failures []string
@@ -113,7 +113,7 @@ func (r *Reconciler) deleteImages(ctx context.Context, s *v1alpha1.SandboxSnapsh
 		}
 	}
 	if len(failures) > 0 {
-		return r.imageDeletionPending(ctx, s, left, giveUp, "deleting %d of %d manifest(s) failed: %s",
+		return r.imageDeletionPending(ctx, s, left, giveUp, false, "deleting %d of %d manifest(s) failed: %s",
 			len(left), len(remove), strings.Join(failures, "; "))
 	}
 	message := fmt.Sprintf("Deleted %d manifest(s) from the registry: %s", len(remove), digestList(remove))
@@ -143,13 +143,16 @@ func (r *Reconciler) deleteImage(ctx context.Context, reg imageRegistry, d name.
 	return reg.Delete(ctx, d)
 }
 
-// imageDeletionPending reports why images are not deleted yet and retries,
-// or, past the timeout, gives up with a warning naming what is left.
-func (r *Reconciler) imageDeletionPending(ctx context.Context, s *v1alpha1.SandboxSnapshot, left []name.Digest, giveUp bool, format string, args ...any) pkgreconciler.Event {
+// imageDeletionPending reports why images are not deleted yet and tries
+// again: a commit in flight is waited for (ImageDeletionWaiting), a failure
+// retried with the work queue's backoff (ImageDeletionFailed). Past the
+// timeout it gives up with a warning naming what is left.
+func (r *Reconciler) imageDeletionPending(ctx context.Context, s *v1alpha1.SandboxSnapshot, left []name.Digest, giveUp, waiting bool, format string, args ...any) pkgreconciler.Event {
 	cfg := config.FromContext(ctx).Snapshot
 	why := fmt.Sprintf(format, args...)
+	recorder := controller.GetEventRecorder(ctx)
 	if giveUp {
-		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
+		recorder.Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
 			"Gave up deleting the images of SandboxSnapshot %s/%s after %v (config-snapshot %s); left in the registry: %s; last: %s",
 			s.Namespace, s.Name, cfg.ImageDeletionTimeout, config.ImageDeletionTimeoutKey, digestList(left), why)
 		return nil
@@ -163,10 +166,14 @@ func (r *Reconciler) imageDeletionPending(ctx context.Context, s *v1alpha1.Sandb
 		}
 		r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, rv)
 	}
+	message := fmt.Sprintf("Images of SandboxSnapshot %s/%s not deleted yet (%s): %s", s.Namespace, s.Name, digestList(left), why)
+	if waiting {
+		recorder.Event(s, corev1.EventTypeNormal, v1alpha1.ReasonImageDeletionWaiting, message)
+		return controller.NewRequeueAfter(cleanupWait)
+	}
 	// A wrapped Warning event: it is recorded, keeps the finalizer, and
 	// requeues the snapshot with the work queue's backoff.
-	return fmt.Errorf("%w", pkgreconciler.NewEvent(corev1.EventTypeWarning, v1alpha1.ReasonImageDeletionFailed,
-		"Images of SandboxSnapshot %s/%s not deleted yet (%s left): %s", s.Namespace, s.Name, digestList(left), why))
+	return fmt.Errorf("%w", pkgreconciler.NewEvent(corev1.EventTypeWarning, v1alpha1.ReasonImageDeletionFailed, "%s", message))
 }
 
 // sharedImages returns the images of s that other snapshots record and keep,
@@ -187,7 +194,7 @@ func (r *Reconciler) sharedImages(s *v1alpha1.SandboxSnapshot, images []name.Dig
 		}
 		theirs, _ := imagesOf(o, opts)
 		if !o.Status.IsTerminal() {
-			if o.Spec.SandboxName == s.Spec.SandboxName || sharesRepository(o, repos, opts) {
+			if mayPushTo(o, repos, opts, cfg) {
 				committing = fmt.Sprintf("SandboxSnapshot %s/%s (phase %q) of sandbox %s", o.Namespace, o.Name, o.Status.Phase, o.Spec.SandboxName)
 			}
 			continue
@@ -209,9 +216,24 @@ func (r *Reconciler) sharedImages(s *v1alpha1.SandboxSnapshot, images []name.Dig
 	return kept, committing
 }
 
-// sharesRepository reports whether any container of o is pushed to one of
-// repos.
-func sharesRepository(o *v1alpha1.SandboxSnapshot, repos map[string]bool, opts []name.Option) bool {
+// mayPushTo reports whether the commit of o, a snapshot not terminal yet,
+// may push to one of repos: its containers name one, or, before they are
+// named, its sandbox's images under the configured registry would.
+func mayPushTo(o *v1alpha1.SandboxSnapshot, repos map[string]bool, opts []name.Option, cfg *config.Snapshot) bool {
+	if len(o.Status.Containers) == 0 {
+		const probe = "c"
+		r, err := name.NewRepository(cfg.Registry+"/"+o.Spec.SandboxName+"-"+probe, opts...)
+		if err != nil {
+			return false
+		}
+		prefix := strings.TrimSuffix(r.Name(), probe)
+		for repo := range repos {
+			if strings.HasPrefix(repo, prefix) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, c := range o.Status.Containers {
 		if ref, err := name.ParseReference(c.ImageURI, opts...); err == nil && repos[ref.Context().Name()] {
 			return true

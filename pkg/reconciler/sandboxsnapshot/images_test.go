@@ -127,7 +127,11 @@ func TestImageDeletion(t *testing.T) {
 	}
 	pendingEvent := func(left, why string) string {
 		return rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonImageDeletionFailed,
-			"Images of SandboxSnapshot %s/%s not deleted yet (%s left): %s", ns, snapName, left, why)
+			"Images of SandboxSnapshot %s/%s not deleted yet (%s): %s", ns, snapName, left, why)
+	}
+	waitingEvent := func(left, why string) string {
+		return rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonImageDeletionWaiting,
+			"Images of SandboxSnapshot %s/%s not deleted yet (%s): %s", ns, snapName, left, why)
 	}
 	registryDown := errors.New("503 Service Unavailable")
 	withPending := func(why string, left ...string) SnapshotOption {
@@ -217,7 +221,7 @@ func TestImageDeletion(t *testing.T) {
 		Key:               key,
 		WantErr:           true,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: deletingWith(withPending(waitMessage, imageA, imageB))}},
-		WantEvents:        []string{pendingEvent(imageA+", "+imageB, waitMessage)},
+		WantEvents:        []string{waitingEvent(imageA+", "+imageB, waitMessage)},
 	}, reg("in flight"))
 	add(rtesting.TableRow{
 		Name: "a Pending snapshot of the same sandbox holds the deletion too: its images are not named yet",
@@ -227,8 +231,27 @@ func TestImageDeletion(t *testing.T) {
 		Key:               key,
 		WantErr:           true,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: deletingWith(withPending(`waiting for SandboxSnapshot team-b/next (phase "Pending") of sandbox sb to finish: its commit may push the same manifests`, imageA, imageB))}},
-		WantEvents:        []string{pendingEvent(imageA+", "+imageB, `waiting for SandboxSnapshot team-b/next (phase "Pending") of sandbox sb to finish: its commit may push the same manifests`)},
+		WantEvents:        []string{waitingEvent(imageA+", "+imageB, `waiting for SandboxSnapshot team-b/next (phase "Pending") of sandbox sb to finish: its commit may push the same manifests`)},
 	}, reg("pending"))
+	add(rtesting.TableRow{
+		Name: "a commit of a sandbox of the same name into another registry holds nothing",
+		Ctx:  deletePolicy(context.Background()),
+		Objects: []runtime.Object{deleting, Snapshot("team-b", "next", sbName, WithCommitting("sb-0", node,
+			[]v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: "elsewhere.test/snapshots/sb-app:" + tag}}, f.trNamespace, "next-commit"))},
+		Key:         key,
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantEvents:  []string{deletedEvent("Deleted 2 manifest(s) from the registry: " + imageA + ", " + imageB)},
+	}, reg("other registry"), imageA, imageB)
+	add(rtesting.TableRow{
+		Name: "with every manifest kept for another snapshot there is nothing to wait for",
+		Ctx:  deletePolicy(context.Background()),
+		Objects: []runtime.Object{f.snap(f.committing, func(s *v1alpha1.SandboxSnapshot) {
+			s.Status.Containers = s.Status.Containers[:1]
+		}, WithSucceeded(412, digestA), WithDeletionTimestamp), another("other-sb", digestA), Snapshot(ns, "next", sbName, WithPending)},
+		Key:         key,
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantEvents:  []string{deletedEvent("Deleted 0 manifest(s) from the registry: none; kept " + imageA + ", which other SandboxSnapshots record")},
+	}, reg("all kept"))
 	add(rtesting.TableRow{
 		Name:        "a commit of another sandbox holds nothing",
 		Ctx:         deletePolicy(context.Background()),

@@ -21,10 +21,12 @@ import (
 	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	fakepipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/fake"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgotesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"knative.dev/pkg/controller"
 	rtesting "knative.dev/pkg/reconciler/testing"
@@ -284,4 +286,35 @@ func TestRetentionRequeuesWhenDue(t *testing.T) {
 // newReconcilerClock is the table tests' fake clock.
 func newReconcilerClock() *clocktesting.FakePassiveClock {
 	return clocktesting.NewFakePassiveClock(Now.Time)
+}
+
+// TestRetentionFreesTheCommitGate: a commit TaskRun created by this
+// controller and deleted after its retention before the gate looked again
+// does not hold the next commit of its pod, as if the informer had not seen
+// it yet.
+func TestRetentionFreesTheCommitGate(t *testing.T) {
+	f := newRetentionFixture()
+	tr := f.succeededCommit(time.Hour)
+	s := f.snap(f.committing, WithSucceeded(412, digestA, digestB))
+	ls := NewListers([]runtime.Object{s, tr})
+	r := &Reconciler{
+		taskRunLister:  ls.GetTaskRunLister(),
+		pipelineClient: fakepipelineclientset.NewSimpleClientset(ls.GetPipelineObjects()...),
+		clock:          newReconcilerClock(),
+		namespace:      f.trNamespace,
+		commits:        newCommitGate(),
+	}
+	tr.CreationTimestamp = Now
+	r.commits.created(tr)
+	ctx := config.ToContext(t.Context(), &config.Config{Snapshot: mustConfig(retentionConfig(config.TaskRunRetentionSucceededKey, "0"))})
+	ctx = controller.WithEventRecorder(ctx, record.NewFakeRecorder(10))
+	if err := r.retainTaskRuns(ctx, s.DeepCopy(), &s.Status); err != nil {
+		t.Fatalf("retainTaskRuns() = %v", err)
+	}
+	// The informer no longer has it; nor will it ever.
+	empty := NewListers(nil)
+	next := Snapshot(ns, "next", sbName)
+	if b := r.commits.holder(empty.GetTaskRunLister().TaskRuns(f.trNamespace), runningPod.UID, next, Now.Time); b != nil {
+		t.Errorf("holder() = %q after the TaskRun was deleted, want nil", b.holder)
+	}
 }

@@ -59,12 +59,13 @@ const (
 // Reasons on the events that report TaskRun retention, image deletion and
 // images missing from the registry.
 const (
-	ReasonTaskRunRemoved      = "TaskRunRemoved"
-	ReasonImagesDeleted       = "ImagesDeleted"
-	ReasonImageDeletionFailed = "ImageDeletionFailed"
-	ReasonImagesLeftBehind    = "ImagesLeftBehind"
-	ReasonImageMissing        = "ImageMissing"
-	ReasonImageRestored       = "ImageRestored"
+	ReasonTaskRunRemoved       = "TaskRunRemoved"
+	ReasonImagesDeleted        = "ImagesDeleted"
+	ReasonImageDeletionFailed  = "ImageDeletionFailed"
+	ReasonImageDeletionWaiting = "ImageDeletionWaiting"
+	ReasonImagesLeftBehind     = "ImagesLeftBehind"
+	ReasonImageMissing         = "ImageMissing"
+	ReasonImageRestored        = "ImageRestored"
 )
 
 // IsTerminal reports whether the snapshot has reached Succeed or Failed.
