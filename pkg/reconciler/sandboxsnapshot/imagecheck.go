@@ -39,11 +39,11 @@ import (
 )
 
 // imageChecks bounds the registry look-ups of the missing-image check: each
-// snapshot at most once per image-check-interval, and all snapshots
-// together at most image-checks-per-minute, first come first served: a
-// snapshot over the global bound books the next free slot and is looked at
-// again then. It lives in memory only: after a restart each snapshot is
-// checked once more, within the global bound.
+// snapshot at most once per image-check-interval, the first time one
+// interval after it is first seen, and all snapshots together at most
+// image-checks-per-minute, first come first served: a snapshot over the
+// global bound books the next free slot and is looked at again then. It
+// lives in memory only: after a restart the intervals start again.
 type imageChecks struct {
 	mu      sync.Mutex
 	last    map[types.UID]time.Time
@@ -68,7 +68,15 @@ func (c *imageChecks) due(uid types.UID, now time.Time, interval time.Duration, 
 		c.last[uid] = now
 		return true, 0
 	}
-	if last, seen := c.last[uid]; seen && now.Sub(last) < interval {
+	last, seen := c.last[uid]
+	if !seen {
+		// Just pushed, or first seen since a restart: a look-up now would
+		// find what the commit pushed, and after a restart every snapshot
+		// would be looked up at once.
+		c.last[uid] = now
+		return false, interval
+	}
+	if now.Sub(last) < interval {
 		return false, interval - now.Sub(last)
 	}
 	if limit := rate.Limit(float64(perMinute) / 60); c.limiter.Limit() != limit {

@@ -41,9 +41,13 @@ func TestImageCheck(t *testing.T) {
 	imageA := registry + "/sb-app@" + digestA
 	imageB := registry + "/sb-sidecar@" + digestB
 	missingA := registry + "/sb-app:" + tag + "@" + digestA
+	// checking configures the check and makes the snapshot due: first seen
+	// two hours ago.
 	checking := func(ctx context.Context, interval string) context.Context {
-		return config.ToContext(ctx, &config.Config{Snapshot: mustConfig(map[string]string{
-			config.RegistryKey: registry, config.ImageCheckIntervalKey: interval, config.TaskRunRetentionSucceededKey: "-1"})})
+		seen := newImageChecks()
+		seen.last[types.UID(snapName+"-uid")] = Now.Add(-2 * time.Hour)
+		return withImageChecks(config.ToContext(ctx, &config.Config{Snapshot: mustConfig(map[string]string{
+			config.RegistryKey: registry, config.ImageCheckIntervalKey: interval, config.TaskRunRetentionSucceededKey: "-1"})}), seen)
 	}
 	holding := func(refs ...string) *fakeRegistry {
 		r := &fakeRegistry{held: map[string]string{}}
@@ -142,15 +146,19 @@ func TestImageCheckRateBound(t *testing.T) {
 		wait     time.Duration
 		describe string
 	}{
-		{"a", 0, true, 0, "the first check"},
-		{"a", 10 * time.Minute, false, 50 * time.Minute, "a second check of a within the interval"},
-		{"b", 10 * time.Minute, true, 0, "a check of b, the global budget refilled"},
-		{"c", 10 * time.Minute, false, 30 * time.Second, "a check of c right after b at 2 per minute: it books the next slot"},
-		{"d", 10 * time.Minute, false, time.Minute, "a check of d: the slot after c's"},
-		{"c", 10*time.Minute + 30*time.Second, true, 0, "c at its slot"},
-		{"d", 10*time.Minute + 30*time.Second, false, 30 * time.Second, "d before its slot"},
-		{"d", 11 * time.Minute, true, 0, "d at its slot"},
-		{"a", 61 * time.Minute, true, 0, "a after the interval"},
+		{"a", 0, false, time.Hour, "a first seen: looked up one interval later"},
+		{"b", 0, false, time.Hour, "b first seen"},
+		{"c", 0, false, time.Hour, "c first seen"},
+		{"d", 10 * time.Minute, false, time.Hour, "d first seen later"},
+		{"a", 10 * time.Minute, false, 50 * time.Minute, "a within the interval"},
+		{"a", time.Hour, true, 0, "a after the interval"},
+		{"b", time.Hour, false, 30 * time.Second, "b right after a at 2 per minute: it books the next slot"},
+		{"c", time.Hour, false, time.Minute, "c: the slot after b's"},
+		{"b", time.Hour + 30*time.Second, true, 0, "b at its slot"},
+		{"c", time.Hour + 30*time.Second, false, 30 * time.Second, "c before its slot"},
+		{"c", time.Hour + time.Minute, true, 0, "c at its slot"},
+		{"d", 70 * time.Minute, true, 0, "d one interval after it was first seen, the budget refilled"},
+		{"a", 2 * time.Hour, true, 0, "a again one interval later"},
 	} {
 		ok, wait := c.due(step.uid, at(step.at), time.Hour, 2)
 		if ok != step.ok || wait != step.wait {
@@ -158,20 +166,27 @@ func TestImageCheckRateBound(t *testing.T) {
 		}
 	}
 	c.forget("b")
-	if ok, _ := c.due("b", at(62*time.Minute), time.Hour, 60); !ok {
-		t.Error("check of a forgotten b refused")
+	if ok, wait := c.due("b", at(3*time.Hour), time.Hour, 60); ok || wait != time.Hour {
+		t.Errorf("a forgotten b: due() = %v, %v; want it seen anew", ok, wait)
 	}
 }
 
 // TestImageCheckRequeue checks that a snapshot is looked at again when its
-// interval is over.
+// interval is over: the first time one interval after it was first seen.
 func TestImageCheckRequeue(t *testing.T) {
 	f := newRetentionFixture()
 	s := f.snap(f.committing, WithSucceeded(412, digestA, digestB))
-	r := &Reconciler{clock: newReconcilerClock(), checks: newImageChecks(), registry: registryOf(withRegistry(nil, &fakeRegistry{held: map[string]string{
-		registry + "/sb-app@" + digestA: digestA, registry + "/sb-sidecar@" + digestB: digestB}})), writes: newOwnWrites()}
+	reg := &fakeRegistry{held: map[string]string{registry + "/sb-app@" + digestA: digestA, registry + "/sb-sidecar@" + digestB: digestB}}
+	clock := newReconcilerClock()
+	r := &Reconciler{clock: clock, checks: newImageChecks(), registry: registryOf(withRegistry(nil, reg)), writes: newOwnWrites()}
 	ctx := config.ToContext(t.Context(), &config.Config{Snapshot: mustConfig(map[string]string{config.RegistryKey: registry, config.ImageCheckIntervalKey: "30m"})})
-	if ok, d := controller.IsRequeueKey(r.checkImages(ctx, s)); !ok || d != 30*time.Minute {
-		t.Errorf("checkImages() requeue = %v, %v; want after 30m", ok, d)
+	for i, want := range []int{0, 2} {
+		if ok, d := controller.IsRequeueKey(r.checkImages(ctx, s)); !ok || d != 30*time.Minute {
+			t.Errorf("pass %d: checkImages() requeue = %v, %v; want after 30m", i, ok, d)
+		}
+		if len(reg.lookedUp) != want {
+			t.Errorf("pass %d: looked up %v, want %d look-ups", i, reg.lookedUp, want)
+		}
+		clock.Step(30 * time.Minute)
 	}
 }

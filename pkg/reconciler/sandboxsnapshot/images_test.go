@@ -94,6 +94,21 @@ func (f *fakeRegistry) Delete(_ context.Context, ref name.Digest) error {
 	return nil
 }
 
+type imageChecksKey struct{}
+
+// withImageChecks gives the row's reconciler the state of the image check.
+func withImageChecks(ctx context.Context, c *imageChecks) context.Context {
+	return context.WithValue(ctx, imageChecksKey{}, c)
+}
+
+// imageChecksOf returns the row's image check state, or a new one.
+func imageChecksOf(ctx context.Context) *imageChecks {
+	if c, ok := ctx.Value(imageChecksKey{}).(*imageChecks); ok {
+		return c
+	}
+	return newImageChecks()
+}
+
 // wantDeleted checks the manifests the row deleted, in order.
 func wantDeleted(f *fakeRegistry, want ...string) func(*testing.T, *rtesting.TableRow) {
 	return func(t *testing.T, _ *rtesting.TableRow) {

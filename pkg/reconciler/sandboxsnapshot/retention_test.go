@@ -284,8 +284,8 @@ func TestRetentionRequeuesWhenDue(t *testing.T) {
 }
 
 // newReconcilerClock is the table tests' fake clock.
-func newReconcilerClock() *clocktesting.FakePassiveClock {
-	return clocktesting.NewFakePassiveClock(Now.Time)
+func newReconcilerClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(Now.Time)
 }
 
 // TestRetentionFreesTheCommitGate: a commit TaskRun created by this

@@ -931,7 +931,7 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
 		registry:       registryOf(ctx),
-		checks:         newImageChecks(),
+		checks:         imageChecksOf(ctx),
 	}
 	// The controller's recorder, around the row's.
 	recorder := controller.GetEventRecorder(withEventRecorder(ctx))
