@@ -272,10 +272,14 @@ func TestImageMissing(t *testing.T) {
 	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
 	host := loopbackRegistry(t)
 	// Every Succeed snapshot of the cluster is checked each second now: a
-	// global bound high enough not to make this one wait behind them.
-	s := useRegistry(t, e, host, map[string]any{config.ImageCheckIntervalKey: "1s", config.ImageChecksPerMinuteKey: "6000"})
+	// global bound high enough not to make this one wait behind them. The
+	// TaskRun goes at once: a status write that OpenSandbox's CRD prunes
+	// (status.removedTaskRuns) must not stop the checks that follow.
+	s := useRegistry(t, e, host, map[string]any{config.ImageCheckIntervalKey: "1s", config.ImageChecksPerMinuteKey: "6000",
+		config.TaskRunRetentionSucceededKey: "0"})
 	img := randomImage(t)
 	s = pushAndSucceed(t, e, s, img)
+	e.waitTaskRunGone(names.CommitTaskRun(s))
 	c := s.Status.Containers[0]
 	tag, err := name.ParseReference(c.ImageURI, name.Insecure)
 	if err != nil {

@@ -164,7 +164,11 @@ func (r *Reconciler) imageDeletionPending(ctx context.Context, s *v1alpha1.Sandb
 		if err := r.updateStatus(ctx, s); err != nil {
 			return err
 		}
-		r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, rv)
+		if s.ResourceVersion != rv {
+			// Under OpenSandbox's CRD, which prunes status.imageDeletion,
+			// the write changes nothing and the copy stays current.
+			r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, rv)
+		}
 	}
 	message := fmt.Sprintf("Images of SandboxSnapshot %s/%s not deleted yet (%s): %s", s.Namespace, s.Name, digestList(left), why)
 	if waiting {

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
@@ -113,7 +114,11 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 		}
 		return err
 	}
-	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, replaced...)
+	// A write that changed nothing the CRD keeps (OpenSandbox's prunes our
+	// report fields) leaves the version as it was: that copy is current.
+	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, slices.DeleteFunc(replaced, func(v string) bool {
+		return v == s.ResourceVersion
+	})...)
 	return event
 }
 
@@ -168,14 +173,18 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 }
 
 // updateStatus writes s's status, onto the latest version of s when another
-// writer got there first. A terminal status written meanwhile is kept: a
-// stale pass never overwrites it.
+// writer got there first, and gives s the version written. A terminal
+// status written meanwhile is kept: a stale pass never overwrites it.
 func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
 	snapshots := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace)
 	desired := s.Status
 	current := s
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		_, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		written, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		if err == nil {
+			s.ResourceVersion = written.ResourceVersion
+			return nil
+		}
 		if apierrs.IsConflict(err) {
 			latest, getErr := snapshots.Get(ctx, s.Name, metav1.GetOptions{})
 			if getErr != nil {
