@@ -76,6 +76,10 @@ e2e-opensandbox: ## The control-plane e2e under OpenSandbox's own CRDs (SNAPSHOT
 e2e-node: ## Node e2e: snapshot a live pod with real Tekton and resume from it (also under OpenSandbox's CRDs).
 	hack/e2e-node.sh
 
+.PHONY: release
+release: ## Images for linux/amd64 and arm64, release.yaml and the Task bundle (KO_DOCKER_REPO=...; docs/release.md).
+	hack/release.sh
+
 .PHONY: bench-committer bench-control-plane
 bench-committer: ## Pause window and commit+push time against nerdctl.
 	hack/bench-committer.sh

@@ -4,7 +4,8 @@
 #
 # usage: hack/build-tools.sh [tool...]
 # tools: etcd kube-apiserver kube-controller-manager kube-scheduler kubelet
-#        kube-proxy kubectl tkn ko crane pause, and on request only: kwok
+#        kube-proxy kubectl tkn ko crane pause, and on request only: kwok,
+#        distribution (distribution's registry, for make test-integration)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -68,6 +69,7 @@ build_one() {
     crane) go_build crane "${tmp}" github.com/google/go-containerregistry/cmd/crane ;;
     pause) build_pause "${tmp}" ;;
     kwok) go_build kwok "${tmp}" sigs.k8s.io/kwok/cmd/kwok ;;
+    distribution) go_build distribution "${tmp}" github.com/distribution/distribution/v3/cmd/registry ;;
     *) die "unknown tool ${name}" ;;
   esac
   mv "${tmp}" "${bin}"

@@ -13,7 +13,12 @@
 #      CRDs swapped in with `kubectl replace`, the operator restarted, and
 #      the tests of E2E_NODE_OPENSANDBOX_RUN (snapshot -> resume) run again
 #      with SNAPSHOT_CRDS=opensandbox;
-#   5. on exit, also on failure: hack/node-down.sh, then hack/node-host-test.sh
+#   5. on the same node, a release (make release, linux/amd64 and arm64)
+#      installed with kubectl apply -f release.yaml in place of the ko-applied
+#      operator, its commit Task only in a bundle (hack/e2e-release.sh), and the
+#      tests of E2E_NODE_RELEASE_RUN run against it under the project's CRDs;
+#      a reused node gets the ko-applied operator back (hack/deploy.sh);
+#   6. on exit, also on failure: hack/node-down.sh, then hack/node-host-test.sh
 #      check: the decoys are intact and the host is as it was before step 2.
 #
 # A node that is already up is reused (steps 1 and 5 are skipped), the
@@ -21,12 +26,16 @@
 # SNAPSHOT_CRDS. The tier fails when any of these steps fails.
 #
 # Logs: _output/e2e-node/<time>/ holds go-test.log and go-test-opensandbox.log
-# (the full go test output; the terminal shows the RUN/PASS/FAIL lines) and,
-# on failure, the node's logs.
+# (the full go test output; the terminal shows the RUN/PASS/FAIL lines),
+# go-test-release.log and release/ (the release's files) and, on failure,
+# the node's logs.
 #
 # env: E2E_NODE_RUN=regexp  only the matching tests of step 3 (go test -run)
 #      E2E_NODE_OPENSANDBOX_RUN=regexp  the tests of step 4 (default
 #                           '^TestSnapshotAndResume$'; empty skips step 4)
+#      E2E_NODE_RELEASE_RUN=regexp  the tests of step 5 (default
+#                           '^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)$';
+#                           empty skips step 5)
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 #
 # The node is one per machine: hold `flock /tmp/sso-node.lock` around it when
@@ -37,6 +46,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 FILTER='^(=== RUN|--- |\s+\S+_test\.go:|PASS|FAIL|ok|panic|\S+\.go:[0-9]+:)'
 OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^TestSnapshotAndResume\$}"
+RELEASE_RUN="${E2E_NODE_RELEASE_RUN-^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)\$}"
 E2E_DIR="${OUTPUT_DIR}/e2e-node/$(date +%Y%m%d-%H%M%S)"
 START=$(now_s)
 STARTED_NODE=0
@@ -63,6 +73,28 @@ use_crds() {
   kc -n "${OPERATOR_NAMESPACE}" rollout restart deployment >/dev/null
   kc -n "${OPERATOR_NAMESPACE}" rollout status deployment --timeout=180s >/dev/null ||
     die "the operator did not come back after the CRD swap"
+}
+
+# release_step installs a release in place of the ko-applied operator
+# (hack/e2e-release.sh) and runs the tests of RELEASE_RUN against it, told the
+# release's files and bundle. A reused node then gets the ko-applied operator
+# back.
+release_step() {
+  local dir="${E2E_DIR}/release" bundle rc=0
+  SNAPSHOT_CRDS=project
+  if [[ "${TIER_NO_CLUSTER}" == 1 ]]; then
+    bundle="tierfail.invalid/sandbox-commit@sha256:$(printf '0%.0s' {1..64})"
+  else
+    # Called in an || list, where set -e does not apply: check it.
+    bundle=$(hack/e2e-release.sh "${dir}") || return
+  fi
+  E2E_NODE_TASK_BUNDLE="${bundle}" E2E_NODE_RELEASE_DIR="${dir}" \
+    suite "${E2E_DIR}/go-test-release.log" -run "${RELEASE_RUN}" || rc=$?
+  if ((!STARTED_NODE)) && [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
+    log "putting the ko-applied operator back on the reused node"
+    hack/deploy.sh || { ((rc)) || rc=1; }
+  fi
+  return "${rc}"
 }
 
 finish() {
@@ -110,13 +142,17 @@ main() {
 
   # shellcheck source=hack/env.sh
   source hack/env.sh
-  local rc=0 rc_opensandbox=0
+  local rc=0 rc_opensandbox=0 rc_release=0
   suite "${E2E_DIR}/go-test.log" ${E2E_NODE_RUN:+-run "${E2E_NODE_RUN}"} || rc=$?
   if [[ -n "${OPENSANDBOX_RUN}" && "${SNAPSHOT_CRDS}" != opensandbox ]]; then
     use_crds opensandbox
     suite "${E2E_DIR}/go-test-opensandbox.log" -run "${OPENSANDBOX_RUN}" || rc_opensandbox=$?
   fi
+  if [[ -n "${RELEASE_RUN}" ]]; then
+    release_step || rc_release=$?
+  fi
   ((rc)) || rc=${rc_opensandbox}
+  ((rc)) || rc=${rc_release}
   return "${rc}"
 }
 

@@ -37,6 +37,7 @@ KO_VERSION="v0.19.1"
 CRANE_VERSION="v0.22.1"
 PAUSE_VERSION="3.10.1"
 KWOK_VERSION="v0.8.0"
+DISTRIBUTION_VERSION="v3.0.0"
 TEKTON_VERSION="v1.15.1"
 
 # Names used by the one-node cluster.
@@ -92,6 +93,7 @@ tool_dir() {
     crane) version=${CRANE_VERSION} ;;
     pause) version=${PAUSE_VERSION} ;;
     kwok) version=${KWOK_VERSION} ;;
+    distribution) version=${DISTRIBUTION_VERSION} ;;
     *) die "unknown tool ${name}" ;;
   esac
   echo "${TOOLS_DIR}/${name}-${version}"

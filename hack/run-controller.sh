@@ -30,8 +30,9 @@
 #   _output/cluster/controller-N.env                ports and log offset of the current run
 #
 # Ports: sharedmain serves pprof on PROFILING_PORT and Prometheus metrics (when
-# config-observability enables them) on METRICS_PROMETHEUS_PORT; each instance
-# gets free ones. The health-probe port is fixed at 8080 by sharedmain
+# config-observability enables them, as config/ does) on METRICS_PROMETHEUS_PORT
+# of 127.0.0.1 (METRICS_PROMETHEUS_HOST); each instance gets free ones, recorded
+# in its controller-N.env. The health-probe port is fixed at 8080 by sharedmain
 # (injection.HealthCheckDefaultPort, no variable): only the first instance
 # serves /health and /readiness. In a further instance the probe server fails
 # to bind, silently: sharedmain then shuts that instance's pprof server down
@@ -205,6 +206,7 @@ EOF
     K_THREADS_PER_CONTROLLER="${threads:?no K_THREADS_PER_CONTROLLER in config/500-controller.yaml}" \
     PROFILING_PORT="${pprof_port}" \
     METRICS_PROMETHEUS_PORT="${metrics_port}" \
+    METRICS_PROMETHEUS_HOST=127.0.0.1 \
     GOMEMLIMIT=512MiB \
     "${BIN}" --kubeconfig "${CONTROLLER_KUBECONFIG}"
   cpid=$(cat "${PID_DIR}/${name}.pid")
@@ -213,7 +215,7 @@ EOF
   wait_daemon "${name}" 120 "${name} to start its controllers" \
     bash -c "tail -c +${offset} '${logf}' | grep -q 'Starting controllers'"
   log "${name} runs (pid ${cpid}) as system:serviceaccount:${OPERATOR_NAMESPACE}:${SA_NAME};" \
-    "pprof :${pprof_port}$(probes_note "${cpid}" 3)"
+    "metrics 127.0.0.1:${metrics_port}, pprof :${pprof_port}$(probes_note "${cpid}" 3)"
 }
 
 # serves_probes PID succeeds when PID listens on the probes port.

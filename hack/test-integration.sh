@@ -3,6 +3,8 @@
 # registry (build tag `integration`, root only): once on Debian's containerd
 # (/usr/bin/containerd), once on containerd v2.1.3 built from its module and
 # cached under _output/tools. The first failing run fails the tier.
+# The resumable-upload tests also run distribution's registry (built and
+# cached under _output/tools), which reports upload status.
 #
 # env: TIER_PKGS, TIER_TAGS (hack/lib.sh; only hack/verify-tiers.sh sets them)
 set -euo pipefail
@@ -14,6 +16,9 @@ main() {
   [[ "$(id -u)" == 0 ]] || die "test-integration: must run as root (containerd)"
   [[ -x /usr/bin/containerd ]] || die "test-integration: apt-get install containerd runc busybox-static"
   local listed pkgs v2_dir
+  need_tools distribution
+  export DISTRIBUTION_BIN
+  DISTRIBUTION_BIN=$(tool_bin distribution)
   listed=$(tier_pkgs ./pkg/committer/...)
   mapfile -t pkgs <<<"${listed}"
 

@@ -95,6 +95,8 @@ type Committer struct {
 
 	// hookInPause, when set (tests only), runs while the containers are frozen.
 	hookInPause func(context.Context) error
+	// chunkSize, when set (tests only), replaces defaultChunkSize.
+	chunkSize int
 }
 
 // New returns a Committer using an existing containerd client.

@@ -182,12 +182,29 @@ func changeEverything(t *testing.T, root string) {
 
 // TestOverlayDifferMatchesWalkingDiffer takes both diffs of the same frozen
 // container and checks that each, applied to the base, gives the same
-// filesystem.
+// filesystem: with the changes made before the overlay differ's scan ahead
+// of the pause (every probe ready), and after it (probes made in the pause).
 func TestOverlayDifferMatchesWalkingDiffer(t *testing.T) {
 	e := requireEnv(t)
 	base := e.richBase(t)
+	for _, afterScan := range []bool{false, true} {
+		t.Run(map[bool]string{false: "changes before the scan", true: "changes after the scan"}[afterScan], func(t *testing.T) {
+			testOverlayEquivalence(t, e, base, afterScan)
+		})
+	}
+}
+
+func testOverlayEquivalence(t *testing.T, e *testEnv, base string, afterScan bool) {
 	p := e.startPod(t, podContainer{"app", base})
-	changeEverything(t, p.rootfs(t, "app"))
+	root := p.rootfs(t, "app")
+	if afterScan {
+		// Only these directories are there for the scan.
+		if err := os.MkdirAll(filepath.Join(root, "new/sub"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		changeEverything(t, root)
+	}
 	ctx, doneLease, err := e.ctrd.Client.WithLease(e.ctrd.Ctx(context.Background()))
 	if err != nil {
 		t.Fatal(err)
@@ -207,6 +224,15 @@ func TestOverlayDifferMatchesWalkingDiffer(t *testing.T) {
 		t.Fatal("the overlay differ does not apply to an overlayfs container here")
 	}
 	defer c.removeProbe(ctx, l, plan)
+	// The scan before the pause probed the directories there: after the
+	// changes, every one they touch; before them, new/sub but not redo,
+	// which the pause then probes.
+	if !plan.probed["new/sub"] || plan.probed["redo"] == afterScan {
+		t.Fatalf("directories probed before the pause: %v", keysOf(plan.probed))
+	}
+	if afterScan {
+		changeEverything(t, root)
+	}
 	sn := e.ctrd.Client.SnapshotService(l.info.Snapshotter)
 	if err := l.task.Pause(ctx); err != nil {
 		t.Fatal(err)

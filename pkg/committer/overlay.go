@@ -50,6 +50,11 @@ import (
 //     and recreated), since containerd's tar writer keeps no trusted.*
 //     extended attributes.
 //
+// The probes of the directories the upper directory holds before the pause
+// are applied then (prescanOverlay, for small upper directories), so that
+// inside the pause (2) runs beside (1), and only directories made in the
+// meantime need a probe round after (1).
+//
 // After the thaw, whiteouts become ".wh." entries and opaque directories get
 // a ".wh..wh..opq" entry: the same filesystem as containerd's walking differ
 // gives, which compares the whole image.
@@ -71,6 +76,9 @@ type overlayPlan struct {
 	// probeKey is an empty active snapshot the probe layer is applied to.
 	probeKey    string
 	probeMounts []mount.Mount
+	// probed lists the directories whose probes were applied before the
+	// pause, from a scan of the upper directory then (see prescanOverlay).
+	probed map[string]bool
 }
 
 // overlayDiff is the result of the in-pause part of the overlay differ.
@@ -162,7 +170,74 @@ func (c *Committer) planOverlay(ctx context.Context, l *liveContainer) (*overlay
 		c.log.Printf("pod %s %s: unexpected probe snapshot mounts; using the walking differ", c.podRef(), l)
 		return nil, nil
 	}
+	c.prescanOverlay(ctx, l, plan)
 	return plan, nil
+}
+
+// prescanMaxBytes bounds the upper directories scanned before the pause: a
+// scan copies the upper directory once more, which only pays off when the
+// change is small and the probe round is a large part of the pause.
+const prescanMaxBytes = 64 << 20
+
+// prescanOverlay applies, before the pause, the probes of the directories
+// the upper directory holds now, so that inside the pause the probe diff can
+// run beside the upper diff; only directories made since need a probe round
+// in the pause. Any failure just leaves the probes to the pause.
+func (c *Committer) prescanOverlay(ctx context.Context, l *liveContainer, plan *overlayPlan) {
+	sn := c.client.SnapshotService(l.info.Snapshotter)
+	if u, err := sn.Usage(ctx, l.info.SnapshotKey); err != nil || u.Size > prescanMaxBytes {
+		return
+	}
+	ref := fmt.Sprintf("sandbox-commit-prescan-%s-%d", l.info.ID, time.Now().UnixNano())
+	d, err := c.client.DiffService().Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
+	if err != nil {
+		c.log.Printf("pod %s %s: scanning the upper directory before the pause: %v", c.podRef(), l, err)
+		return
+	}
+	dirs, err := tarDirs(ctx, c.client.ContentStore(), d)
+	if err == nil && len(dirs) > 0 {
+		err = c.applyProbes(ctx, plan, dirs)
+	}
+	if err != nil {
+		c.log.Printf("pod %s %s: probing the upper directory before the pause: %v", c.podRef(), l, err)
+		return
+	}
+	plan.probed = map[string]bool{}
+	for _, d := range dirs {
+		plan.probed[d] = true
+	}
+}
+
+// upperRO mounts the upper directory read-only.
+func (p *overlayPlan) upperRO() []mount.Mount {
+	return []mount.Mount{{Type: "bind", Source: p.upper, Options: []string{"ro", "rbind"}}}
+}
+
+// tarDirs lists the directories of a tar blob, cleaned.
+func tarDirs(ctx context.Context, cs content.Provider, d ocispec.Descriptor) ([]string, error) {
+	var dirs []string
+	err := walkTarHeaders(ctx, cs, d, func(h *tar.Header) {
+		if n := cleanTarName(h.Name); h.Typeflag == tar.TypeDir && n != "" {
+			dirs = append(dirs, n)
+		}
+	})
+	return dirs, err
+}
+
+// applyProbes adds the probe files of dirs to the probe snapshot.
+func (c *Committer) applyProbes(ctx context.Context, plan *overlayPlan, dirs []string) error {
+	probe, err := probeTar(dirs)
+	if err != nil {
+		return err
+	}
+	pdesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(probe), Size: int64(len(probe))}
+	if err := writeBlob(ctx, c.client.ContentStore(), pdesc, probe, nil); err != nil {
+		return fmt.Errorf("writing probe layer: %w", err)
+	}
+	if _, err := c.client.DiffService().Apply(ctx, pdesc, plan.probeMounts); err != nil {
+		return fmt.Errorf("applying probe layer: %w", err)
+	}
+	return nil
 }
 
 // removeProbe removes the probe snapshot of a plan, if any.
@@ -178,7 +253,9 @@ func (c *Committer) removeProbe(ctx context.Context, l *liveContainer, plan *ove
 	plan.probeKey = ""
 }
 
-// diffOverlay runs the in-pause part of the overlay differ.
+// diffOverlay runs the in-pause part of the overlay differ. When probes
+// were applied before the pause, the probe diff runs beside the upper diff,
+// and a second probe round is needed only for directories made since.
 func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *overlayPlan) (*overlayDiff, error) {
 	ds := c.client.DiffService()
 	start := time.Now()
@@ -186,8 +263,22 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 		c.log.Printf("pod %s %s: overlay differ took %s in the pause", c.podRef(), l, time.Since(start).Round(time.Millisecond))
 	}()
 	ref := fmt.Sprintf("sandbox-commit-upper-%s-%d", l.info.ID, time.Now().UnixNano())
-	upperRO := []mount.Mount{{Type: "bind", Source: plan.upper, Options: []string{"ro", "rbind"}}}
-	d, err := ds.Compare(ctx, nil, upperRO, diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
+	var (
+		pd   ocispec.Descriptor
+		perr error
+		done chan struct{}
+	)
+	if len(plan.probed) > 0 {
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			pd, perr = c.probeDiff(ctx, plan, ref+"-probe")
+		}()
+	}
+	d, err := ds.Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
+	if done != nil {
+		<-done
+	}
 	if err != nil {
 		return nil, fmt.Errorf("diffing upper directory: %w", err)
 	}
@@ -196,39 +287,29 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 		return out, nil
 	}
 	cs := c.client.ContentStore()
-	var dirs []string
-	if err := walkTarHeaders(ctx, cs, d, func(h *tar.Header) {
-		if n := cleanTarName(h.Name); h.Typeflag == tar.TypeDir && n != "" {
-			dirs = append(dirs, n)
-		}
-	}); err != nil {
+	dirs, err := tarDirs(ctx, cs, d)
+	if err != nil {
 		return nil, fmt.Errorf("reading upper diff: %w", err)
 	}
 	if len(dirs) == 0 {
 		return out, nil
 	}
-	probe, err := probeTar(dirs)
-	if err != nil {
-		return nil, err
+	var unprobed []string
+	for _, dir := range dirs {
+		if !plan.probed[dir] {
+			unprobed = append(unprobed, dir)
+		}
 	}
-	pdesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(probe), Size: int64(len(probe))}
-	if err := writeBlob(ctx, cs, pdesc, probe, nil); err != nil {
-		return nil, fmt.Errorf("writing probe layer: %w", err)
+	if len(unprobed) > 0 || perr != nil {
+		if len(unprobed) > 0 {
+			if err := c.applyProbes(ctx, plan, unprobed); err != nil {
+				return nil, err
+			}
+		}
+		pd, perr = c.probeDiff(ctx, plan, ref+"-probe2")
 	}
-	if _, err := ds.Apply(ctx, pdesc, plan.probeMounts); err != nil {
-		return nil, fmt.Errorf("applying probe layer: %w", err)
-	}
-	opts := []string{"ro", "lowerdir=" + plan.upper + ":" + plan.probeMounts[0].Source}
-	if _, err := os.Stat(overlayParamsDir + "/index"); err == nil {
-		// The upper directory is in use by the container's mount: with the
-		// index feature on, the kernel would refuse to mount it again.
-		opts = append(opts, "index=off")
-	}
-	merged := []mount.Mount{{Type: "overlay", Source: "overlay", Options: opts}}
-	pd, err := ds.Compare(ctx, upperRO, merged, diff.WithMediaType(ocispec.MediaTypeImageLayer),
-		diff.WithReference(ref+"-probe"))
-	if err != nil {
-		return nil, fmt.Errorf("diffing probe overlay: %w", err)
+	if perr != nil {
+		return nil, perr
 	}
 	visible := map[string]bool{}
 	if err := walkTarHeaders(ctx, cs, pd, func(h *tar.Header) {
@@ -244,6 +325,25 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 		}
 	}
 	return out, nil
+}
+
+// probeDiff diffs the upper directory laid over the probe snapshot against
+// the upper directory alone: the probe of a directory shows through unless
+// that directory is opaque.
+func (c *Committer) probeDiff(ctx context.Context, plan *overlayPlan, ref string) (ocispec.Descriptor, error) {
+	opts := []string{"ro", "lowerdir=" + plan.upper + ":" + plan.probeMounts[0].Source}
+	if _, err := os.Stat(overlayParamsDir + "/index"); err == nil {
+		// The upper directory is in use by the container's mount: with the
+		// index feature on, the kernel would refuse to mount it again.
+		opts = append(opts, "index=off")
+	}
+	merged := []mount.Mount{{Type: "overlay", Source: "overlay", Options: opts}}
+	pd, err := c.client.DiffService().Compare(ctx, plan.upperRO(), merged, diff.WithMediaType(ocispec.MediaTypeImageLayer),
+		diff.WithReference(ref))
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("diffing probe overlay: %w", err)
+	}
+	return pd, nil
 }
 
 // probeTar builds a tar with every directory of dirs and one probe file in each.

@@ -217,6 +217,7 @@ func (c *Committer) pushOne(ctx context.Context, t Target, pusher *remote.Pusher
 	errs := make([]error, len(blobs))
 	sem := make(chan struct{}, pushConcurrency)
 	var wg sync.WaitGroup
+	var chunked *chunkedUploader
 	for i, d := range blobs {
 		layer, local, err := c.blobLayer(ctx, d, repo, sources, puller)
 		if err != nil {
@@ -228,12 +229,19 @@ func (c *Committer) pushOne(ctx context.Context, t Target, pusher *remote.Pusher
 		} else {
 			atomic.AddInt64(&stats.Remote, 1)
 		}
+		// Blobs larger than one chunk go in chunks that resume after a
+		// transient error; the rest in one request.
+		if chunked == nil && d.Size > int64(c.chunkSizeOrDefault()) {
+			if chunked, err = c.newChunkedUploader(ctx, repo, sources); err != nil {
+				return nil, err
+			}
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := pusher.Upload(ctx, repo, layer); err != nil {
+			if err := c.uploadBlob(ctx, repo, d, layer, pusher, chunked); err != nil {
 				errs[i] = fmt.Errorf("uploading blob %s: %w", d.Digest, err)
 			}
 		}()
@@ -255,6 +263,28 @@ func (c *Committer) pushOne(ctx context.Context, t Target, pusher *remote.Pusher
 	}
 	c.log.Printf("pod %s container %q pushed %s@%s", c.podRef(), t.Container, t.Repository(), head.Digest)
 	return &Pushed{Target: t, Digest: head.Digest.String()}, nil
+}
+
+// uploadBlob uploads one blob: in chunks when it is larger than one chunk,
+// falling back to one request when the registry refuses chunks.
+func (c *Committer) uploadBlob(ctx context.Context, repo name.Repository, d ocispec.Descriptor, layer v1.Layer, pusher *remote.Pusher, chunked *chunkedUploader) error {
+	if d.Size <= int64(c.chunkSizeOrDefault()) {
+		return pusher.Upload(ctx, repo, layer)
+	}
+	err := chunked.upload(ctx, d, mountSource(layer), layer.Compressed)
+	if errors.Is(err, errChunkedRefused) {
+		c.log.Printf("pod %s: %s: %v; uploading blob %s in one request", c.podRef(), repo, err, d.Digest)
+		return pusher.Upload(ctx, repo, layer)
+	}
+	return err
+}
+
+// chunkSizeOrDefault is the chunk size of chunked blob uploads.
+func (c *Committer) chunkSizeOrDefault() int {
+	if c.chunkSize > 0 {
+		return c.chunkSize
+	}
+	return defaultChunkSize
 }
 
 // sourceRepositories parses the LabelSourceRepos value; the insecure param

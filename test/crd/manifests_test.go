@@ -42,6 +42,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -565,7 +566,7 @@ func TestConfigSnapshot(t *testing.T) {
 	cm, documented := configMapWithExample(t, config.SnapshotConfigName)
 
 	keys := []string{config.RegistryKey, config.PushSecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey,
-		config.ContainerdSocketKey, config.TaskNameKey, config.DefaultClassKey,
+		config.ContainerdSocketKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
 		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey}
 	if got := sets.KeySet(documented); !got.Equal(sets.New(keys...)) {
@@ -633,6 +634,38 @@ func TestConfigObservability(t *testing.T) {
 	}
 	if want := observability.DefaultConfig(); !reflect.DeepEqual(got, want) {
 		t.Errorf("%s does not show the defaults:\n got %+v\nwant %+v", configmap.ExampleKey, got, want)
+	}
+}
+
+// TestMetricsAreServed checks that the controller serves Prometheus metrics
+// out of the box, on the container port its Service sends scrapes to.
+func TestMetricsAreServed(t *testing.T) {
+	docs := operatorDocs(t)
+	cm := find[*corev1.ConfigMap](t, docs, "ConfigMap", "config-observability")
+	cfg, err := observability.NewFromMap(cm.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Metrics.Protocol != "prometheus" || cfg.Metrics.Endpoint != "" {
+		t.Errorf("config-observability exports metrics as %q to %q, want prometheus on the default port 9090", cfg.Metrics.Protocol, cfg.Metrics.Endpoint)
+	}
+	dep := find[*appsv1.Deployment](t, docs, "Deployment", "sandbox-snapshot-controller")
+	svc := find[*corev1.Service](t, docs, "Service", "sandbox-snapshot-controller")
+	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(dep.Spec.Template.Labels)) || len(svc.Spec.Selector) == 0 {
+		t.Errorf("Service selector %v does not select the controller's pods %v", svc.Spec.Selector, dep.Spec.Template.Labels)
+	}
+	if len(svc.Spec.Ports) != 1 {
+		t.Fatalf("Service ports %v, want one metrics port", svc.Spec.Ports)
+	}
+	target := svc.Spec.Ports[0].TargetPort.String()
+	found := false
+	for _, p := range dep.Spec.Template.Spec.Containers[0].Ports {
+		if p.Name == target || strconv.Itoa(int(p.ContainerPort)) == target {
+			found = p.ContainerPort == 9090
+		}
+	}
+	if !found {
+		t.Errorf("Service targetPort %q is not the controller's container port 9090", target)
 	}
 }
 

@@ -72,6 +72,8 @@ func TestSnapshotAndResume(t *testing.T) {
 	if trPod.Spec.NodeName != pod.Spec.NodeName || s.Status.SourceNodeName != pod.Spec.NodeName {
 		t.Errorf("TaskRun pod ran on %q, snapshot says %q, sandbox pod is on %q", trPod.Spec.NodeName, s.Status.SourceNodeName, pod.Spec.NodeName)
 	}
+	// It ran the Task the operator was configured with.
+	assertTaskSource(t, tr)
 
 	// tkn tells the story: the commit step, then the push step.
 	logs := run(t, "", "tkn", "taskrun", "logs", tr.Name, "-n", tr.Namespace)

@@ -76,9 +76,12 @@ func TestMisconfiguration(t *testing.T) {
 			}
 
 			restore()
-			e.snapshotUntil(tc.name+"-fixed", func(s *v1alpha1.SandboxSnapshot) bool {
+			fixed := e.snapshotUntil(tc.name+"-fixed", func(s *v1alpha1.SandboxSnapshot) bool {
 				return s.Status.Phase == v1alpha1.PhaseCommitting || s.Status.Phase == v1alpha1.PhaseSucceed
 			})
+			// Not left Committing: deleting the namespace would then wait
+			// for a TaskRun that no one ends, up to resources.UnpauseTimeout.
+			e.waitSnapshot(fixed.Name, "Succeed", isPhase(v1alpha1.PhaseSucceed))
 		})
 	}
 	if after := controllerPIDs(); !maps.Equal(pids, after) {

@@ -23,6 +23,7 @@ import (
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	pipelineinformers "github.com/tektoncd/pipeline/pkg/client/informers/externalversions"
 	pipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client"
+	"go.opentelemetry.io/otel"
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -94,6 +95,11 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		o, ok := obj.(kmeta.Accessor)
 		return ok && (slices.Contains(o.GetFinalizers(), FinalizerName) || configStore.Load().Snapshot.Handles(o.GetAnnotations()))
 	}
+	m, err := newMetrics(otel.GetMeterProvider().Meter(meterName), snapshots.Lister(), taskRuns.Lister().TaskRuns(namespace), ours)
+	if err != nil {
+		logger.Fatalw("Failed to set up the controller's metrics", zap.Error(err))
+	}
+	r.metrics = m
 	impl := snapshotreconciler.NewImpl(withEventRecorder(ctx), r, func(*controller.Impl) controller.Options {
 		return controller.Options{
 			AgentName:         AgentName,
@@ -206,7 +212,7 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 		default:
 			logger.Infow("Loaded config-snapshot", "registry", s.Registry, "pushSecret", s.PushSecret,
 				"insecureRegistry", s.InsecureRegistry, "commitTimeout", s.CommitTimeout.String(),
-				"containerdSocket", s.ContainerdSocket, "taskName", s.TaskName, "defaultClass", s.DefaultClass,
+				"containerdSocket", s.ContainerdSocket, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass,
 				"taskRunRetentionSucceeded", s.TaskRunRetentionSucceeded.String(), "taskRunRetentionFailed", s.TaskRunRetentionFailed.String(),
 				"imageDeletionPolicy", s.ImageDeletionPolicy, "imageDeletionTimeout", s.ImageDeletionTimeout.String(),
 				"imageCheckInterval", s.ImageCheckInterval.String(), "imageChecksPerMinute", s.ImageChecksPerMinute)

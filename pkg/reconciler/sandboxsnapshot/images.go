@@ -161,7 +161,7 @@ func (r *Reconciler) imageDeletionPending(ctx context.Context, s *v1alpha1.Sandb
 	s.Status.MarkImageDeletion(digestStrings(left), "%s", why)
 	if !equality.Semantic.DeepEqual(before, &s.Status) {
 		rv := s.ResourceVersion
-		if err := r.updateStatus(ctx, s); err != nil {
+		if _, err := r.updateStatus(ctx, s, before); err != nil {
 			return err
 		}
 		if s.ResourceVersion != rv {

@@ -77,6 +77,8 @@ type Reconciler struct {
 	registry registryFor
 	// checks bounds the look-ups of the missing-image check.
 	checks *imageChecks
+	// metrics records the controller's own metrics.
+	metrics *metrics
 }
 
 var (
@@ -106,7 +108,8 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 	if equality.Semantic.DeepEqual(before, &s.Status) {
 		return event
 	}
-	if err := r.updateStatus(ctx, s); err != nil {
+	ended, err := r.updateStatus(ctx, s, before)
+	if err != nil {
 		if apierrs.IsNotFound(err) {
 			// The snapshot went while this pass ran, its finalizer already
 			// off: nothing else would delete what the pass made.
@@ -119,6 +122,9 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, slices.DeleteFunc(replaced, func(v string) bool {
 		return v == s.ResourceVersion
 	})...)
+	if ended {
+		r.metrics.finished(ctx, s, r.cachedCommit(s))
+	}
 	return event
 }
 
@@ -174,15 +180,22 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 
 // updateStatus writes s's status, onto the latest version of s when another
 // writer got there first, and gives s the version written. A terminal
-// status written meanwhile is kept: a stale pass never overwrites it.
-func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
+// status written meanwhile is kept: a stale pass never overwrites it. It
+// reports whether the write moved the snapshot into a terminal phase:
+// whether the status it wrote over (before on the first try, the latest
+// read after a conflict) was not terminal. So a resync, a retry or a second
+// pass over a terminal snapshot reports false.
+func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot, before *v1alpha1.SandboxSnapshotStatus) (bool, error) {
 	snapshots := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace)
 	desired := s.Status
 	current := s
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		written, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+	wasTerminal := before.IsTerminal()
+	written := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		updated, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
 		if err == nil {
-			s.ResourceVersion = written.ResourceVersion
+			s.ResourceVersion = updated.ResourceVersion
+			written = true
 			return nil
 		}
 		if apierrs.IsConflict(err) {
@@ -194,14 +207,22 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapsh
 				logging.FromContext(ctx).Infow("Dropping a stale status write", "phase", latest.Status.Phase)
 				return nil
 			}
+			wasTerminal = latest.Status.IsTerminal()
 			latest.Status = desired
 			current = latest
 		}
-		if err != nil {
-			return fmt.Errorf("updating the status of SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
-		}
-		return nil
+		return fmt.Errorf("updating the status of SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
 	})
+	return written && desired.IsTerminal() && !wasTerminal, err
+}
+
+// cachedCommit returns s's commit TaskRun from the informer, or nil.
+func (r *Reconciler) cachedCommit(s *v1alpha1.SandboxSnapshot) *pipelinev1.TaskRun {
+	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(names.CommitTaskRun(s))
+	if err != nil || !ownedBy(tr, s) {
+		return nil
+	}
+	return tr
 }
 
 // findTaskRun reads the TaskRun of the given name from the informer, or nil
@@ -275,6 +296,7 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 	if created {
 		r.commits.created(tr)
+		r.metrics.taskRunCreated(ctx, s, r.clock.Now())
 	}
 	// No event: the status names the TaskRun, and the one event of a
 	// snapshot that succeeds is Succeeded.

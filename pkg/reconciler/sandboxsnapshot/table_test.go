@@ -295,6 +295,24 @@ func TestReconcile(t *testing.T) {
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfiguration, "%s", badTimeoutMessage)},
 	}, {
+		Name:    "a task-bundle by tag fails with InvalidConfiguration",
+		Ctx:     withConfig(map[string]string{config.RegistryKey: registry, config.TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}),
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithFailed(v1alpha1.ReasonInvalidConfiguration, bundleByTagMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfiguration, "%s", bundleByTagMessage)},
+	}, {
+		Name:                    "a task-bundle pinned by digest: the TaskRun takes the Task from it",
+		Ctx:                     withConfig(map[string]string{config.RegistryKey: registry, config.TaskBundleKey: taskBundle}),
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{Pod: runningPod, Containers: committed},
+			mustConfig(map[string]string{config.RegistryKey: registry, config.TaskBundleKey: taskBundle}), trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
 		Name:    "a missing push Secret fails with InvalidConfiguration",
 		Ctx:     withConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}),
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
@@ -855,6 +873,8 @@ var (
 		sandbox.BatchSandboxPodLabel + "=sb pod sb-0])"
 	noRegistryMessage  = "ConfigMap config-snapshot: " + config.ErrRegistryNotConfigured.Error()
 	badTimeoutMessage  = "ConfigMap config-snapshot: key \"commit-timeout\": \"soon\" is not a duration such as 10m"
+	taskBundle         = "registry.test/tasks/sandbox-commit@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
+	bundleByTagMessage = "ConfigMap config-snapshot: key \"task-bundle\": \"registry.test/tasks/sandbox-commit:v1\" is not a bundle pinned by digest, <registry>/<repository>@sha256:<hex> (tkn bundle push prints it): a digest must contain exactly one '@' separator (e.g. registry/repository@digest) saw: registry.test/tasks/sandbox-commit:v1"
 	invalidSpecMessage = "SandboxSnapshot team-a/snap: invalid value: Not_A_Name: spec.sandboxName\n" +
 		"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
 	badImageMessage = "BatchSandbox team-a/sb: image \"registry.test/Snapshots/sb-app:" + tag +
@@ -932,6 +952,7 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		writes:         newOwnWrites(),
 		registry:       registryOf(ctx),
 		checks:         imageChecksOf(ctx),
+		metrics:        testMetrics(ctx, ls),
 	}
 	// The controller's recorder, around the row's.
 	recorder := controller.GetEventRecorder(withEventRecorder(ctx))

@@ -54,6 +54,11 @@ func WithFinalizers(finalizers ...string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) { s.Finalizers = finalizers }
 }
 
+// WithCreationTimestamp sets when the snapshot was created.
+func WithCreationTimestamp(t metav1.Time) SnapshotOption {
+	return func(s *v1alpha1.SandboxSnapshot) { s.CreationTimestamp = t }
+}
+
 // WithDeletionTimestamp marks the snapshot as being deleted.
 func WithDeletionTimestamp(s *v1alpha1.SandboxSnapshot) {
 	s.DeletionTimestamp = ptr.To(Now)

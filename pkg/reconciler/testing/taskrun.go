@@ -49,6 +49,11 @@ func WithTaskRunWaiting(reason, message string) TaskRunOption {
 	}
 }
 
+// WithStartedAt sets the TaskRun's start time.
+func WithStartedAt(t metav1.Time) TaskRunOption {
+	return func(tr *pipelinev1.TaskRun) { tr.Status.StartTime = &t }
+}
+
 // WithCompletedAt sets the TaskRun's completion time.
 func WithCompletedAt(t metav1.Time) TaskRunOption {
 	return func(tr *pipelinev1.TaskRun) { tr.Status.CompletionTime = &t }

@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
@@ -42,6 +43,7 @@ const (
 	CommitTimeoutKey    = "commit-timeout"
 	ContainerdSocketKey = "containerd-socket"
 	TaskNameKey         = "task-name"
+	TaskBundleKey       = "task-bundle"
 	DefaultClassKey     = "default-class"
 
 	TaskRunRetentionSucceededKey = "taskrun-retention-succeeded"
@@ -104,8 +106,12 @@ type Snapshot struct {
 	CommitTimeout time.Duration
 	// ContainerdSocket is the containerd socket's path on the nodes.
 	ContainerdSocket string
-	// TaskName names the commit Task in the TaskRun namespace.
+	// TaskName names the commit Task: in the TaskRun namespace, or in
+	// TaskBundle when that is set.
 	TaskName string
+	// TaskBundle is a Tekton bundle holding the commit Task, pinned by
+	// digest (<repository>@sha256:<hex>), or empty for the namespaced Task.
+	TaskBundle string
 	// DefaultClass is the class of snapshots without the class annotation.
 	DefaultClass string
 	// TaskRunRetentionSucceeded is how long the TaskRuns of a Succeed
@@ -177,6 +183,13 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	}
 	if v := strings.TrimSpace(cm.Data[TaskNameKey]); v != "" {
 		s.TaskName = v
+	}
+	if v := strings.TrimSpace(cm.Data[TaskBundleKey]); v != "" {
+		// Only a digest pins the Task: a tag could be pushed again under it.
+		if _, err := name.NewDigest(v, name.StrictValidation); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %q is not a bundle pinned by digest, <registry>/<repository>@sha256:<hex> (tkn bundle push prints it): %w", TaskBundleKey, v, err))
+		}
+		s.TaskBundle = v
 	}
 	if v := strings.TrimSpace(cm.Data[DefaultClassKey]); v != "" {
 		s.DefaultClass = v

@@ -53,15 +53,19 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 	}
 }
 
+// testBundle is a bundle reference pinned by digest.
+const testBundle = "registry.test/tasks/sandbox-commit@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
+
 func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 	s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
 		RegistryKey: "r.test", PushSecretKey: "push", InsecureRegistryKey: "true", CommitTimeoutKey: "2m",
 		ContainerdSocketKey: "/run/containerd.sock", TaskNameKey: "my-commit", DefaultClassKey: "opensandbox",
+		TaskBundleKey:                " " + testBundle + " ",
 		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: "-1", ImageDeletionPolicyKey: "Delete",
 		ImageDeletionTimeoutKey: "30m", ImageCheckIntervalKey: "0", ImageChecksPerMinuteKey: "5",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
-		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", DefaultClass: "opensandbox",
+		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
 		TaskRunRetentionSucceeded: 0, TaskRunRetentionFailed: KeepTaskRuns, ImageDeletionPolicy: ImageDeletionDelete,
 		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5}
 	if *s != want {
@@ -88,6 +92,11 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"bad check interval", map[string]string{RegistryKey: "r", ImageCheckIntervalKey: "hourly"}, `key "image-check-interval": "hourly" is not a duration`},
 		{"bad check rate", map[string]string{RegistryKey: "r", ImageChecksPerMinuteKey: "0"}, `key "image-checks-per-minute": "0" is not a positive whole number`},
 		{"relative socket", map[string]string{RegistryKey: "r", ContainerdSocketKey: "containerd.sock"}, `key "containerd-socket": "containerd.sock" is not an absolute path`},
+		// A tag can be pushed again: the Task could change under the operator.
+		{"bundle by tag", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1" is not a bundle pinned by digest`},
+		{"bundle by tag and bad digest", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1@sha256:123"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1@sha256:123" is not a bundle pinned by digest`},
+		// Strict: no registry defaulted to Docker Hub.
+		{"bundle without a registry", map[string]string{RegistryKey: "r", TaskBundleKey: "sandbox-commit@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"}, `key "task-bundle": "sandbox-commit@sha256:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, err := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: tc.data})

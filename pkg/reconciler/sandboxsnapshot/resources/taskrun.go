@@ -108,7 +108,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snaps
 			},
 		},
 		Spec: pipelinev1.TaskRunSpec{
-			TaskRef: &pipelinev1.TaskRef{Name: cfg.TaskName, Kind: pipelinev1.NamespacedTaskKind},
+			TaskRef: taskRef(cfg),
 			Params: pipelinev1.Params{
 				{Name: task.ParamPodName, Value: *pipelinev1.NewStructuredValues(pod.Name)},
 				{Name: task.ParamPodNamespace, Value: *pipelinev1.NewStructuredValues(pod.Namespace)},
@@ -133,6 +133,32 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snaps
 			},
 		},
 	}
+}
+
+// Params of Tekton's bundles resolver.
+const (
+	bundlesResolver   = "bundles"
+	bundleParamBundle = "bundle"
+	bundleParamName   = "name"
+	bundleParamKind   = "kind"
+	bundleKindTask    = "task"
+)
+
+// taskRef references the commit Task: through Tekton's bundles resolver when
+// config-snapshot names a bundle (pinned by digest, so the Task cannot be
+// swapped under the operator), else by name in the TaskRun's namespace.
+func taskRef(cfg *config.Snapshot) *pipelinev1.TaskRef {
+	if cfg.TaskBundle == "" {
+		return &pipelinev1.TaskRef{Name: cfg.TaskName, Kind: pipelinev1.NamespacedTaskKind}
+	}
+	return &pipelinev1.TaskRef{ResolverRef: pipelinev1.ResolverRef{
+		Resolver: bundlesResolver,
+		Params: pipelinev1.Params{
+			{Name: bundleParamBundle, Value: *pipelinev1.NewStructuredValues(cfg.TaskBundle)},
+			{Name: bundleParamName, Value: *pipelinev1.NewStructuredValues(cfg.TaskName)},
+			{Name: bundleParamKind, Value: *pipelinev1.NewStructuredValues(bundleKindTask)},
+		},
+	}}
 }
 
 // nodeAffinity pins a pod to a node. Tekton's pod template has no nodeName,

@@ -202,3 +202,68 @@ func TestTaskRunNamesFitLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskRef checks which Task the commit and the unpause TaskRuns run: the
+// namespaced Task by default, or the Task of the configured bundle through
+// Tekton's bundles resolver, the same for both.
+func TestTaskRef(t *testing.T) {
+	const bundle = "r.test/tasks/sandbox-commit@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
+	for _, tc := range []struct {
+		name string
+		data map[string]string
+		want *pipelinev1.TaskRef
+	}{{
+		name: "default: the namespaced Task",
+		data: map[string]string{},
+		want: &pipelinev1.TaskRef{Name: "sandbox-commit", Kind: pipelinev1.NamespacedTaskKind},
+	}, {
+		name: "renamed namespaced Task",
+		data: map[string]string{config.TaskNameKey: "my-commit"},
+		want: &pipelinev1.TaskRef{Name: "my-commit", Kind: pipelinev1.NamespacedTaskKind},
+	}, {
+		name: "bundle pinned by digest",
+		data: map[string]string{config.TaskBundleKey: bundle},
+		want: &pipelinev1.TaskRef{ResolverRef: pipelinev1.ResolverRef{Resolver: "bundles", Params: pipelinev1.Params{
+			{Name: "bundle", Value: *pipelinev1.NewStructuredValues(bundle)},
+			{Name: "name", Value: *pipelinev1.NewStructuredValues("sandbox-commit")},
+			{Name: "kind", Value: *pipelinev1.NewStructuredValues("task")},
+		}}},
+	}, {
+		name: "bundle with a Task of another name",
+		data: map[string]string{config.TaskBundleKey: bundle, config.TaskNameKey: "my-commit"},
+		want: &pipelinev1.TaskRef{ResolverRef: pipelinev1.ResolverRef{Resolver: "bundles", Params: pipelinev1.Params{
+			{Name: "bundle", Value: *pipelinev1.NewStructuredValues(bundle)},
+			{Name: "name", Value: *pipelinev1.NewStructuredValues("my-commit")},
+			{Name: "kind", Value: *pipelinev1.NewStructuredValues("task")},
+		}}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := map[string]string{config.RegistryKey: "r.test/s"}
+			for k, v := range tc.data {
+				data[k] = v
+			}
+			cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: data})
+			if cfg.Err != nil {
+				t.Fatal(cfg.Err)
+			}
+			s, src := testSource()
+			commit := MakeTaskRun(s, src, cfg, "ns")
+			unpause := MakeUnpauseTaskRun(s, src.Pod, cfg, "ns")
+			if diff := cmp.Diff(tc.want, commit.Spec.TaskRef); diff != "" {
+				t.Errorf("commit TaskRun's taskRef (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, unpause.Spec.TaskRef); diff != "" {
+				t.Errorf("unpause TaskRun's taskRef (-want +got):\n%s", diff)
+			}
+			if commit.Spec.TaskSpec != nil || unpause.Spec.TaskSpec != nil {
+				t.Error("a TaskRun embeds a taskSpec; it must reference the Task")
+			}
+			// Tekton's webhook would accept them.
+			for _, tr := range []*pipelinev1.TaskRun{commit, unpause} {
+				if err := tr.Validate(t.Context()); err != nil {
+					t.Errorf("TaskRun %s is invalid for Tekton: %v", tr.Name, err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Builds a release (make release): the operator's images for every platform
+# of RELEASE_PLATFORMS, pushed to KO_DOCKER_REPO, and the files to install it.
+#
+#   KO_DOCKER_REPO=registry.example.com/sandbox-snapshot-operator make release
+#
+# It writes to RELEASE_DIR (default _output/release/):
+#   release.yaml        config/ (but samples/) resolved with ko: namespace,
+#                       RBAC, CRD, ConfigMaps and the controller, its image by
+#                       digest; config-snapshot's task-bundle set to the bundle
+#                       below, so the operator runs exactly the released Task;
+#   sandbox-commit.yaml the commit Task, its committer image by digest (the
+#                       bundle's content; apply it to a namespace only to run
+#                       the Task without the bundles resolver);
+#   task-bundle.txt     the bundle's reference, <KO_DOCKER_REPO>/sandbox-commit@sha256:...
+# and pushes:
+#   <KO_DOCKER_REPO>/controller, <KO_DOCKER_REPO>/committer  image indexes, one
+#                       image per platform, tagged VERSION;
+#   <KO_DOCKER_REPO>/sandbox-commit:VERSION  the Task as a Tekton bundle (tkn
+#                       bundle push), which Tekton's bundles resolver pulls.
+# Then it checks that every image the two files name is an index holding each
+# platform, and prints the bundle reference.
+#
+# env: KO_DOCKER_REPO      where to push (required)
+#      VERSION             tag of the images and the bundle (default: git describe --tags --always --dirty)
+#      RELEASE_DIR         output folder (default _output/release)
+#      RELEASE_PLATFORMS   default linux/amd64,linux/arm64
+#      KO_DEFAULTBASEIMAGE base image, a multi-platform index (default: ko.yaml's,
+#                          distroless static; hack/release-base.sh builds one offline)
+# Image creation times come from the commit's time (SOURCE_DATE_EPOCH), so a
+# rebuild of the same commit with the same base gives the same digests.
+set -euo pipefail
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+RELEASE_DIR="${RELEASE_DIR:-${OUTPUT_DIR}/release}"
+PLATFORMS="${RELEASE_PLATFORMS:-linux/amd64,linux/arm64}"
+TASK_FILE="tasks/sandbox-commit/sandbox-commit.yaml"
+WORK=""
+
+crane_() { "$(tool_bin crane)" "$@"; }
+
+# ko_resolve FILE... resolves the ko:// images of FILEs for every platform,
+# tagged VERSION, pushed under KO_DOCKER_REPO/<command name>.
+ko_resolve() {
+  local args=() f
+  for f in "$@"; do args+=(-f "${f}"); done
+  "$(tool_bin ko)" resolve --platform="${PLATFORMS}" --base-import-paths --tags="${VERSION}" --sbom=none \
+    --image-label="org.opencontainers.image.version=${VERSION}" "${args[@]}" 2>>"${WORK}/ko.log" ||
+    {
+      tail -n 20 "${WORK}/ko.log" >&2
+      die "ko resolve $* failed (log: ${WORK#"${ROOT_DIR}"/}/ko.log)"
+    }
+}
+
+# push_bundle pushes the resolved Task as a Tekton bundle and prints its reference by digest.
+push_bundle() {
+  local out ref
+  out=$("$(tool_bin tkn)" bundle push "${KO_DOCKER_REPO}/sandbox-commit:${VERSION}" \
+    -f "${RELEASE_DIR}/sandbox-commit.yaml" 2>&1) || {
+    echo "${out}" >&2
+    die "tkn bundle push to ${KO_DOCKER_REPO}/sandbox-commit:${VERSION} failed"
+  }
+  ref=$(sed -n 's/^Pushed Tekton Bundle to \(.*@sha256:[0-9a-f]\{64\}\)$/\1/p' <<<"${out}")
+  [[ -n "${ref}" ]] || {
+    echo "${out}" >&2
+    die "tkn bundle push printed no reference by digest"
+  }
+  echo "${ref}"
+}
+
+# stage_config copies config/'s manifests (but samples/ and kustomization
+# files) to DIR, with config-snapshot's task-bundle set to BUNDLE.
+stage_config() {
+  local dir=$1 bundle=$2 f cm
+  cm="${dir}/config-snapshot.yaml"
+  mkdir -p "${dir}"
+  for f in config/*.yaml; do
+    [[ "$(basename "${f}")" == kustomization.yaml ]] || cp "${f}" "${dir}/"
+  done
+  [[ -f "${cm}" ]] || die "config/config-snapshot.yaml not found"
+  [[ "$(grep -c '^data:$' "${cm}")" == 1 ]] || die "${cm#"${ROOT_DIR}"/}: want exactly one 'data:' line"
+  sed -i "/^data:\$/a\\
+  # The commit Task of this release (make release), pinned by digest.\\
+  task-bundle: \"${bundle}\"" "${cm}"
+}
+
+# check_platforms BUNDLE FILE... fails unless every image FILE names by
+# digest, but the bundle BUNDLE (one manifest, no platform), is an index (or
+# Docker manifest list) holding an image of each platform.
+check_platforms() {
+  local bundle=$1 refs ref p platforms
+  shift
+  refs=$(grep -ohE '[A-Za-z0-9.:/_-]+@sha256:[0-9a-f]{64}' "$@" | sort -u | grep -vxF "${bundle}")
+  [[ -n "${refs}" ]] || die "no image by digest in $*"
+  IFS=, read -r -a platforms <<<"${PLATFORMS}"
+  while IFS= read -r ref; do
+    crane_ manifest "${ref}" | grep -Eq '^\{[^{]*"mediaType":"application/vnd\.(oci\.image\.index\.v1|docker\.distribution\.manifest\.list\.v2)\+json"' ||
+      die "${ref} is not a multi-platform index"
+    for p in "${platforms[@]}"; do
+      crane_ digest --platform "${p}" "${ref}" >/dev/null 2>&1 || die "${ref} has no image for ${p}"
+    done
+    log "${ref}: ${PLATFORMS}"
+  done <<<"${refs}"
+}
+
+main() {
+  local start bundle commit
+  start=$(now_s)
+  [[ -n "${KO_DOCKER_REPO:-}" ]] ||
+    die "KO_DOCKER_REPO is not set: name the repository to push the images and the Task bundle under, e.g. KO_DOCKER_REPO=registry.example.com/sandbox-snapshot-operator make release"
+  cd "${ROOT_DIR}"
+  need_tools ko tkn crane
+  VERSION="${VERSION:-$(git describe --tags --always --dirty)}"
+  [[ "${VERSION}" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || die "VERSION=${VERSION} is not a valid image tag"
+  commit=$(git rev-parse HEAD)
+  export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}"
+  mkdir -p "${RELEASE_DIR}"
+  RELEASE_DIR=$(cd "${RELEASE_DIR}" && pwd)
+  WORK="${RELEASE_DIR}/.work"
+  rm -rf "${WORK}" "${RELEASE_DIR}/release.yaml" "${RELEASE_DIR}/sandbox-commit.yaml" "${RELEASE_DIR}/task-bundle.txt"
+  mkdir -p "${WORK}"
+  log "release ${VERSION} (${commit}) for ${PLATFORMS} to ${KO_DOCKER_REPO}, base ${KO_DEFAULTBASEIMAGE:-of ko.yaml}"
+
+  ko_resolve "${TASK_FILE}" >"${WORK}/sandbox-commit.yaml"
+  mv "${WORK}/sandbox-commit.yaml" "${RELEASE_DIR}/sandbox-commit.yaml"
+  bundle=$(push_bundle)
+  log "commit Task bundle: ${bundle}"
+
+  stage_config "${WORK}/config" "${bundle}"
+  {
+    echo "# sandbox-snapshot-operator ${VERSION} (commit ${commit}), images for ${PLATFORMS}."
+    echo "# The commit Task is the Tekton bundle ${bundle}"
+    echo "# (config-snapshot's task-bundle). Set config-snapshot's registry after installing: docs/release.md."
+    ko_resolve "${WORK}/config/"
+  } >"${WORK}/release.yaml"
+  grep -q "task-bundle: \"${bundle}\"" "${WORK}/release.yaml" || die "release.yaml lost config-snapshot's task-bundle"
+  mv "${WORK}/release.yaml" "${RELEASE_DIR}/release.yaml"
+  echo "${bundle}" >"${RELEASE_DIR}/task-bundle.txt"
+
+  check_platforms "${bundle}" "${RELEASE_DIR}/release.yaml" "${RELEASE_DIR}/sandbox-commit.yaml"
+  rm -rf "${WORK}"
+  log "release ${VERSION} in ${RELEASE_DIR} ($(elapsed "${start}")): release.yaml, sandbox-commit.yaml, task-bundle.txt"
+  echo "${bundle}"
+}
+
+main "$@"

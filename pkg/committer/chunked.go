@@ -1,0 +1,433 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package committer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// defaultChunkSize is the size of one PATCH of a chunked blob upload: blobs
+// larger than it are uploaded in chunks, and it bounds the memory one upload
+// holds to resume after a transient error.
+const defaultChunkSize = 16 << 20
+
+// errChunkedRefused is returned when the registry refuses the first chunk
+// of an upload: the caller falls back to a monolithic upload.
+var errChunkedRefused = errors.New("the registry refused a chunked upload")
+
+// errUploadLost is returned when the registry no longer holds bytes it had
+// acknowledged, or cannot tell how many it holds after a partial chunk: the
+// upload starts again from byte 0 in a new session.
+var errUploadLost = errors.New("the registry lost the upload session")
+
+// chunkedUploader uploads blobs with the OCI distribution spec's chunked
+// upload (POST, PATCH with Content-Range, PUT ?digest=). After a transient
+// error it asks the registry how far the upload got (GET on the upload URL,
+// Range header) and resends only what is missing of the current chunk; only
+// that chunk is held in memory.
+type chunkedUploader struct {
+	client  *http.Client
+	repo    name.Repository
+	chunk   int
+	backoff remote.Backoff
+	// logf reports resumes and fallbacks.
+	logf func(format string, a ...any)
+}
+
+// newChunkedUploader returns an uploader authenticated for pushing to repo
+// and mounting from sources.
+func (c *Committer) newChunkedUploader(ctx context.Context, repo name.Repository, sources []name.Repository) (*chunkedUploader, error) {
+	auth := authn.Anonymous
+	if c.cfg.Keychain != nil {
+		var err error
+		if auth, err = authn.Resolve(ctx, c.cfg.Keychain, repo); err != nil {
+			return nil, fmt.Errorf("resolving credentials for %s: %w", repo, err)
+		}
+	}
+	scopes := []string{repo.Scope(transport.PushScope)}
+	for _, s := range sources {
+		if s.RegistryStr() == repo.RegistryStr() {
+			scopes = append(scopes, s.Scope(transport.PullScope))
+		}
+	}
+	inner := transport.NewUserAgent(NewRegistryTransport(c.cfg.Params.Insecure), "sandbox-snapshot-operator-committer")
+	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, inner, scopes)
+	if err != nil {
+		return nil, fmt.Errorf("authenticating to %s: %w", repo.RegistryStr(), err)
+	}
+	return &chunkedUploader{client: &http.Client{Transport: rt}, repo: repo, chunk: c.chunkSizeOrDefault(), backoff: retryBackoff, logf: c.log.Printf}, nil
+}
+
+// upload puts the blob d, read from open, into the repository: nothing when
+// it is there already, a cross-repository mount from mount when the registry
+// allows it, else a chunked upload; errChunkedRefused when the registry
+// refuses chunks.
+func (u *chunkedUploader) upload(ctx context.Context, d ocispec.Descriptor, mount *name.Repository, open func() (io.ReadCloser, error)) error {
+	if ok, err := u.exists(ctx, d); err != nil || ok {
+		return err
+	}
+	loc, err := u.start(ctx, d, mount)
+	if err != nil || loc == "" {
+		return err
+	}
+	for restarted := false; ; restarted = true {
+		var last string
+		last, err = u.send(ctx, loc, d, open)
+		if err == nil {
+			return nil
+		}
+		// A failed session is not left to the registry's upload purge.
+		u.cancel(ctx, last)
+		if !errors.Is(err, errUploadLost) || restarted {
+			return err
+		}
+		u.logf("blob %s: %v; starting it again from byte 0", d.Digest, err)
+		if loc, err = u.start(ctx, d, nil); err != nil || loc == "" {
+			return err
+		}
+	}
+}
+
+// blobsURL is the repository's blobs endpoint.
+func (u *chunkedUploader) blobsURL(rest string) string {
+	return fmt.Sprintf("%s://%s/v2/%s/blobs/%s", u.repo.Scheme(), u.repo.RegistryStr(), u.repo.RepositoryStr(), rest)
+}
+
+// retry runs one registry request until it succeeds, fails permanently or
+// the retry policy's attempts are spent.
+func (u *chunkedUploader) retry(ctx context.Context, do func() error) error {
+	delay := u.backoff.Duration
+	for attempt := 1; ; attempt++ {
+		err := do()
+		if err == nil || !isTransient(err) || attempt >= u.backoff.Steps {
+			return err
+		}
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+		delay = time.Duration(float64(delay) * u.backoff.Factor)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// do sends one request and returns the response when its status is one of
+// codes; otherwise a *transport.Error (or the transport's error).
+func (u *chunkedUploader) do(ctx context.Context, method, target string, body []byte, hdr http.Header, codes ...int) (*http.Response, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, r)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	resp, err := u.client.Do(req)
+	if err != nil {
+		// The upload URL's query (an upload state token) stays out of errors.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = fmt.Errorf("%s %s: %w", method, redactedURL(req.URL), uerr.Err)
+		}
+		return nil, err
+	}
+	if err := transport.CheckError(resp, codes...); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp, nil
+}
+
+// exists reports whether the repository already holds the blob.
+func (u *chunkedUploader) exists(ctx context.Context, d ocispec.Descriptor) (bool, error) {
+	var ok bool
+	err := u.retry(ctx, func() error {
+		_, err := u.do(ctx, http.MethodHead, u.blobsURL(d.Digest.String()), nil, nil, http.StatusOK)
+		var terr *transport.Error
+		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+			return nil
+		}
+		ok = err == nil
+		return err
+	})
+	return ok, err
+}
+
+// start opens an upload session, trying a mount from mount first. It returns
+// the upload URL, or "" when the blob was mounted.
+func (u *chunkedUploader) start(ctx context.Context, d ocispec.Descriptor, mount *name.Repository) (string, error) {
+	target := u.blobsURL("uploads/")
+	if mount != nil {
+		target += "?" + url.Values{"mount": {d.Digest.String()}, "from": {mount.RepositoryStr()}}.Encode()
+	}
+	var loc string
+	err := u.retry(ctx, func() error {
+		resp, err := u.do(ctx, http.MethodPost, target, nil, nil, http.StatusCreated, http.StatusAccepted)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode == http.StatusCreated {
+			loc = ""
+			return nil
+		}
+		loc, err = location(resp)
+		return err
+	})
+	return loc, err
+}
+
+// location resolves the Location header of an upload response.
+func location(resp *http.Response) (string, error) {
+	l := resp.Header.Get("Location")
+	if l == "" {
+		return "", fmt.Errorf("%s %s: %d without a Location header", resp.Request.Method, redactedURL(resp.Request.URL), resp.StatusCode)
+	}
+	u, err := resp.Request.URL.Parse(l)
+	if err != nil {
+		return "", fmt.Errorf("%s %s: Location %q: %w", resp.Request.Method, redactedURL(resp.Request.URL), l, err)
+	}
+	return u.String(), nil
+}
+
+// redactedURL prints u with its query values (upload state tokens) hidden,
+// as go-containerregistry's errors do.
+func redactedURL(u *url.URL) string {
+	r := *u
+	q := r.Query()
+	for k := range q {
+		q.Set(k, "REDACTED")
+	}
+	r.RawQuery = q.Encode()
+	return r.Redacted()
+}
+
+// received parses a Range header ("0-<last>") into the number of bytes the
+// registry holds. "0-0" and an absent header both read as 0: the spec's
+// form cannot tell 0 from 1 byte, and a retried chunk settles it.
+func received(h string) (int64, error) {
+	h = strings.TrimPrefix(h, "bytes=")
+	if h == "" {
+		return 0, nil
+	}
+	first, last, ok := strings.Cut(h, "-")
+	if !ok || first != "0" {
+		return 0, fmt.Errorf("unexpected Range %q", h)
+	}
+	n, err := strconv.ParseInt(last, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("unexpected Range %q", h)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n + 1, nil
+}
+
+// send uploads the blob's bytes chunk by chunk into the session at loc and
+// commits it. It returns the session's last upload URL.
+func (u *chunkedUploader) send(ctx context.Context, loc string, d ocispec.Descriptor, open func() (io.ReadCloser, error)) (string, error) {
+	rc, err := open()
+	if err != nil {
+		return loc, err
+	}
+	defer rc.Close()
+	buf := make([]byte, min(int64(u.chunk), d.Size))
+	var off int64
+	for off < d.Size {
+		n := min(int64(len(buf)), d.Size-off)
+		if _, err := io.ReadFull(rc, buf[:n]); err != nil {
+			return loc, fmt.Errorf("reading blob %s at byte %d: %w", d.Digest, off, err)
+		}
+		if loc, err = u.patch(ctx, loc, buf[:n], off); err != nil {
+			return loc, fmt.Errorf("bytes %d-%d: %w", off, off+n-1, err)
+		}
+		off += n
+	}
+	return loc, u.commit(ctx, loc, d)
+}
+
+// refusesChunks tells a registry that does not take Content-Range PATCHes
+// from a failing one.
+func refusesChunks(err error) bool {
+	var terr *transport.Error
+	if !errors.As(err, &terr) {
+		return false
+	}
+	switch terr.StatusCode {
+	case http.StatusBadRequest, http.StatusMethodNotAllowed, http.StatusUnsupportedMediaType,
+		http.StatusRequestedRangeNotSatisfiable, http.StatusNotImplemented:
+		return true
+	}
+	return false
+}
+
+func isRangeError(err error) bool {
+	var terr *transport.Error
+	return errors.As(err, &terr) && terr.StatusCode == http.StatusRequestedRangeNotSatisfiable
+}
+
+// patch sends chunk, which starts at byte off of the blob, and returns the
+// next upload URL (on failure, the last one known). After a transient error or a 416 it asks the registry how
+// many bytes it holds and resends the rest of the chunk from there.
+func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, off int64) (string, error) {
+	end := off + int64(len(chunk))
+	var sent int64 // bytes of chunk the registry holds
+	delay := u.backoff.Duration
+	for attempt := 1; ; attempt++ {
+		hdr := http.Header{
+			"Content-Type":  {"application/octet-stream"},
+			"Content-Range": {fmt.Sprintf("%d-%d", off+sent, end-1)},
+		}
+		resp, err := u.do(ctx, http.MethodPatch, loc, chunk[sent:], hdr, http.StatusAccepted, http.StatusNoContent)
+		if err == nil {
+			next, lerr := location(resp)
+			got, rerr := received(resp.Header.Get("Range"))
+			if err = errors.Join(lerr, rerr); err != nil {
+				return loc, err
+			}
+			if got == end {
+				return next, nil
+			}
+			// The registry took less than it was sent: settle it below.
+			loc = next
+			err = fmt.Errorf("registry holds %d bytes after a PATCH up to %d", got, end)
+		} else if off == 0 && sent == 0 && attempt == 1 && refusesChunks(err) {
+			return loc, fmt.Errorf("%w: %w", errChunkedRefused, err)
+		} else if !isTransient(err) && !isRangeError(err) {
+			return loc, err
+		}
+		if attempt >= u.backoff.Steps {
+			return loc, err
+		}
+		if serr := sleep(ctx, delay); serr != nil {
+			return loc, serr
+		}
+		delay = time.Duration(float64(delay) * u.backoff.Factor)
+		got, next, serr := u.status(ctx, loc)
+		switch {
+		case serr == nil:
+			loc = next
+		case isTransient(serr):
+			continue
+		case isRangeError(err) || sent > 0:
+			// No upload status, and the registry holds an unknown part of
+			// the chunk.
+			return loc, fmt.Errorf("%w: %w (upload status: %w)", errUploadLost, err, serr)
+		default:
+			// No upload status: assume the registry dropped the partial
+			// chunk; a 416 on the resend says otherwise.
+			continue
+		}
+		if got < off || got > end {
+			return loc, fmt.Errorf("%w: it holds %d bytes, this chunk is %d-%d", errUploadLost, got, off, end-1)
+		}
+		u.logf("blob upload to %s: %v; the registry holds %d bytes, resending from there (%d bytes of this chunk)", u.repo, err, got, end-got)
+		sent = got - off
+		if got == end {
+			return loc, nil
+		}
+	}
+}
+
+// status asks the registry how many bytes of the upload at loc it holds.
+func (u *chunkedUploader) status(ctx context.Context, loc string) (int64, string, error) {
+	resp, err := u.do(ctx, http.MethodGet, loc, nil, nil, http.StatusNoContent, http.StatusOK)
+	if err != nil {
+		return 0, "", err
+	}
+	next, err := location(resp)
+	if err != nil {
+		return 0, "", err
+	}
+	got, err := received(resp.Header.Get("Range"))
+	return got, next, err
+}
+
+// commit closes the upload with the blob's digest. When a retried PUT is
+// refused, the blob may already be committed by the lost first one.
+func (u *chunkedUploader) commit(ctx context.Context, loc string, d ocispec.Descriptor) error {
+	target, err := url.Parse(loc)
+	if err != nil {
+		return err
+	}
+	q := target.Query()
+	q.Set("digest", d.Digest.String())
+	target.RawQuery = q.Encode()
+	retried := false
+	err = u.retry(ctx, func() error {
+		_, err := u.do(ctx, http.MethodPut, target.String(), nil, nil, http.StatusCreated, http.StatusNoContent, http.StatusAccepted)
+		if err != nil && !isTransient(err) && retried {
+			if ok, herr := u.exists(ctx, d); herr == nil && ok {
+				return nil
+			}
+		}
+		retried = true
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("committing blob %s: %w", d.Digest, err)
+	}
+	return nil
+}
+
+// cancel deletes an upload session, best effort, also when ctx is done.
+func (u *chunkedUploader) cancel(ctx context.Context, loc string) {
+	ctx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer done()
+	if _, err := u.do(ctx, http.MethodDelete, loc, nil, nil, http.StatusNoContent, http.StatusOK, http.StatusAccepted, http.StatusNotFound); err != nil {
+		u.logf("cancelling upload to %s: %v", u.repo, err)
+	}
+}
+
+// mountSource returns the repository a layer would be mounted from.
+func mountSource(l v1.Layer) *name.Repository {
+	if ml, ok := l.(*remote.MountableLayer); ok {
+		r := ml.Reference.Context()
+		return &r
+	}
+	return nil
+}
