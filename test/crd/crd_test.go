@@ -227,6 +227,14 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 	thawed := *failed.DeepCopy()
 	thawed.MarkThawed(unpause)
 
+	removed := *succeeded.DeepCopy()
+	removed.MarkTaskRunRemoved(tr, later)
+	removed.MarkImagesMissing([]string{containers[0].ImageURI + "@sha256:" + strings.Repeat("a", 64)})
+
+	deletingImages := *removed.DeepCopy()
+	deletingImages.MarkImageDeletion([]string{"registry.example.com/snap/demo-app@sha256:" + strings.Repeat("a", 64)},
+		"deleting 1 of 2 manifest(s) failed: 503 Service Unavailable")
+
 	configFailed := v1alpha1.SandboxSnapshotStatus{ObservedGeneration: 1}
 	configFailed.InitializeConditions(now)
 	configFailed.MarkFailed(now, v1alpha1.ReasonRegistryNotConfigured, "the snapshot registry is not configured")
@@ -241,6 +249,8 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 		"waiting":      waiting,
 		"podPending":   podPending,
 		"configFailed": configFailed,
+		"removed":      removed,
+		"deleting":     deletingImages,
 	}
 }
 

@@ -39,6 +39,13 @@ const (
 	// TektonClass is the ClassAnnotation value handled by this operator.
 	TektonClass = "tekton"
 
+	// ImageDeletionPolicyAnnotation overrides, on one SandboxSnapshot, the
+	// image-deletion-policy of config-snapshot: Retain or Delete.
+	ImageDeletionPolicyAnnotation = GroupName + "/image-deletion-policy"
+	// ImageMissingAnnotation marks a Succeed SandboxSnapshot whose images the
+	// registry no longer holds; its value lists them, comma-separated.
+	ImageMissingAnnotation = GroupName + "/image-missing"
+
 	// AllocStatusAnnotation is the BatchSandbox annotation in which
 	// OpenSandbox records the pods allocated to a sandbox, as {"pods":[...]}.
 	AllocStatusAnnotation = GroupName + "/alloc-status"

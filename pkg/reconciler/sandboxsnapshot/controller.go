@@ -80,6 +80,8 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		namespace:      namespace,
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
+		registry:       remoteRegistries(kubeclient.Get(ctx), namespace),
+		checks:         newImageChecks(),
 	}
 
 	configStore := config.NewStore(logger.Named("config-store"), logConfig(logger))
@@ -135,6 +137,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			DeleteFunc: func(obj any) {
 				if o, err := kmeta.DeletionHandlingAccessor(obj); err == nil {
 					r.writes.forget(types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()})
+					r.checks.forget(o.GetUID())
 				}
 				impl.Enqueue(obj)
 			},
@@ -209,7 +212,10 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 		default:
 			logger.Infow("Loaded config-snapshot", "registry", s.Registry, "pushSecret", s.PushSecret,
 				"insecureRegistry", s.InsecureRegistry, "commitTimeout", s.CommitTimeout.String(),
-				"containerdSocket", s.ContainerdSocket, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass)
+				"containerdSocket", s.ContainerdSocket, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass,
+				"taskRunRetentionSucceeded", s.TaskRunRetentionSucceeded.String(), "taskRunRetentionFailed", s.TaskRunRetentionFailed.String(),
+				"imageDeletionPolicy", s.ImageDeletionPolicy, "imageDeletionTimeout", s.ImageDeletionTimeout.String(),
+				"imageCheckInterval", s.ImageCheckInterval.String(), "imageChecksPerMinute", s.ImageChecksPerMinute)
 		}
 	}
 }

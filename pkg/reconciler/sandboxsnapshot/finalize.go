@@ -44,6 +44,7 @@ const cleanupWait = 10 * time.Second
 // have ended with the sandbox paused, an unpause TaskRun runs and is waited
 // for; then both TaskRuns are deleted. Each wait is bounded by
 // resources.UnpauseTimeout, after which the finalizer comes off anyway.
+// Last, under the Delete image deletion policy, the images go (images.go).
 func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	commit, err := r.ownTaskRun(ctx, s, names.CommitTaskRun(s))
 	if err != nil {
@@ -94,7 +95,7 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 			return err
 		}
 	}
-	return nil
+	return r.deleteImages(ctx, s)
 }
 
 // deleteTaskRunsOf deletes the TaskRuns made for s, a snapshot that is gone.
@@ -140,5 +141,6 @@ func (r *Reconciler) deleteTaskRun(ctx context.Context, tr *pipelinev1.TaskRun, 
 	if err != nil && !apierrs.IsNotFound(err) {
 		return fmt.Errorf("deleting TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
 	}
+	r.commits.deleted(tr)
 	return nil
 }

@@ -79,6 +79,18 @@ func (g *commitGate) created(tr *pipelinev1.TaskRun) {
 	g.recent[types.UID(tr.Labels[resources.SourcePodUIDLabel])] = tr
 }
 
+// deleted forgets a TaskRun this controller deleted, so that a TaskRun
+// that went (after its retention, say) before the gate looked again is not
+// taken for one the informer has not seen yet.
+func (g *commitGate) deleted(tr *pipelinev1.TaskRun) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	pod := types.UID(tr.Labels[resources.SourcePodUIDLabel])
+	if recent, ok := g.recent[pod]; ok && recent.Name == tr.Name {
+		delete(g.recent, pod)
+	}
+}
+
 // blocker says whom a snapshot waits for, and when to look again if no
 // TaskRun event is bound to come.
 type blocker struct {

@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
@@ -71,6 +72,11 @@ type Reconciler struct {
 	commits *commitGate
 	// writes remembers the copies of snapshots that status writes replaced.
 	writes *ownWrites
+	// registry returns the client of the snapshot registry, which deletes
+	// and looks up images.
+	registry registryFor
+	// checks bounds the look-ups of the missing-image check.
+	checks *imageChecks
 	// metrics records the controller's own metrics.
 	metrics *metrics
 }
@@ -111,7 +117,11 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 		}
 		return err
 	}
-	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, replaced...)
+	// A write that changed nothing the CRD keeps (OpenSandbox's prunes our
+	// report fields) leaves the version as it was: that copy is current.
+	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, slices.DeleteFunc(replaced, func(v string) bool {
+		return v == s.ResourceVersion
+	})...)
 	if ended {
 		r.metrics.finished(ctx, s, r.cachedCommit(s))
 	}
@@ -120,12 +130,17 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 
 func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	now := metav1.NewTime(r.clock.Now())
-	// A terminal phase is frozen; only the thaw of a failed commit reports on.
+	// A terminal phase is frozen; only the thaw of a failed commit reports
+	// on, the TaskRuns go once their retention is over, and the images of a
+	// Succeed snapshot are looked up now and then.
 	if s.Status.IsTerminal() {
+		before := s.Status.DeepCopy()
 		if s.Status.Phase == v1alpha1.PhaseFailed {
-			return r.observeThaw(ctx, s)
+			if err := r.observeThaw(ctx, s); err != nil {
+				return err
+			}
 		}
-		return nil
+		return sooner(r.retainTaskRuns(ctx, s, before), r.checkImages(ctx, s))
 	}
 	s.Status.ObservedGeneration = s.Generation
 	s.Status.InitializeConditions(now)
@@ -164,11 +179,12 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 }
 
 // updateStatus writes s's status, onto the latest version of s when another
-// writer got there first. A terminal status written meanwhile is kept: a
-// stale pass never overwrites it. It reports whether the write moved the
-// snapshot into a terminal phase: whether the status it wrote over (before
-// on the first try, the latest read after a conflict) was not terminal. So
-// a resync, a retry or a second pass over a terminal snapshot reports false.
+// writer got there first, and gives s the version written. A terminal
+// status written meanwhile is kept: a stale pass never overwrites it. It
+// reports whether the write moved the snapshot into a terminal phase:
+// whether the status it wrote over (before on the first try, the latest
+// read after a conflict) was not terminal. So a resync, a retry or a second
+// pass over a terminal snapshot reports false.
 func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot, before *v1alpha1.SandboxSnapshotStatus) (bool, error) {
 	snapshots := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace)
 	desired := s.Status
@@ -176,7 +192,12 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapsh
 	wasTerminal := before.IsTerminal()
 	written := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		_, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		updated, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		if err == nil {
+			s.ResourceVersion = updated.ResourceVersion
+			written = true
+			return nil
+		}
 		if apierrs.IsConflict(err) {
 			latest, getErr := snapshots.Get(ctx, s.Name, metav1.GetOptions{})
 			if getErr != nil {
@@ -190,11 +211,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapsh
 			latest.Status = desired
 			current = latest
 		}
-		if err != nil {
-			return fmt.Errorf("updating the status of SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
-		}
-		written = true
-		return nil
+		return fmt.Errorf("updating the status of SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
 	})
 	return written && desired.IsTerminal() && !wasTerminal, err
 }
@@ -248,6 +265,10 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 	if err := s.Validate(ctx); err != nil {
 		s.Status.MarkFailed(now, v1alpha1.ReasonInvalidSpec, "SandboxSnapshot %s/%s: %v", s.Namespace, s.Name, err)
+		return r.failed(ctx, s)
+	}
+	if _, err := cfg.ImageDeletionPolicyOf(s.Namespace, s.Name, s.Annotations); err != nil {
+		s.Status.MarkFailed(now, v1alpha1.ReasonInvalidSpec, "%v", err)
 		return r.failed(ctx, s)
 	}
 	src, err := r.resolveSource(ctx, s, cfg)

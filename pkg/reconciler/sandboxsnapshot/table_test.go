@@ -19,6 +19,7 @@ package sandboxsnapshot
 import (
 	"context"
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -683,6 +684,8 @@ func TestReconcile(t *testing.T) {
 		Name:    "a terminal snapshot is never changed again",
 		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB)), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "late"))},
 		Key:     key,
+		// TaskRuns kept until the snapshot goes: retention_test.go has the rest.
+		Ctx: withConfig(map[string]string{config.RegistryKey: registry, config.TaskRunRetentionSucceededKey: "-1"}),
 	}, {
 		Name: "a status update conflict is retried with a fresh read",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded,
@@ -897,6 +900,9 @@ func withoutOwnFields(s *v1alpha1.SandboxSnapshot) {
 	s.Status.CompletionTime = nil
 	s.Status.PauseWindowMilliseconds = nil
 	s.Status.Thaw = nil
+	s.Status.RemovedTaskRuns = nil
+	s.Status.ImageDeletion = nil
+	s.Status.MissingImages = nil
 }
 
 func orphanMessage(namespace, name string) string {
@@ -944,6 +950,8 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		namespace:      system.Namespace(),
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
+		registry:       registryOf(ctx),
+		checks:         imageChecksOf(ctx),
 		metrics:        testMetrics(ctx, ls),
 	}
 	// The controller's recorder, around the row's.
@@ -967,7 +975,13 @@ func withConfig(data map[string]string) context.Context {
 	return config.ToContext(context.Background(), &config.Config{Snapshot: mustConfig(data)})
 }
 
+// mustConfig parses data; the missing-image check is off unless data turns
+// it on, so that only imagecheck_test.go's rows look images up.
 func mustConfig(data map[string]string) *config.Snapshot {
+	if _, ok := data[config.ImageCheckIntervalKey]; !ok {
+		data = maps.Clone(data)
+		data[config.ImageCheckIntervalKey] = "0"
+	}
 	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: data})
 	return cfg
 }

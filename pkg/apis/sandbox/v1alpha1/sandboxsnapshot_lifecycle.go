@@ -56,6 +56,18 @@ const (
 	ReasonThawFailed = "ThawFailed"
 )
 
+// Reasons on the events that report TaskRun retention, image deletion and
+// images missing from the registry.
+const (
+	ReasonTaskRunRemoved       = "TaskRunRemoved"
+	ReasonImagesDeleted        = "ImagesDeleted"
+	ReasonImageDeletionFailed  = "ImageDeletionFailed"
+	ReasonImageDeletionWaiting = "ImageDeletionWaiting"
+	ReasonImagesLeftBehind     = "ImagesLeftBehind"
+	ReasonImageMissing         = "ImageMissing"
+	ReasonImageRestored        = "ImageRestored"
+)
+
 // IsTerminal reports whether the snapshot has reached Succeed or Failed.
 // A terminal phase never changes again; only Thaw still reports on a Failed
 // snapshot.
@@ -162,4 +174,27 @@ func (s *SandboxSnapshotStatus) setCondition(conditionType string, status metav1
 		Message:            message,
 		LastTransitionTime: now,
 	})
+}
+
+// MarkTaskRunRemoved records that a completed TaskRun was deleted after its
+// retention. Containers keeps the digests it pushed.
+func (s *SandboxSnapshotStatus) MarkTaskRunRemoved(taskRun TaskRunReference, now metav1.Time) {
+	for _, r := range s.RemovedTaskRuns {
+		if r.Namespace == taskRun.Namespace && r.Name == taskRun.Name {
+			return
+		}
+	}
+	s.RemovedTaskRuns = append(s.RemovedTaskRuns, RemovedTaskRun{Namespace: taskRun.Namespace, Name: taskRun.Name, RemovalTime: now})
+}
+
+// MarkImageDeletion reports how the deletion of the snapshot's images went,
+// and which remain in the registry.
+func (s *SandboxSnapshotStatus) MarkImageDeletion(remaining []string, messageFormat string, args ...any) {
+	s.ImageDeletion = &ImageDeletionStatus{Message: fmt.Sprintf(messageFormat, args...), Remaining: remaining}
+}
+
+// MarkImagesMissing records the images the registry no longer holds; none
+// clears the mark.
+func (s *SandboxSnapshotStatus) MarkImagesMissing(images []string) {
+	s.MissingImages = images
 }

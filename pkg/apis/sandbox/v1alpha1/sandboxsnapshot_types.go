@@ -113,6 +113,38 @@ type SandboxSnapshotStatus struct {
 	// PauseWindowMilliseconds is how long the containers were frozen.
 	// +optional
 	PauseWindowMilliseconds *int64 `json:"pauseWindowMilliseconds,omitempty"`
+	// RemovedTaskRuns lists the TaskRuns deleted once their retention
+	// (config-snapshot taskrun-retention-*) was over. The images they
+	// pushed stay recorded in Containers.
+	// +optional
+	RemovedTaskRuns []RemovedTaskRun `json:"removedTaskRuns,omitempty"`
+	// ImageDeletion reports the deletion of the images of a snapshot being
+	// deleted under the Delete image deletion policy.
+	// +optional
+	ImageDeletion *ImageDeletionStatus `json:"imageDeletion,omitempty"`
+	// MissingImages lists the images of a Succeed snapshot that the registry
+	// no longer holds, as <imageUri>@<imageDigest>.
+	// +optional
+	MissingImages []string `json:"missingImages,omitempty"`
+}
+
+// RemovedTaskRun names a TaskRun deleted after its retention.
+type RemovedTaskRun struct {
+	// Namespace is the TaskRun's namespace.
+	Namespace string `json:"namespace"`
+	// Name is the TaskRun's name.
+	Name string `json:"name"`
+	// RemovalTime is when the controller deleted it.
+	RemovalTime metav1.Time `json:"removalTime"`
+}
+
+// ImageDeletionStatus reports the deletion of a snapshot's images.
+type ImageDeletionStatus struct {
+	// Message says how far the deletion got, and why it has not finished.
+	Message string `json:"message"`
+	// Remaining lists the images not deleted yet, as <repository>@<digest>.
+	// +optional
+	Remaining []string `json:"remaining,omitempty"`
 }
 
 // ContainerSnapshot is the image committed from one container.

@@ -45,13 +45,49 @@ const (
 	TaskNameKey         = "task-name"
 	TaskBundleKey       = "task-bundle"
 	DefaultClassKey     = "default-class"
+
+	TaskRunRetentionSucceededKey = "taskrun-retention-succeeded"
+	TaskRunRetentionFailedKey    = "taskrun-retention-failed"
+	ImageDeletionPolicyKey       = "image-deletion-policy"
+	ImageDeletionTimeoutKey      = "image-deletion-timeout"
+	ImageCheckIntervalKey        = "image-check-interval"
+	ImageChecksPerMinuteKey      = "image-checks-per-minute"
 )
 
 // Defaults of the config-snapshot ConfigMap.
 const (
 	DefaultCommitTimeout    = 10 * time.Minute
 	DefaultContainerdSocket = "/var/run/containerd/containerd.sock"
+
+	DefaultTaskRunRetentionSucceeded = 5 * time.Minute
+	DefaultTaskRunRetentionFailed    = 24 * time.Hour
+	DefaultImageDeletionTimeout      = time.Hour
+	DefaultImageCheckInterval        = time.Hour
+	DefaultImageChecksPerMinute      = 60
 )
+
+// KeepTaskRuns is a TaskRun retention that keeps the TaskRuns until their
+// snapshot is deleted ("-1" in config-snapshot).
+const KeepTaskRuns time.Duration = -1
+
+// ImageDeletionPolicy says what deleting a snapshot does to its images.
+type ImageDeletionPolicy string
+
+const (
+	// ImageDeletionRetain leaves the images in the registry.
+	ImageDeletionRetain ImageDeletionPolicy = "Retain"
+	// ImageDeletionDelete deletes the images' manifests from the registry.
+	ImageDeletionDelete ImageDeletionPolicy = "Delete"
+)
+
+// ParseImageDeletionPolicy parses Retain or Delete.
+func ParseImageDeletionPolicy(v string) (ImageDeletionPolicy, error) {
+	switch p := ImageDeletionPolicy(strings.TrimSpace(v)); p {
+	case ImageDeletionRetain, ImageDeletionDelete:
+		return p, nil
+	}
+	return "", fmt.Errorf("%q is neither %q nor %q", v, ImageDeletionRetain, ImageDeletionDelete)
+}
 
 // ErrRegistryNotConfigured is Snapshot.Err when no registry is set.
 var ErrRegistryNotConfigured = errors.New("the snapshot registry is not configured: set key \"" + RegistryKey + "\" in ConfigMap " + SnapshotConfigName)
@@ -78,6 +114,23 @@ type Snapshot struct {
 	TaskBundle string
 	// DefaultClass is the class of snapshots without the class annotation.
 	DefaultClass string
+	// TaskRunRetentionSucceeded is how long the TaskRuns of a Succeed
+	// snapshot are kept after they complete; KeepTaskRuns keeps them until
+	// the snapshot is deleted.
+	TaskRunRetentionSucceeded time.Duration
+	// TaskRunRetentionFailed is the same for a Failed snapshot.
+	TaskRunRetentionFailed time.Duration
+	// ImageDeletionPolicy applies to snapshots without the
+	// sandbox.ImageDeletionPolicyAnnotation.
+	ImageDeletionPolicy ImageDeletionPolicy
+	// ImageDeletionTimeout bounds how long a deleted snapshot waits for its
+	// images to be deleted before its finalizer comes off anyway.
+	ImageDeletionTimeout time.Duration
+	// ImageCheckInterval is how often the images of a Succeed snapshot are
+	// looked up in the registry at most; 0 turns the check off.
+	ImageCheckInterval time.Duration
+	// ImageChecksPerMinute bounds the image look-ups of all snapshots.
+	ImageChecksPerMinute int
 
 	// Err is why the settings cannot be used, or nil. A bad ConfigMap never
 	// stops the controller: snapshots fail with this error instead.
@@ -95,6 +148,13 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		ContainerdSocket: DefaultContainerdSocket,
 		TaskName:         task.Name,
 		DefaultClass:     sandbox.TektonClass,
+
+		TaskRunRetentionSucceeded: DefaultTaskRunRetentionSucceeded,
+		TaskRunRetentionFailed:    DefaultTaskRunRetentionFailed,
+		ImageDeletionPolicy:       ImageDeletionRetain,
+		ImageDeletionTimeout:      DefaultImageDeletionTimeout,
+		ImageCheckInterval:        DefaultImageCheckInterval,
+		ImageChecksPerMinute:      DefaultImageChecksPerMinute,
 	}
 	var errs []error
 	if v, ok := cm.Data[InsecureRegistryKey]; ok {
@@ -134,6 +194,52 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	if v := strings.TrimSpace(cm.Data[DefaultClassKey]); v != "" {
 		s.DefaultClass = v
 	}
+	for key, d := range map[string]*time.Duration{
+		TaskRunRetentionSucceededKey: &s.TaskRunRetentionSucceeded,
+		TaskRunRetentionFailedKey:    &s.TaskRunRetentionFailed,
+	} {
+		if err := parseRetention(cm.Data, key, d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if v, ok := cm.Data[ImageDeletionPolicyKey]; ok {
+		p, err := ParseImageDeletionPolicy(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", ImageDeletionPolicyKey, err))
+		} else {
+			s.ImageDeletionPolicy = p
+		}
+	}
+	if v, ok := cm.Data[ImageDeletionTimeoutKey]; ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("key %q: %q is not a duration such as 1h", ImageDeletionTimeoutKey, v))
+		case d < 0:
+			errs = append(errs, fmt.Errorf("key %q: %q must not be negative", ImageDeletionTimeoutKey, v))
+		default:
+			s.ImageDeletionTimeout = d
+		}
+	}
+	if v, ok := cm.Data[ImageCheckIntervalKey]; ok {
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("key %q: %q is not a duration such as 1h", ImageCheckIntervalKey, v))
+		case d < 0:
+			errs = append(errs, fmt.Errorf("key %q: %q must not be negative (0 turns the check off)", ImageCheckIntervalKey, v))
+		default:
+			s.ImageCheckInterval = d
+		}
+	}
+	if v, ok := cm.Data[ImageChecksPerMinuteKey]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("key %q: %q is not a positive whole number", ImageChecksPerMinuteKey, v))
+		} else {
+			s.ImageChecksPerMinute = n
+		}
+	}
 	if s.Registry == "" {
 		errs = append(errs, ErrRegistryNotConfigured)
 	}
@@ -141,6 +247,52 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		s.Err = fmt.Errorf("ConfigMap %s: %w", SnapshotConfigName, errors.Join(errs...))
 	}
 	return s, nil
+}
+
+// ImageDeletionPolicyOf returns the image deletion policy of a snapshot: its
+// annotation sandbox.ImageDeletionPolicyAnnotation, else the configured one.
+func (s *Snapshot) ImageDeletionPolicyOf(namespace, name string, annotations map[string]string) (ImageDeletionPolicy, error) {
+	v, ok := annotations[sandbox.ImageDeletionPolicyAnnotation]
+	if !ok {
+		return s.ImageDeletionPolicy, nil
+	}
+	p, err := ParseImageDeletionPolicy(v)
+	if err != nil {
+		return "", fmt.Errorf("SandboxSnapshot %s/%s: annotation %s: %w", namespace, name, sandbox.ImageDeletionPolicyAnnotation, err)
+	}
+	return p, nil
+}
+
+// TaskRunRetention returns how long the TaskRuns of a snapshot that
+// succeeded, or failed, are kept once completed.
+func (s *Snapshot) TaskRunRetention(succeeded bool) time.Duration {
+	if succeeded {
+		return s.TaskRunRetentionSucceeded
+	}
+	return s.TaskRunRetentionFailed
+}
+
+// parseRetention reads a TaskRun retention: a non-negative duration, or
+// "-1" for KeepTaskRuns.
+func parseRetention(data map[string]string, key string, d *time.Duration) error {
+	v, ok := data[key]
+	if !ok {
+		return nil
+	}
+	v = strings.TrimSpace(v)
+	if v == "-1" {
+		*d = KeepTaskRuns
+		return nil
+	}
+	parsed, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return fmt.Errorf("key %q: %q is not a duration such as 5m, or -1", key, v)
+	case parsed < 0:
+		return fmt.Errorf("key %q: %q must not be negative; -1 keeps the TaskRuns until their snapshot is deleted", key, v)
+	}
+	*d = parsed
+	return nil
 }
 
 // Handles reports whether a snapshot with the given annotations belongs to

@@ -40,6 +40,13 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		ContainerdSocket: "/var/run/containerd/containerd.sock",
 		TaskName:         "sandbox-commit",
 		DefaultClass:     "tekton",
+
+		TaskRunRetentionSucceeded: 5 * time.Minute,
+		TaskRunRetentionFailed:    24 * time.Hour,
+		ImageDeletionPolicy:       ImageDeletionRetain,
+		ImageDeletionTimeout:      time.Hour,
+		ImageCheckInterval:        time.Hour,
+		ImageChecksPerMinute:      60,
 	}
 	if *s != want {
 		t.Errorf("defaults = %+v, want %+v", *s, want)
@@ -53,10 +60,14 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 	s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
 		RegistryKey: "r.test", PushSecretKey: "push", InsecureRegistryKey: "true", CommitTimeoutKey: "2m",
 		ContainerdSocketKey: "/run/containerd.sock", TaskNameKey: "my-commit", DefaultClassKey: "opensandbox",
-		TaskBundleKey: " " + testBundle + " ",
+		TaskBundleKey:                " " + testBundle + " ",
+		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: "-1", ImageDeletionPolicyKey: "Delete",
+		ImageDeletionTimeoutKey: "30m", ImageCheckIntervalKey: "0", ImageChecksPerMinuteKey: "5",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
-		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox"}
+		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
+		TaskRunRetentionSucceeded: 0, TaskRunRetentionFailed: KeepTaskRuns, ImageDeletionPolicy: ImageDeletionDelete,
+		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
 	}
@@ -74,6 +85,12 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"bad timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "ten minutes"}, `key "commit-timeout": "ten minutes" is not a duration`},
 		{"negative timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "-1m"}, `key "commit-timeout": "-1m" must be positive`},
 		{"bad insecure flag", map[string]string{RegistryKey: "r", InsecureRegistryKey: "maybe"}, `key "insecure-registry": "maybe" is not a boolean`},
+		{"bad retention", map[string]string{RegistryKey: "r", TaskRunRetentionSucceededKey: "soon"}, `key "taskrun-retention-succeeded": "soon" is not a duration such as 5m, or -1`},
+		{"negative retention", map[string]string{RegistryKey: "r", TaskRunRetentionFailedKey: "-5m"}, `key "taskrun-retention-failed": "-5m" must not be negative; -1 keeps`},
+		{"bad deletion policy", map[string]string{RegistryKey: "r", ImageDeletionPolicyKey: "delete"}, `key "image-deletion-policy": "delete" is neither "Retain" nor "Delete"`},
+		{"bad deletion timeout", map[string]string{RegistryKey: "r", ImageDeletionTimeoutKey: "-1h"}, `key "image-deletion-timeout": "-1h" must not be negative`},
+		{"bad check interval", map[string]string{RegistryKey: "r", ImageCheckIntervalKey: "hourly"}, `key "image-check-interval": "hourly" is not a duration`},
+		{"bad check rate", map[string]string{RegistryKey: "r", ImageChecksPerMinuteKey: "0"}, `key "image-checks-per-minute": "0" is not a positive whole number`},
 		{"relative socket", map[string]string{RegistryKey: "r", ContainerdSocketKey: "containerd.sock"}, `key "containerd-socket": "containerd.sock" is not an absolute path`},
 		// A tag can be pushed again: the Task could change under the operator.
 		{"bundle by tag", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1" is not a bundle pinned by digest`},
@@ -131,5 +148,30 @@ func TestStore(t *testing.T) {
 	ctx := store.ToContext(t.Context())
 	if got := FromContext(ctx).Snapshot.Registry; got != "r.test" {
 		t.Errorf("FromContext().Snapshot.Registry = %q, want r.test", got)
+	}
+}
+
+func TestImageDeletionPolicyOf(t *testing.T) {
+	retain, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{})
+	del, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{ImageDeletionPolicyKey: "Delete"}})
+	for _, tc := range []struct {
+		name        string
+		cfg         *Snapshot
+		annotations map[string]string
+		want        ImageDeletionPolicy
+	}{
+		{"default Retain", retain, nil, ImageDeletionRetain},
+		{"configured Delete", del, nil, ImageDeletionDelete},
+		{"annotation overrides the configured policy", del, map[string]string{sandbox.ImageDeletionPolicyAnnotation: "Retain"}, ImageDeletionRetain},
+		{"annotation Delete under default Retain", retain, map[string]string{sandbox.ImageDeletionPolicyAnnotation: "Delete"}, ImageDeletionDelete},
+	} {
+		if got, err := tc.cfg.ImageDeletionPolicyOf("ns", "snap", tc.annotations); err != nil || got != tc.want {
+			t.Errorf("%s: ImageDeletionPolicyOf() = %q, %v, want %q", tc.name, got, err, tc.want)
+		}
+	}
+	_, err := retain.ImageDeletionPolicyOf("ns", "snap", map[string]string{sandbox.ImageDeletionPolicyAnnotation: "Keep"})
+	want := `SandboxSnapshot ns/snap: annotation sandbox.opensandbox.io/image-deletion-policy: "Keep" is neither "Retain" nor "Delete"`
+	if err == nil || err.Error() != want {
+		t.Errorf("ImageDeletionPolicyOf(Keep) error = %v, want %q", err, want)
 	}
 }

@@ -1,0 +1,119 @@
+//go:build e2e_node
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2enode
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+)
+
+// TestRetentionAndImageDeletion: with a short retention, a real commit
+// TaskRun and its pod are deleted once complete while the snapshot keeps its
+// digests; with the Delete policy, deleting the snapshot deletes its
+// manifests from the node's registry.
+func TestRetentionAndImageDeletion(t *testing.T) {
+	setConfig(t, map[string]string{"taskrun-retention-succeeded": "3s", "image-deletion-policy": "Delete"},
+		`"taskRunRetentionSucceeded":"3s","taskRunRetentionFailed":"24h0m0s","imageDeletionPolicy":"Delete"`)
+	ns := newNamespace(t)
+	createSandbox(t, ns, "sb")
+	createSnapshot(t, ns, "sb-snap", "sb")
+	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+
+	trs := c.pipeline.TektonV1().TaskRuns(systemNamespace)
+	tr, err := trs.Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
+	if apierrs.IsNotFound(err) {
+		t.Fatalf("TaskRun %s was gone as the snapshot reached Succeed; a 3s retention is too short for this check", names.CommitTaskRun(s))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	podName := tr.Status.PodName
+	if podName == "" {
+		t.Fatalf("TaskRun %s names no pod", tr.Name)
+	}
+	start := time.Now()
+	eventually(t, "TaskRun "+tr.Name+" and pod "+podName+" to be deleted", time.Minute, func() (bool, error) {
+		_, trErr := trs.Get(t.Context(), tr.Name, metav1.GetOptions{})
+		_, podErr := c.kube.CoreV1().Pods(systemNamespace).Get(t.Context(), podName, metav1.GetOptions{})
+		return apierrs.IsNotFound(trErr) && apierrs.IsNotFound(podErr), nil
+	})
+	t.Logf("TaskRun %s and pod %s deleted %v after Succeed", tr.Name, podName, time.Since(start).Round(100*time.Millisecond))
+
+	kept, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept.Status.Phase != v1alpha1.PhaseSucceed || !slices.Equal(kept.Status.Containers, s.Status.Containers) {
+		t.Errorf("after the retention: phase %s, containers %+v; want Succeed and %+v", kept.Status.Phase, kept.Status.Containers, s.Status.Containers)
+	}
+	if trs := taskRunsOf(t, ns, "sb-snap"); len(trs) != 0 {
+		t.Errorf("TaskRuns %v exist again after the retention", trs)
+	}
+
+	var refs []name.Digest
+	for _, ctr := range s.Status.Containers {
+		tag, err := name.ParseReference(ctr.ImageURI, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := tag.Context().Digest(ctr.ImageDigest)
+		if !held(t, ref) {
+			t.Fatalf("the registry does not hold %s before the snapshot is deleted", ref)
+		}
+		refs = append(refs, ref)
+	}
+	if err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "SandboxSnapshot sb-snap to be deleted", time.Minute, func() (bool, error) {
+		_, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		return apierrs.IsNotFound(err), nil
+	})
+	for _, ref := range refs {
+		if held(t, ref) {
+			t.Errorf("the registry still holds %s after its snapshot was deleted under the Delete policy", ref)
+		}
+	}
+}
+
+// held reports whether the registry holds the manifest ref.
+func held(t *testing.T, ref name.Digest) bool {
+	t.Helper()
+	_, err := remote.Head(ref, remote.WithContext(t.Context()))
+	var te *transport.Error
+	switch {
+	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
+		return false
+	case err != nil:
+		t.Fatalf("looking up %s: %v", ref, err)
+	}
+	return true
+}

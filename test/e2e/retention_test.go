@@ -1,0 +1,319 @@
+//go:build e2e
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+)
+
+// loopbackRegistry serves go-containerregistry's registry on 127.0.0.1 for
+// the test, and returns its host:port. The controller, a local process,
+// reaches it there.
+func loopbackRegistry(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String()
+}
+
+// useRegistry points config-snapshot at a loopback registry, with more
+// settings, and creates snapshots of sandbox sb until one names an image
+// there: from then on the controller runs with the patch. A snapshot made
+// before the controller saw the patch has its commit failed, so that it
+// frees the pod and holds no image deletion. It returns the first snapshot
+// that names the loopback registry, Committing.
+func useRegistry(t *testing.T, e *env, host string, settings map[string]any) *v1alpha1.SandboxSnapshot {
+	t.Helper()
+	patch := map[string]any{config.RegistryKey: host + "/snapshots", config.InsecureRegistryKey: "true"}
+	for k, v := range settings {
+		patch[k] = v
+	}
+	patchSnapshotConfig(t, e, patch)
+	deadline := time.Now().Add(timeout)
+	for i := 0; time.Now().Before(deadline); i++ {
+		name := fmt.Sprintf("probe-%d", i)
+		e.createSnapshot(name, "sb")
+		s := e.waitSnapshot(name, "Committing", isPhase(v1alpha1.PhaseCommitting))
+		if strings.HasPrefix(s.Status.Containers[0].ImageURI, host+"/") {
+			return s
+		}
+		t.Logf("%s names %s: config change not seen yet", name, s.Status.Containers[0].ImageURI)
+		tr := names.CommitTaskRun(s)
+		e.waitTaskRun(tr, "to exist", nil)
+		e.setTaskRunStatus(tr, failed(pipelinev1.TaskRunReasonFailed, "not this one"))
+		e.waitSnapshot(name, "Failed", isPhase(v1alpha1.PhaseFailed))
+	}
+	t.Fatalf("no snapshot named an image in %s within %v", host, timeout)
+	return nil
+}
+
+// pushAndSucceed plays the commit of a Committing snapshot: it pushes img
+// to each container's imageUri and ends the TaskRun with their digests. It
+// returns the snapshot, Succeed.
+func pushAndSucceed(t *testing.T, e *env, s *v1alpha1.SandboxSnapshot, img v1.Image) *v1alpha1.SandboxSnapshot {
+	t.Helper()
+	var digests []string
+	for _, c := range s.Status.Containers {
+		ref, err := name.ParseReference(c.ImageURI, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := remote.Write(ref, img, remote.WithContext(e.ctx)); err != nil {
+			t.Fatalf("pushing %s: %v", ref, err)
+		}
+		d, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests = append(digests, d.String())
+	}
+	tr := names.CommitTaskRun(s)
+	e.waitTaskRun(tr, "to exist", nil)
+	e.setTaskRunStatus(tr, succeeded(5, digests...))
+	return e.waitSnapshot(s.Name, "Succeed", isPhase(v1alpha1.PhaseSucceed))
+}
+
+// manifestHeld reports whether the registry holds the manifest of a
+// snapshot's first container.
+func manifestHeld(t *testing.T, s *v1alpha1.SandboxSnapshot) bool {
+	t.Helper()
+	c := s.Status.Containers[0]
+	tag, err := name.ParseReference(c.ImageURI, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = remote.Head(tag.Context().Digest(c.ImageDigest))
+	var te *transport.Error
+	switch {
+	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
+		return false
+	case err != nil:
+		t.Fatalf("looking up %s@%s: %v", tag.Context(), c.ImageDigest, err)
+	}
+	return true
+}
+
+// deleteSnapshot deletes a snapshot and waits until it is gone.
+func (e *env) deleteSnapshot(name string) {
+	e.t.Helper()
+	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
+		e.t.Fatalf("deleting SandboxSnapshot %s: %v", name, err)
+	}
+	e.waitSnapshotGone(name)
+}
+
+func randomImage(t *testing.T) v1.Image {
+	t.Helper()
+	img, err := random.Image(512, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// TestTaskRunRetention: completed TaskRuns go after their retention, the
+// snapshot keeps its phase and digests, and no TaskRun is created again.
+func TestTaskRunRetention(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	host := loopbackRegistry(t)
+	probe := useRegistry(t, e, host, map[string]any{
+		config.TaskRunRetentionSucceededKey: "2s",
+		config.TaskRunRetentionFailedKey:    "4s",
+	})
+
+	ok := pushAndSucceed(t, e, probe, randomImage(t))
+	trName := names.CommitTaskRun(ok)
+	start := time.Now()
+	e.waitTaskRunGone(trName)
+	t.Logf("TaskRun %s of a Succeed snapshot deleted %v after it completed", trName, time.Since(start).Round(100*time.Millisecond))
+	e.waitEvent(ok.Name, v1alpha1.ReasonTaskRunRemoved)
+
+	e.createSnapshot("fails", "sb")
+	f := e.waitSnapshot("fails", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	failName := names.CommitTaskRun(f)
+	e.waitTaskRun(failName, "to exist", nil)
+	e.setTaskRunStatus(failName, failed(pipelinev1.TaskRunReasonFailed, "\"step-push\" exited with code 1"))
+	e.waitSnapshot("fails", "Failed", isPhase(v1alpha1.PhaseFailed))
+	e.waitTaskRunGone(failName)
+	e.waitEvent("fails", v1alpha1.ReasonTaskRunRemoved)
+
+	// Give a wrong re-creation time to show, then check nothing came back.
+	time.Sleep(3 * time.Second)
+	for name, want := range map[string]v1alpha1.SandboxSnapshotPhase{ok.Name: v1alpha1.PhaseSucceed, "fails": v1alpha1.PhaseFailed} {
+		s, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Status.Phase != want {
+			t.Errorf("%s: phase %s after its TaskRun was removed, want %s", name, s.Status.Phase, want)
+		}
+		if trs := e.taskRunsOf(name); len(trs) != 0 {
+			t.Errorf("%s: TaskRuns %v exist after the retention", name, trNames(trs))
+		}
+		tr := names.CommitTaskRun(s)
+		if n := e.taskRuns.created()[tr]; n != 1 {
+			t.Errorf("TaskRun %s was created %d times, want once", tr, n)
+		}
+		if ownStatusFields() && !slices.ContainsFunc(s.Status.RemovedTaskRuns, func(r v1alpha1.RemovedTaskRun) bool { return r.Name == tr }) {
+			t.Errorf("%s: status.removedTaskRuns = %v, want %s", name, s.Status.RemovedTaskRuns, tr)
+		}
+	}
+	s, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Get(e.ctx, ok.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status.Containers[0].ImageDigest != ok.Status.Containers[0].ImageDigest || s.Status.Containers[0].ImageDigest == "" {
+		t.Errorf("digest %q after the retention, want %q", s.Status.Containers[0].ImageDigest, ok.Status.Containers[0].ImageDigest)
+	}
+}
+
+// TestImageDeletionPolicy: under Delete, deleting a snapshot deletes its
+// manifest from a real registry, but not one another snapshot records, and
+// not while another snapshot of the sandbox commits; Retain keeps it.
+func TestImageDeletionPolicy(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	host := loopbackRegistry(t)
+	first := useRegistry(t, e, host, map[string]any{config.ImageDeletionPolicyKey: "Delete"})
+	shared := randomImage(t)
+	first = pushAndSucceed(t, e, first, shared)
+
+	// A second snapshot of the same sandbox records the same manifest.
+	e.createSnapshot("second", "sb")
+	second := pushAndSucceed(t, e, e.waitSnapshot("second", "Committing", isPhase(v1alpha1.PhaseCommitting)), shared)
+	if first.Status.Containers[0].ImageDigest != second.Status.Containers[0].ImageDigest {
+		t.Fatalf("digests differ: %s, %s", first.Status.Containers[0].ImageDigest, second.Status.Containers[0].ImageDigest)
+	}
+	e.deleteSnapshot(first.Name)
+	if !manifestHeld(t, second) {
+		t.Fatal("the manifest SandboxSnapshot second still records was deleted with the first")
+	}
+
+	// While a third snapshot of the sandbox commits, the second waits.
+	e.createSnapshot("third", "sb")
+	third := e.waitSnapshot("third", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, "second", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEvent("second", v1alpha1.ReasonImageDeletionWaiting)
+	if !manifestHeld(t, second) {
+		t.Fatal("the manifest was deleted while another snapshot of the sandbox committed")
+	}
+	retained := randomImage(t)
+	third = pushAndSucceed(t, e, third, retained)
+	e.waitSnapshotGone("second")
+	if manifestHeld(t, second) {
+		t.Error("the manifest of the last snapshot recording it is still in the registry after its deletion")
+	}
+	e.waitEvent("second", v1alpha1.ReasonImagesDeleted)
+
+	// The annotation keeps the third's images under the Delete policy.
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"Retain"}}}`, sandbox.ImageDeletionPolicyAnnotation)
+	if _, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Patch(e.ctx, third.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.deleteSnapshot(third.Name)
+	if !manifestHeld(t, third) {
+		t.Error("the manifest of a snapshot annotated Retain was deleted")
+	}
+}
+
+// TestImageMissing: a Succeed snapshot whose manifest is deleted behind its
+// back is marked, and the mark goes when the manifest is back; the phase
+// stays Succeed throughout.
+func TestImageMissing(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	host := loopbackRegistry(t)
+	// Every Succeed snapshot of the cluster is checked each second now: a
+	// global bound high enough not to make this one wait behind them. The
+	// TaskRun goes at once: a status write that OpenSandbox's CRD prunes
+	// (status.removedTaskRuns) must not stop the checks that follow.
+	s := useRegistry(t, e, host, map[string]any{config.ImageCheckIntervalKey: "1s", config.ImageChecksPerMinuteKey: "6000",
+		config.TaskRunRetentionSucceededKey: "0"})
+	img := randomImage(t)
+	s = pushAndSucceed(t, e, s, img)
+	e.waitTaskRunGone(names.CommitTaskRun(s))
+	c := s.Status.Containers[0]
+	tag, err := name.ParseReference(c.ImageURI, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Delete(tag.Context().Digest(c.ImageDigest), remote.WithContext(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	want := c.ImageURI + "@" + c.ImageDigest
+	marked := e.waitSnapshot(s.Name, "marked image-missing", func(s *v1alpha1.SandboxSnapshot) bool {
+		return s.Annotations[sandbox.ImageMissingAnnotation] != "" && (!ownStatusFields() || len(s.Status.MissingImages) > 0)
+	})
+	if got := marked.Annotations[sandbox.ImageMissingAnnotation]; got != want {
+		t.Errorf("annotation %s = %q, want %q", sandbox.ImageMissingAnnotation, got, want)
+	}
+	if marked.Status.Phase != v1alpha1.PhaseSucceed || marked.Status.Containers[0].ImageDigest != c.ImageDigest {
+		t.Errorf("phase %s, digest %s after the image went; want them unchanged", marked.Status.Phase, marked.Status.Containers[0].ImageDigest)
+	}
+	if ownStatusFields() && !slices.Equal(marked.Status.MissingImages, []string{want}) {
+		t.Errorf("status.missingImages = %v, want [%s]", marked.Status.MissingImages, want)
+	}
+	e.waitEvent(s.Name, v1alpha1.ReasonImageMissing)
+
+	// By digest: this registry kept the tag, and a write by tag would find
+	// it and upload nothing.
+	if err := remote.Write(tag.Context().Digest(c.ImageDigest), img, remote.WithContext(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	cleared := e.waitSnapshot(s.Name, "unmarked", func(s *v1alpha1.SandboxSnapshot) bool {
+		_, ok := s.Annotations[sandbox.ImageMissingAnnotation]
+		return !ok && len(s.Status.MissingImages) == 0
+	})
+	if cleared.Status.Phase != v1alpha1.PhaseSucceed {
+		t.Errorf("phase %s once the image is back, want Succeed", cleared.Status.Phase)
+	}
+	e.waitEvent(s.Name, v1alpha1.ReasonImageRestored)
+}
