@@ -168,7 +168,7 @@ func TestConcurrentSnapshotsOfOnePod(t *testing.T) {
 	// snapshots are there, and every line is whole.
 	lines := map[string]int{}
 	for i, name := range []string{first, second} {
-		resumed := resumePod(t, ns, fmt.Sprintf("resumed-%d", i), final[name])
+		resumed := resumePod(t, ns, fmt.Sprintf("resumed-%d", i), final[name], 2*time.Minute)
 		for ctr, want := range markers {
 			if got := run(t, "", "kubectl", "-n", ns, "exec", resumed, "-c", ctr, "--", "cat", "/marker.txt"); got != want {
 				t.Errorf("%s: container %s resumed with marker %q, want %q", name, ctr, got, want)
@@ -224,21 +224,6 @@ func countLines(t *testing.T, text, where string) int {
 		}
 	}
 	return len(lines)
-}
-
-// resumePod starts a pod from a snapshot's images, as OpenSandbox rewrites a
-// sandbox template's images, waits until it is Ready and returns its name.
-func resumePod(t *testing.T, ns, name string, s *v1alpha1.SandboxSnapshot) string {
-	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n", name, ns)
-	for _, cs := range s.Status.Containers {
-		fmt.Fprintf(&b, "    - name: %s\n      image: %s@%s\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 2147483647\"]\n",
-			cs.ContainerName, strings.SplitN(cs.ImageURI, ":snap-", 2)[0], cs.ImageDigest)
-	}
-	run(t, b.String(), "kubectl", "apply", "-f", "-")
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/"+name, "--timeout=120s")
-	return name
 }
 
 // commitTaskRunOf returns the one commit TaskRun of a snapshot, found by its

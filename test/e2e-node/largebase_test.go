@@ -268,14 +268,7 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 	}
 	assertNotPaused(t, pod)
 
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: sb-resumed\n  namespace: %s\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n", ns)
-	for _, cs := range s.Status.Containers {
-		fmt.Fprintf(&b, "    - name: %s\n      image: %s@%s\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 2147483647\"]\n",
-			cs.ContainerName, strings.SplitN(cs.ImageURI, ":snap-", 2)[0], cs.ImageDigest)
-	}
-	run(t, b.String(), "kubectl", "apply", "-f", "-")
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/sb-resumed", "--timeout=300s")
+	resumePod(t, ns, "sb-resumed", s, 5*time.Minute)
 	phase("resumed pod Running")
 
 	if got := fileHashes(t, ns, "sb-resumed", "app"); len(got) != len(want) || diffHashes(want, got) != "" {

@@ -101,14 +101,7 @@ func TestSnapshotAndResume(t *testing.T) {
 	// Resume: a new pod from the snapshot's images, as OpenSandbox rewrites
 	// the template's images, reads back each marker.
 	resumed := time.Now()
-	var b strings.Builder
-	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: sb-resumed\n  namespace: %s\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n", ns)
-	for _, cs := range s.Status.Containers {
-		fmt.Fprintf(&b, "    - name: %s\n      image: %s@%s\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 2147483647\"]\n",
-			cs.ContainerName, strings.SplitN(cs.ImageURI, ":snap-", 2)[0], cs.ImageDigest)
-	}
-	run(t, b.String(), "kubectl", "apply", "-f", "-")
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/sb-resumed", "--timeout=120s")
+	resumePod(t, ns, "sb-resumed", s, 2*time.Minute)
 	for name, want := range markers {
 		got := run(t, "", "kubectl", "-n", ns, "exec", "sb-resumed", "-c", name, "--", "cat", "/marker.txt")
 		if got != want {
