@@ -54,10 +54,12 @@ func TestSnapshotAndResume(t *testing.T) {
 		}
 	}
 
+	metricsBefore := scrapeCounts(t, snapshotSeries...)
 	created := time.Now()
 	createSnapshot(t, ns, "sb-snap", "sb")
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	total := time.Since(created)
+	assertOneMoreSnapshot(t, metricsBefore)
 
 	// The TaskRun ran on the sandbox's node.
 	// Found by its name: OpenSandbox's CRD prunes status.taskRunRef.
