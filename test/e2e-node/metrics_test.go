@@ -1,3 +1,5 @@
+//go:build e2e_node
+
 /*
 Copyright 2026 The OpenSandbox Authors.
 
