@@ -164,13 +164,16 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 		return nil, err
 	}
 	start := time.Now()
-	pctx, pcancel := context.WithDeadline(ctx, start.Add(c.cfg.MaxPause))
+	deadline := start.Add(c.cfg.MaxPause)
+	pctx, pcancel := context.WithDeadline(ctx, deadline)
 	err = c.pauseAll(pctx, live)
 	if err == nil {
 		c.log.Printf("pod %s: %d containers frozen in %s", c.podRef(), len(live), time.Since(start).Round(time.Millisecond))
 		err = c.diffAll(pctx, preps)
 	}
-	if err != nil && errors.Is(pctx.Err(), context.DeadlineExceeded) {
+	// containerd enforces the deadline too (gRPC sends it along), and may
+	// answer before pctx's own timer fires: the clock decides.
+	if err != nil && (errors.Is(pctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
 		err = fmt.Errorf("pod %s: %w: the containers were frozen longer than max-pause %s; they are thawed and nothing was committed (last error: %w)",
 			c.podRef(), ErrMaxPauseExceeded, c.cfg.MaxPause, err)
 	}
