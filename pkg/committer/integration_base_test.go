@@ -31,10 +31,8 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/typeurl/v2"
-	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -186,15 +184,7 @@ func TestBaseByIdentityAfterRetag(t *testing.T) {
 
 			// The pushed image's lower layers are A's.
 			wantLayers := manifestLayers(t, a.Name, a.Target.Digest.String())
-			r, err := name.ParseReference(ref, name.Insecure)
-			if err != nil {
-				t.Fatal(err)
-			}
-			img, err := remote.Image(r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			m, err := img.Manifest()
+			m, err := remoteImage(t, ref).Manifest()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -223,15 +213,7 @@ func TestBaseByIdentityAfterRetag(t *testing.T) {
 // its repository and manifest digest.
 func manifestLayers(t *testing.T, tagRef, manifestDigest string) []string {
 	t.Helper()
-	r, err := name.ParseReference(strings.TrimSuffix(tagRef, ":1")+"@"+manifestDigest, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := img.Manifest()
+	m, err := remoteImage(t, strings.TrimSuffix(tagRef, ":1")+"@"+manifestDigest).Manifest()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,6 @@ import (
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -472,15 +471,7 @@ func TestPushChunkedResumes(t *testing.T) {
 // assertLayerDigests downloads every layer of ref and checks its digest.
 func assertLayerDigests(t *testing.T, ref string) {
 	t.Helper()
-	r, err := name.ParseReference(ref, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	layers, err := img.Layers()
+	layers, err := remoteImage(t, ref).Layers()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,9 +40,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/archive"
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -337,15 +335,7 @@ func (e *testEnv) applyAndScan(t *testing.T, ctx context.Context, base string, l
 	t.Helper()
 	// The base layers come from the registry: containerd may hold only
 	// their snapshots (another image with the same busybox layer).
-	ref, err := name.ParseReference(base, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := remote.Image(ref)
-	if err != nil {
-		t.Fatal(err)
-	}
-	baseLayers, err := img.Layers()
+	baseLayers, err := remoteImage(t, base).Layers()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,7 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
@@ -270,8 +271,8 @@ func (e *testEnv) assertAllRunning(t *testing.T, p *runningPod) {
 	}
 }
 
-// lastLayerFiles lists the entries of the top layer of a pushed image.
-func lastLayerFiles(t *testing.T, ref string) map[string][]byte {
+// remoteImage reads an image from a loopback registry by reference.
+func remoteImage(t *testing.T, ref string) v1.Image {
 	t.Helper()
 	r, err := name.ParseReference(ref, name.Insecure)
 	if err != nil {
@@ -281,7 +282,13 @@ func lastLayerFiles(t *testing.T, ref string) map[string][]byte {
 	if err != nil {
 		t.Fatalf("pulling %s: %v", ref, err)
 	}
-	layers, err := img.Layers()
+	return img
+}
+
+// lastLayerFiles lists the entries of the top layer of a pushed image.
+func lastLayerFiles(t *testing.T, ref string) map[string][]byte {
+	t.Helper()
+	layers, err := remoteImage(t, ref).Layers()
 	if err != nil {
 		t.Fatal(err)
 	}
