@@ -311,8 +311,9 @@ func isRangeError(err error) bool {
 }
 
 // patch sends chunk, which starts at byte off of the blob, and returns the
-// next upload URL (on failure, the last one known). After a transient error or a 416 it asks the registry how
-// many bytes it holds and resends the rest of the chunk from there.
+// next upload URL (on failure, the last one known). After a transient error
+// or a 416 it asks the registry how many bytes it holds and resends the rest
+// of the chunk from there.
 func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, off int64) (string, error) {
 	end := off + int64(len(chunk))
 	var sent int64 // bytes of chunk the registry holds
