@@ -51,7 +51,7 @@ type options struct {
 	address, namespace, dockerConfig    string
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath, differ, keepLocal        string
-	keepLocalMax                        string
+	keepLocalMax, copyDir               string
 	maxPause, timeout                   time.Duration
 }
 
@@ -159,6 +159,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.errorPath, "error-result", "", "file to write the ERROR result (a one-line error) to on failure")
 	fs.DurationVar(&o.maxPause, "max-pause", committer.DefaultMaxPause, "bound on the pause window: past it the containers are thawed and the commit fails (exit 1)")
 	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
+	fs.StringVar(&o.copyDir, "copy-dir", "", "directory the overlay differ copies upper directories to inside the pause, when they are readable here (else containerd tars them in the pause)")
 	fs.StringVar(&o.keepLocal, "keep-local", "true", "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", "20Gi", "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "overall timeout")
@@ -170,7 +171,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 }
 
 func execute(ctx context.Context, o options, params *committer.Params, cm *atomic.Pointer[committer.Committer]) error {
-	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause}
+	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause, CopyDir: o.copyDir}
 	switch o.differ {
 	case "auto":
 	case "walking":

@@ -136,7 +136,7 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	defer func() {
 		for _, p := range preps {
 			if p != nil {
-				c.removeProbe(ctx, p.live, p.overlay)
+				c.releasePlan(ctx, p.live, p.overlay)
 			}
 		}
 	}()
@@ -346,14 +346,14 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error)
 	if p.manifestMT == mediaTypeDockerManif {
 		layerMT = mediaTypeDockerGzip
 	}
-	src, convert := p.diff, (func(io.Reader, io.Writer) error)(nil)
+	write := func(w io.Writer) error { return copyBlob(ctx, cs, p.diff, w) }
 	if p.upper != nil {
-		src = p.upper.upper
-		convert = func(r io.Reader, w io.Writer) error { return convertUpperTar(r, w, p.upper.opaque) }
+		write = func(w io.Writer) error { return p.upper.writeLayer(ctx, cs, w) }
 	}
-	layer, diffID, diffSize, err := buildLayer(ctx, cs, src, convert, layerMT)
+	ref := fmt.Sprintf("sandbox-commit-gzip-%s-%d", l.info.ID, time.Now().UnixNano())
+	layer, diffID, diffSize, err := buildLayer(ctx, cs, ref, write, layerMT)
 	if err != nil {
-		return nil, fail("compressing layer from %s: %v", src.Digest, err)
+		return nil, fail("compressing layer: %v", err)
 	}
 
 	now := time.Now().UTC()
@@ -475,19 +475,26 @@ func writeBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor
 // gzipBlock is the input block size of the parallel gzip writer.
 const gzipBlock = 1 << 20
 
-// buildLayer reads an uncompressed tar from the content store, passes it
-// through convert (when set) and writes the gzipped layer as a new blob,
-// compressing on every core. It returns the compressed descriptor, the diff
-// ID (digest of the uncompressed layer) and its size.
-func buildLayer(ctx context.Context, cs content.Store, src ocispec.Descriptor, convert func(io.Reader, io.Writer) error,
-	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
-	var none ocispec.Descriptor
-	ra, err := cs.ReaderAt(ctx, src)
+// copyBlob writes a blob of the content store to w.
+func copyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w io.Writer) error {
+	ra, err := cs.ReaderAt(ctx, d)
 	if err != nil {
-		return none, "", 0, err
+		return err
 	}
 	defer ra.Close()
-	w, err := content.OpenWriter(ctx, cs, content.WithRef("sandbox-commit-gzip-"+src.Digest.Encoded()))
+	// Large buffers: every content-store read is one RPC.
+	_, err = io.CopyBuffer(w, io.NewSectionReader(ra, 0, ra.Size()), make([]byte, 1<<20))
+	return err
+}
+
+// buildLayer writes the gzipped layer of the uncompressed tar that write
+// produces as a new blob (ingest ref ref), compressing on every core. It
+// returns the compressed descriptor, the diff ID (digest of the
+// uncompressed layer) and its size.
+func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
+	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
+	var none ocispec.Descriptor
+	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
 	if err != nil {
 		return none, "", 0, err
 	}
@@ -497,18 +504,12 @@ func buildLayer(ctx context.Context, cs content.Store, src ocispec.Descriptor, c
 	}
 	dg := digest.Canonical.Digester()
 	cnt := &countingWriter{}
-	// Large buffers: every content-store read and write is one RPC.
+	// A large buffer: every content-store write is one RPC.
 	bw := bufio.NewWriterSize(io.MultiWriter(w, dg.Hash(), cnt), 1<<20)
 	zw := newParallelGzip(bw, gzip.DefaultCompression, gzipBlock, runtime.GOMAXPROCS(0))
 	udg := digest.Canonical.Digester()
 	ucnt := &countingWriter{}
-	uw := io.MultiWriter(zw, udg.Hash(), ucnt)
-	in := bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), 1<<20)
-	if convert != nil {
-		err = convert(in, uw)
-	} else {
-		_, err = io.CopyBuffer(uw, in, make([]byte, 1<<20))
-	}
+	err = write(io.MultiWriter(zw, udg.Hash(), ucnt))
 	if cerr := zw.Close(); err == nil {
 		err = cerr
 	}

@@ -77,6 +77,10 @@ type Config struct {
 	// WalkingDiffer forces containerd's walking differ (which compares the
 	// whole image) even where the overlay differ applies.
 	WalkingDiffer bool
+	// CopyDir, when set, is where the overlay differ copies a container's
+	// upper directory inside the pause, when that directory is readable here
+	// (see stage.go); otherwise containerd tars it inside the pause.
+	CopyDir string
 	// KeepLocal keeps pushed images in containerd, unpacked, for a resume on
 	// this node; KeepLocalMaxBytes bounds the uncompressed bytes of all kept
 	// snapshot images (oldest evicted first).

@@ -40,7 +40,7 @@ import (
 
 // containerdState lists what a commit can add to containerd: image names,
 // content blobs, overlayfs snapshots and leases, after a synchronous garbage
-// collection.
+// collection; and the copies of upper directories it left.
 func (e *testEnv) containerdState(t *testing.T) map[string][]string {
 	t.Helper()
 	ctx := e.ctrd.Ctx(context.Background())
@@ -79,6 +79,13 @@ func (e *testEnv) containerdState(t *testing.T) map[string][]string {
 	for _, l := range all {
 		st["leases"] = append(st["leases"], l.ID)
 	}
+	copies, err := os.ReadDir(e.copyDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range copies {
+		st["copies"] = append(st["copies"], c.Name())
+	}
 	for _, v := range st {
 		sort.Strings(v)
 	}
@@ -88,7 +95,7 @@ func (e *testEnv) containerdState(t *testing.T) map[string][]string {
 func (e *testEnv) assertSameState(t *testing.T, before map[string][]string) {
 	t.Helper()
 	after := e.containerdState(t)
-	for _, k := range []string{"images", "content", "snapshots", "leases"} {
+	for _, k := range []string{"images", "content", "snapshots", "leases", "copies"} {
 		if strings.Join(before[k], "\n") != strings.Join(after[k], "\n") {
 			t.Errorf("%s changed:\n  before %v\n  after  %v", k, before[k], after[k])
 		}

@@ -181,18 +181,23 @@ func changeEverything(t *testing.T, root string) {
 // TestOverlayDifferMatchesWalkingDiffer takes both diffs of the same frozen
 // container and checks that each, applied to the base, gives the same
 // filesystem: with the changes made before the overlay differ's scan ahead
-// of the pause (every probe ready), and after it (probes made in the pause).
+// of the pause (every probe ready), and after it (probes made in the pause);
+// with the upper directory copied by the committer, and tarred by containerd.
 func TestOverlayDifferMatchesWalkingDiffer(t *testing.T) {
 	e := requireEnv(t)
 	base := e.richBase(t)
-	for _, afterScan := range []bool{false, true} {
-		t.Run(map[bool]string{false: "changes before the scan", true: "changes after the scan"}[afterScan], func(t *testing.T) {
-			testOverlayEquivalence(t, e, base, afterScan)
-		})
+	for _, copied := range []bool{true, false} {
+		for _, afterScan := range []bool{false, true} {
+			name := map[bool]string{true: "copied", false: "tarred by containerd"}[copied] + ", " +
+				map[bool]string{false: "changes before the scan", true: "changes after the scan"}[afterScan]
+			t.Run(name, func(t *testing.T) {
+				testOverlayEquivalence(t, e, base, copied, afterScan)
+			})
+		}
 	}
 }
 
-func testOverlayEquivalence(t *testing.T, e *testEnv, base string, afterScan bool) {
+func testOverlayEquivalence(t *testing.T, e *testEnv, base string, copied, afterScan bool) {
 	p := e.startPod(t, podContainer{"app", base})
 	root := p.rootfs(t, "app")
 	if afterScan {
@@ -209,6 +214,9 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base string, afterScan boo
 	}
 	defer doneLease(ctx)
 	c := e.committer(p.params(t, true, "app="+e.regB.Host+"/snap/equiv:1"))
+	if !copied {
+		c.cfg.CopyDir = ""
+	}
 	live, err := c.findLive(ctx, false)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +229,10 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base string, afterScan boo
 	if plan == nil {
 		t.Fatal("the overlay differ does not apply to an overlayfs container here")
 	}
-	defer c.removeProbe(ctx, l, plan)
+	if (plan.copyDir != "") != copied {
+		t.Fatalf("copy directory %q, want a copy: %v", plan.copyDir, copied)
+	}
+	defer c.releasePlan(ctx, l, plan)
 	// The scan before the pause probed the directories there: after the
 	// changes, every one they touch; before them, new/sub but not redo,
 	// which the pause then probes.
@@ -244,9 +255,19 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base string, afterScan boo
 	if werr != nil || oerr != nil {
 		t.Fatalf("walking differ: %v; overlay differ: %v", werr, oerr)
 	}
+	// The layer is what the pause saw, not what the container writes after
+	// the thaw, whether the copy or containerd's tar is read.
+	for _, n := range []string{"keep/mod.txt", "new/h1"} {
+		if err := os.WriteFile(filepath.Join(root, n), []byte("written after the thaw"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if (od.staged != nil) != copied {
+		t.Fatalf("staged copy %v, want a copy: %v", od.staged != nil, copied)
+	}
 	cs := e.ctrd.Client.ContentStore()
-	layer, _, _, err := buildLayer(ctx, cs, od.upper, func(r io.Reader, w io.Writer) error {
-		return convertUpperTar(r, w, od.opaque)
+	layer, _, _, err := buildLayer(ctx, cs, "equiv-layer-"+randSuffix(), func(w io.Writer) error {
+		return od.writeLayer(ctx, cs, w)
 	}, ocispec.MediaTypeImageLayerGzip)
 	if err != nil {
 		t.Fatal(err)

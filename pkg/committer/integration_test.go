@@ -65,6 +65,8 @@ type testEnv struct {
 	bin        string
 	binErr     error
 	tmp        string
+	// copyDir receives the overlay differ's copies; empty after each test.
+	copyDir string
 }
 
 func TestMain(m *testing.M) {
@@ -96,6 +98,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(e.tmp)
+	e.copyDir = filepath.Join(e.tmp, "copies")
+	if err := os.Mkdir(e.copyDir, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	e.dockerBase = e.regA.Host + "/base/busybox:docker"
 	e.ociBase = e.regB.Host + "/base/busybox:oci"
 	ctx := ctrd.Ctx(context.Background())
@@ -238,7 +245,7 @@ func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *Par
 }
 
 func (e *testEnv) committer(p *Params) *Committer {
-	return New(e.ctrd.Client, Config{Params: p, Log: testLogWriter{}})
+	return New(e.ctrd.Client, Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir})
 }
 
 type testLogWriter struct{}

@@ -18,13 +18,16 @@ package committer
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -38,12 +41,13 @@ import (
 
 // The overlay differ takes a container's diff from its overlayfs upper
 // directory alone, so that the pause window grows with the change and not
-// with the image. The committer has no access to the node's filesystem: it
-// asks containerd's diff service for two small diffs while the containers
-// are frozen:
+// with the image. While the containers are frozen it takes two small diffs:
 //
 //  1. the upper directory against an empty directory: every added or changed
-//     entry, deletions as overlayfs whiteouts (character devices 0/0);
+//     entry, deletions as overlayfs whiteouts (character devices 0/0). When
+//     the upper directory is readable here (Config.CopyDir, stage.go), the
+//     committer copies it itself and tars the copy after the thaw; otherwise
+//     containerd's diff service tars it into the content store;
 //  2. an overlay of the upper directory over a probe layer holding one probe
 //     file in every directory of (1), against the upper directory: the probe
 //     of a directory shows through unless that directory is opaque (deleted
@@ -51,7 +55,7 @@ import (
 //     extended attributes.
 //
 // The probes of the directories the upper directory holds before the pause
-// are applied then (prescanOverlay, for small upper directories), so that
+// are applied then (prescanOverlay), so that
 // inside the pause (2) runs beside (1), and only directories made in the
 // meantime need a probe round after (1).
 //
@@ -79,12 +83,16 @@ type overlayPlan struct {
 	// probed lists the directories whose probes were applied before the
 	// pause, from a scan of the upper directory then (see prescanOverlay).
 	probed map[string]bool
+	// copyDir, when set, receives the copy of the upper directory.
+	copyDir string
 }
 
 // overlayDiff is the result of the in-pause part of the overlay differ.
 type overlayDiff struct {
-	// upper is the tar of the upper directory (whiteouts as devices).
-	upper ocispec.Descriptor
+	// staged is the copy of the upper directory; when nil, upper is its tar
+	// in the content store (whiteouts as devices).
+	staged *stagedUpper
+	upper  ocispec.Descriptor
 	// opaque lists the opaque directories of upper, cleaned, without "/".
 	opaque map[string]bool
 }
@@ -157,16 +165,25 @@ func (c *Committer) planOverlay(ctx context.Context, l *liveContainer) (*overlay
 		return nil, nil
 	}
 	plan := &overlayPlan{upper: upper, lowers: lowers}
+	if c.cfg.CopyDir != "" {
+		if fi, err := os.Stat(upper); err != nil || !fi.IsDir() {
+			c.log.Printf("pod %s %s: upper directory not readable here (%v); containerd tars it in the pause", c.podRef(), l, err)
+		} else if plan.copyDir, err = os.MkdirTemp(c.cfg.CopyDir, "upper-"+shortID(l.info.ID)+"-"); err != nil {
+			return nil, fmt.Errorf("making a directory for the copy of the upper directory: %w", err)
+		}
+	}
 	if len(lowers) == 0 {
 		return plan, nil
 	}
 	plan.probeKey = fmt.Sprintf("sandbox-commit-probe-%s-%d", l.info.ID, time.Now().UnixNano())
 	plan.probeMounts, err = sn.Prepare(ctx, plan.probeKey, "")
 	if err != nil {
+		plan.probeKey = ""
+		c.releasePlan(ctx, l, plan)
 		return nil, fmt.Errorf("preparing probe snapshot: %w", err)
 	}
 	if len(plan.probeMounts) != 1 || plan.probeMounts[0].Type != "bind" {
-		c.removeProbe(ctx, l, plan)
+		c.releasePlan(ctx, l, plan)
 		c.log.Printf("pod %s %s: unexpected probe snapshot mounts; using the walking differ", c.podRef(), l)
 		return nil, nil
 	}
@@ -174,9 +191,10 @@ func (c *Committer) planOverlay(ctx context.Context, l *liveContainer) (*overlay
 	return plan, nil
 }
 
-// prescanMaxBytes bounds the upper directories scanned before the pause: a
-// scan copies the upper directory once more, which only pays off when the
-// change is small and the probe round is a large part of the pause.
+// prescanMaxBytes bounds the upper directories containerd scans before the
+// pause: its scan copies the upper directory once more, which only pays off
+// when the change is small and the probe round is a large part of the pause.
+// A readable upper directory is listed directly, whatever its size.
 const prescanMaxBytes = 64 << 20
 
 // prescanOverlay applies, before the pause, the probes of the directories
@@ -184,17 +202,7 @@ const prescanMaxBytes = 64 << 20
 // run beside the upper diff; only directories made since need a probe round
 // in the pause. Any failure just leaves the probes to the pause.
 func (c *Committer) prescanOverlay(ctx context.Context, l *liveContainer, plan *overlayPlan) {
-	sn := c.client.SnapshotService(l.info.Snapshotter)
-	if u, err := sn.Usage(ctx, l.info.SnapshotKey); err != nil || u.Size > prescanMaxBytes {
-		return
-	}
-	ref := fmt.Sprintf("sandbox-commit-prescan-%s-%d", l.info.ID, time.Now().UnixNano())
-	d, err := c.client.DiffService().Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
-	if err != nil {
-		c.log.Printf("pod %s %s: scanning the upper directory before the pause: %v", c.podRef(), l, err)
-		return
-	}
-	dirs, err := tarDirs(ctx, c.client.ContentStore(), d)
+	dirs, err := c.upperDirs(ctx, l, plan)
 	if err == nil && len(dirs) > 0 {
 		err = c.applyProbes(ctx, plan, dirs)
 	}
@@ -206,6 +214,34 @@ func (c *Committer) prescanOverlay(ctx context.Context, l *liveContainer, plan *
 	for _, d := range dirs {
 		plan.probed[d] = true
 	}
+}
+
+// upperDirs lists the directories of the upper directory before the pause:
+// directly when it is readable here, else from a containerd diff of it; nil
+// when it is too large for that.
+func (c *Committer) upperDirs(ctx context.Context, l *liveContainer, plan *overlayPlan) ([]string, error) {
+	if plan.copyDir != "" {
+		var dirs []string
+		err := filepath.WalkDir(plan.upper, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() || p == plan.upper {
+				return err
+			}
+			rel, err := filepath.Rel(plan.upper, p)
+			dirs = append(dirs, filepath.ToSlash(rel))
+			return err
+		})
+		return dirs, err
+	}
+	sn := c.client.SnapshotService(l.info.Snapshotter)
+	if u, err := sn.Usage(ctx, l.info.SnapshotKey); err != nil || u.Size > prescanMaxBytes {
+		return nil, err
+	}
+	ref := fmt.Sprintf("sandbox-commit-prescan-%s-%d", l.info.ID, time.Now().UnixNano())
+	d, err := c.client.DiffService().Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
+	if err != nil {
+		return nil, err
+	}
+	return tarDirs(ctx, c.client.ContentStore(), d)
 }
 
 // upperRO mounts the upper directory read-only.
@@ -240,9 +276,18 @@ func (c *Committer) applyProbes(ctx context.Context, plan *overlayPlan, dirs []s
 	return nil
 }
 
-// removeProbe removes the probe snapshot of a plan, if any.
-func (c *Committer) removeProbe(ctx context.Context, l *liveContainer, plan *overlayPlan) {
-	if plan == nil || plan.probeKey == "" {
+// releasePlan removes the probe snapshot and the copy of a plan, if any.
+func (c *Committer) releasePlan(ctx context.Context, l *liveContainer, plan *overlayPlan) {
+	if plan == nil {
+		return
+	}
+	if plan.copyDir != "" {
+		if err := os.RemoveAll(plan.copyDir); err != nil {
+			c.log.Printf("pod %s %s: removing the copy of the upper directory: %v", c.podRef(), l, err)
+		}
+		plan.copyDir = ""
+	}
+	if plan.probeKey == "" {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -275,23 +320,30 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 			pd, perr = c.probeDiff(ctx, plan, ref+"-probe")
 		}()
 	}
-	d, err := ds.Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
+	out := &overlayDiff{opaque: map[string]bool{}}
+	var (
+		dirs []string
+		err  error
+	)
+	if plan.copyDir != "" {
+		if out.staged, err = stageUpper(ctx, plan.upper, plan.copyDir); err == nil {
+			dirs = out.staged.dirs()
+		}
+	} else if out.upper, err = ds.Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer),
+		diff.WithReference(ref)); err != nil {
+		err = fmt.Errorf("diffing upper directory: %w", err)
+	} else if len(plan.lowers) > 0 {
+		if dirs, err = tarDirs(ctx, c.client.ContentStore(), out.upper); err != nil {
+			err = fmt.Errorf("reading upper diff: %w", err)
+		}
+	}
 	if done != nil {
 		<-done
 	}
 	if err != nil {
-		return nil, fmt.Errorf("diffing upper directory: %w", err)
+		return nil, err
 	}
-	out := &overlayDiff{upper: d, opaque: map[string]bool{}}
-	if len(plan.lowers) == 0 {
-		return out, nil
-	}
-	cs := c.client.ContentStore()
-	dirs, err := tarDirs(ctx, cs, d)
-	if err != nil {
-		return nil, fmt.Errorf("reading upper diff: %w", err)
-	}
-	if len(dirs) == 0 {
+	if len(plan.lowers) == 0 || len(dirs) == 0 {
 		return out, nil
 	}
 	var unprobed []string
@@ -312,7 +364,7 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 		return nil, perr
 	}
 	visible := map[string]bool{}
-	if err := walkTarHeaders(ctx, cs, pd, func(h *tar.Header) {
+	if err := walkTarHeaders(ctx, c.client.ContentStore(), pd, func(h *tar.Header) {
 		if n := cleanTarName(h.Name); path.Base(n) == overlayProbeName {
 			visible[path.Dir(n)] = true
 		}
@@ -437,6 +489,22 @@ func (s *seekBuffer) Seek(offset int64, whence int) (int64, error) {
 	}
 	s.off = offset
 	return offset, nil
+}
+
+// writeLayer writes the layer of an overlay diff to w.
+func (od *overlayDiff) writeLayer(ctx context.Context, cs content.Provider, w io.Writer) error {
+	if od.staged != nil {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(od.staged.writeTar(pw)) }()
+		defer pr.Close()
+		return convertUpperTar(pr, w, od.opaque)
+	}
+	ra, err := cs.ReaderAt(ctx, od.upper)
+	if err != nil {
+		return err
+	}
+	defer ra.Close()
+	return convertUpperTar(bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), 1<<20), w, od.opaque)
 }
 
 // convertUpperTar writes the layer for an upper-directory tar: whiteout
