@@ -58,3 +58,8 @@ echo "injection and genreconciler"
   --listers-package "${CLIENT}/listers" \
   --output-package "${CLIENT}/injection" \
   --output-dir "${REPO_ROOT}/pkg/client/injection"
+
+echo "config/ example checksums"
+for f in "${REPO_ROOT}"/config/config-*.yaml; do
+  go run knative.dev/pkg/configmap/hash-gen "${f}"
+done

@@ -25,7 +25,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -35,14 +34,22 @@ import (
 
 // When the node's overlayfs snapshots are visible to the commit step (the
 // Task mounts them read-only), the overlay differ copies a container's upper
-// directory inside the pause instead of asking containerd to tar it: the
-// copy is an in-kernel file copy (copy_file_range) plus one lstat per entry,
-// where containerd's tar goes through its content store, which hashes every
-// byte and syncs it to disk. The tar is written from the copy after the
-// thaw, with the headers containerd's tar writer gives the same entries.
+// directory inside the pause instead of asking containerd to tar it: one
+// lstat per entry, and the content of every regular file copied in the
+// kernel (copy_file_range) into one file, so that the copy creates no inode
+// per file and waits on no file-system journal. containerd's tar goes
+// through its content store instead, which hashes every byte and syncs it
+// to disk. The tar is written from the copy after the thaw, with the
+// headers containerd's tar writer gives the same entries.
 
 // stageCopiers is the number of files copied at once inside the pause.
 const stageCopiers = 4
+
+// stageAlign aligns each file's content in the copy to a page.
+const stageAlign = 4096
+
+// stageContent names the file holding the copied contents.
+const stageContent = "content"
 
 // stagedUpper is an upper directory captured inside the pause: every
 // entry's tar header, and a copy of every regular file's content.
@@ -54,8 +61,14 @@ type stagedUpper struct {
 // stagedEntry is one entry of a staged upper directory.
 type stagedEntry struct {
 	hdr *tar.Header
-	// copy names the entry's content in the staging directory, if any.
-	copy string
+	// off is where the entry's content starts in the copy, when it has any
+	// (a regular file of non-zero size, hdr.Size bytes).
+	off int64
+}
+
+// hasContent reports whether the entry's content is in the copy.
+func (e stagedEntry) hasContent() bool {
+	return e.hdr.Typeflag == tar.TypeReg && e.hdr.Size > 0
 }
 
 // noNames gives tar.FileInfoHeader empty user and group names, as
@@ -74,10 +87,13 @@ func (noNames) Gname() (string, error) { return "", nil }
 func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 	s := &stagedUpper{dir: dir}
 	type job struct {
-		src, dst string
-		size     int64
+		src       string
+		off, size int64
 	}
-	var jobs []job
+	var (
+		jobs  []job
+		total int64
+	)
 	links := map[[2]uint64]string{}
 	err := filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -130,10 +146,10 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 		if len(capability) > 0 {
 			hdr.PAXRecords = map[string]string{paxXattr + "security.capability": string(capability)}
 		}
-		e := stagedEntry{hdr: hdr}
-		if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
-			e.copy = strconv.Itoa(len(jobs))
-			jobs = append(jobs, job{src: p, dst: filepath.Join(dir, e.copy), size: hdr.Size})
+		e := stagedEntry{hdr: hdr, off: total}
+		if e.hasContent() {
+			jobs = append(jobs, job{src: p, off: total, size: hdr.Size})
+			total += (hdr.Size + stageAlign - 1) / stageAlign * stageAlign
 		}
 		s.entries = append(s.entries, e)
 		return nil
@@ -141,21 +157,43 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading upper directory %s: %w", upper, err)
 	}
+	content := filepath.Join(dir, stageContent)
+	f, err := os.OpenFile(content, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err == nil {
+		err = f.Truncate(total)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("making the copy of upper directory %s: %w", upper, err)
+	}
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 		next = make(chan job)
 	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
 	for range min(stageCopiers, len(jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			out, err := os.OpenFile(content, os.O_WRONLY, 0)
+			if err != nil {
+				fail(err)
+				for range next {
+				}
+				return
+			}
+			defer out.Close()
 			for j := range next {
-				if err := copyFile(j.src, j.dst, j.size); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
+				if err := copyAt(out, j.src, j.off, j.size); err != nil {
+					fail(err)
 				}
 			}
 		}()
@@ -196,24 +234,20 @@ func lgetxattr(p, attr string) ([]byte, error) {
 	}
 }
 
-// copyFile copies size bytes of src to a new file dst, in the kernel where
-// the file systems allow it.
-func copyFile(src, dst string, size int64) error {
+// copyAt copies the size bytes of file src into out at offset off, in the
+// kernel where the file systems allow it (os.File.ReadFrom).
+func copyAt(out *os.File, src string, off, size int64) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	if _, err := out.Seek(off, io.SeekStart); err != nil {
 		return err
 	}
-	n, err := io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
+	n, err := io.Copy(out, &io.LimitedReader{R: in, N: size})
 	if err == nil && n != size {
-		err = fmt.Errorf("%s: copied %d bytes, want %d", src, n, size)
+		err = fmt.Errorf("%s: copied %d bytes, want %d (changed while frozen?)", src, n, size)
 	}
 	return err
 }
@@ -232,31 +266,27 @@ func (s *stagedUpper) dirs() []string {
 // writeTar writes the staged upper directory as a tar, whiteouts still as
 // character devices (see convertUpperTar).
 func (s *stagedUpper) writeTar(w io.Writer) error {
-	tw := tar.NewWriter(w)
-	for _, e := range s.entries {
-		if err := tw.WriteHeader(e.hdr); err != nil {
-			return err
-		}
-		if e.copy == "" {
-			continue
-		}
-		if err := copyStaged(tw, filepath.Join(s.dir, e.copy), e.hdr.Size); err != nil {
-			return err
-		}
-	}
-	return tw.Close()
-}
-
-// copyStaged writes a staged copy of size bytes to w.
-func copyStaged(w io.Writer, p string, size int64) error {
-	f, err := os.Open(p)
+	f, err := os.Open(filepath.Join(s.dir, stageContent))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	n, err := io.Copy(w, f)
-	if err == nil && n != size {
-		err = fmt.Errorf("staged copy %s holds %d bytes, want %d", p, n, size)
+	tw := tar.NewWriter(w)
+	buf := make([]byte, 1<<20)
+	for _, e := range s.entries {
+		if err := tw.WriteHeader(e.hdr); err != nil {
+			return err
+		}
+		if !e.hasContent() {
+			continue
+		}
+		n, err := io.CopyBuffer(tw, io.NewSectionReader(f, e.off, e.hdr.Size), buf)
+		if err == nil && n != e.hdr.Size {
+			err = fmt.Errorf("the copy of %s holds %d bytes, want %d", e.hdr.Name, n, e.hdr.Size)
+		}
+		if err != nil {
+			return err
+		}
 	}
-	return err
+	return tw.Close()
 }

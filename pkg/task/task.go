@@ -34,6 +34,8 @@ const (
 	ParamContainers       = "containers"
 	ParamInsecureRegistry = "insecure-registry"
 	ParamMode             = "mode"
+	// ParamOverlayfsRoot is where the commit step mounts OverlayfsVolume.
+	ParamOverlayfsRoot = "overlayfs-root"
 )
 
 // Values of ParamMode.
@@ -78,3 +80,8 @@ const WorkspaceDockerConfig = "dockerconfig"
 // SocketVolume is the volume, supplied by the TaskRun's pod template, that
 // holds the node's containerd socket.
 const SocketVolume = "containerd-socket"
+
+// OverlayfsVolume is the volume, supplied by the TaskRun's pod template, that
+// holds the node's containerd overlayfs snapshots (an emptyDir turns the
+// commit step's copy of upper directories off).
+const OverlayfsVolume = "containerd-overlayfs"

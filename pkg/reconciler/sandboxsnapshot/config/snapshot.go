@@ -42,6 +42,7 @@ const (
 	InsecureRegistryKey = "insecure-registry"
 	CommitTimeoutKey    = "commit-timeout"
 	ContainerdSocketKey = "containerd-socket"
+	OverlayfsRootKey    = "containerd-overlayfs-root"
 	TaskNameKey         = "task-name"
 	TaskBundleKey       = "task-bundle"
 	DefaultClassKey     = "default-class"
@@ -58,6 +59,7 @@ const (
 const (
 	DefaultCommitTimeout    = 10 * time.Minute
 	DefaultContainerdSocket = "/var/run/containerd/containerd.sock"
+	DefaultOverlayfsRoot    = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 
 	DefaultTaskRunRetentionSucceeded = 5 * time.Minute
 	DefaultTaskRunRetentionFailed    = 24 * time.Hour
@@ -106,6 +108,10 @@ type Snapshot struct {
 	CommitTimeout time.Duration
 	// ContainerdSocket is the containerd socket's path on the nodes.
 	ContainerdSocket string
+	// OverlayfsRoot is containerd's overlayfs snapshotter root on the nodes,
+	// which the commit step reads upper directories from; empty when the
+	// commit step must not see it (containerd then tars them in the pause).
+	OverlayfsRoot string
 	// TaskName names the commit Task: in the TaskRun namespace, or in
 	// TaskBundle when that is set.
 	TaskName string
@@ -146,6 +152,7 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		PushSecret:       strings.TrimSpace(cm.Data[PushSecretKey]),
 		CommitTimeout:    DefaultCommitTimeout,
 		ContainerdSocket: DefaultContainerdSocket,
+		OverlayfsRoot:    DefaultOverlayfsRoot,
 		TaskName:         task.Name,
 		DefaultClass:     sandbox.TektonClass,
 
@@ -180,6 +187,13 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 			errs = append(errs, fmt.Errorf("key %q: %q is not an absolute path", ContainerdSocketKey, v))
 		}
 		s.ContainerdSocket = v
+	}
+	if v, ok := cm.Data[OverlayfsRootKey]; ok {
+		// Empty turns the copy off.
+		if v = strings.TrimSpace(v); v != "" && !strings.HasPrefix(v, "/") {
+			errs = append(errs, fmt.Errorf("key %q: %q is not an absolute path", OverlayfsRootKey, v))
+		}
+		s.OverlayfsRoot = v
 	}
 	if v := strings.TrimSpace(cm.Data[TaskNameKey]); v != "" {
 		s.TaskName = v

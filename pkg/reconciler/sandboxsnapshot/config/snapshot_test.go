@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	configmaptesting "knative.dev/pkg/configmap/testing"
 	logtesting "knative.dev/pkg/logging/testing"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
@@ -38,6 +39,7 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		Registry:         "registry.test/snaps",
 		CommitTimeout:    10 * time.Minute,
 		ContainerdSocket: "/var/run/containerd/containerd.sock",
+		OverlayfsRoot:    "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs",
 		TaskName:         "sandbox-commit",
 		DefaultClass:     "tekton",
 
@@ -60,16 +62,47 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 	s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
 		RegistryKey: "r.test", PushSecretKey: "push", InsecureRegistryKey: "true", CommitTimeoutKey: "2m",
 		ContainerdSocketKey: "/run/containerd.sock", TaskNameKey: "my-commit", DefaultClassKey: "opensandbox",
+		OverlayfsRootKey:             " /data/containerd/io.containerd.snapshotter.v1.overlayfs ",
 		TaskBundleKey:                " " + testBundle + " ",
 		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: "-1", ImageDeletionPolicyKey: "Delete",
 		ImageDeletionTimeoutKey: "30m", ImageCheckIntervalKey: "0", ImageChecksPerMinuteKey: "5",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
 		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
+		OverlayfsRoot:             "/data/containerd/io.containerd.snapshotter.v1.overlayfs",
 		TaskRunRetentionSucceeded: 0, TaskRunRetentionFailed: KeepTaskRuns, ImageDeletionPolicy: ImageDeletionDelete,
 		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
+	}
+}
+
+// TestShippedConfig parses config/config-snapshot.yaml (testdata links to
+// it) and its _example block, whose checksum annotation must be current.
+func TestShippedConfig(t *testing.T) {
+	cm, example := configmaptesting.ConfigMapsFromTestFile(t, SnapshotConfigName)
+	for _, c := range []*corev1.ConfigMap{cm, example} {
+		s, err := NewSnapshotFromConfigMap(c)
+		if err != nil {
+			t.Fatalf("NewSnapshotFromConfigMap(%s) = %v", c.Name, err)
+		}
+		// The shipped settings leave only the registry to the installer.
+		if s.Err != nil && !errors.Is(s.Err, ErrRegistryNotConfigured) {
+			t.Errorf("config-snapshot: %v", s.Err)
+		}
+	}
+	s, _ := NewSnapshotFromConfigMap(example)
+	if s.OverlayfsRoot != DefaultOverlayfsRoot || s.ContainerdSocket != DefaultContainerdSocket {
+		t.Errorf("_example gives overlayfs root %q and socket %q, not the defaults", s.OverlayfsRoot, s.ContainerdSocket)
+	}
+}
+
+// TestOverlayfsRootOff checks that an empty containerd-overlayfs-root turns
+// the commit step's copy of upper directories off, rather than defaulting.
+func TestOverlayfsRootOff(t *testing.T) {
+	s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{RegistryKey: "r", OverlayfsRootKey: " "}})
+	if s.Err != nil || s.OverlayfsRoot != "" {
+		t.Errorf("OverlayfsRoot = %q, Err = %v; want it empty, no error", s.OverlayfsRoot, s.Err)
 	}
 }
 
@@ -92,6 +125,7 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"bad check interval", map[string]string{RegistryKey: "r", ImageCheckIntervalKey: "hourly"}, `key "image-check-interval": "hourly" is not a duration`},
 		{"bad check rate", map[string]string{RegistryKey: "r", ImageChecksPerMinuteKey: "0"}, `key "image-checks-per-minute": "0" is not a positive whole number`},
 		{"relative socket", map[string]string{RegistryKey: "r", ContainerdSocketKey: "containerd.sock"}, `key "containerd-socket": "containerd.sock" is not an absolute path`},
+		{"relative overlayfs root", map[string]string{RegistryKey: "r", OverlayfsRootKey: "containerd/overlayfs"}, `key "containerd-overlayfs-root": "containerd/overlayfs" is not an absolute path`},
 		// A tag can be pushed again: the Task could change under the operator.
 		{"bundle by tag", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1" is not a bundle pinned by digest`},
 		{"bundle by tag and bad digest", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1@sha256:123"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1@sha256:123" is not a bundle pinned by digest`},

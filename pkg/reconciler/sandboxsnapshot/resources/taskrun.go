@@ -117,6 +117,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snaps
 				// snapshot's UID, so the unpause thaws only what that commit froze.
 				{Name: task.ParamRunID, Value: *pipelinev1.NewStructuredValues(string(s.UID))},
 				{Name: task.ParamMode, Value: *pipelinev1.NewStructuredValues(mode)},
+				{Name: task.ParamOverlayfsRoot, Value: *pipelinev1.NewStructuredValues(overlayfsRoot(cfg))},
 			},
 			Timeout: &metav1.Duration{Duration: cfg.CommitTimeout},
 			PodTemplate: &pipelinepod.PodTemplate{
@@ -129,10 +130,33 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snaps
 						Path: cfg.ContainerdSocket,
 						Type: ptr.To(corev1.HostPathSocket),
 					}},
-				}},
+				}, overlayfsVolume(cfg)},
 			},
 		},
 	}
+}
+
+// overlayfsRoot is where the commit step mounts the overlayfs volume: the
+// snapshotter root, or its default path when the copy is off (an empty
+// directory is mounted there then).
+func overlayfsRoot(cfg *config.Snapshot) string {
+	if cfg.OverlayfsRoot == "" {
+		return config.DefaultOverlayfsRoot
+	}
+	return cfg.OverlayfsRoot
+}
+
+// overlayfsVolume supplies the node's overlayfs snapshots to the commit
+// step, or an empty directory when config-snapshot turns the copy off.
+func overlayfsVolume(cfg *config.Snapshot) corev1.Volume {
+	v := corev1.Volume{Name: task.OverlayfsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	if cfg.OverlayfsRoot != "" {
+		v.VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: cfg.OverlayfsRoot,
+			Type: ptr.To(corev1.HostPathDirectory),
+		}}
+	}
+	return v
 }
 
 // Params of Tekton's bundles resolver.

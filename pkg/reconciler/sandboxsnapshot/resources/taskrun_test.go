@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
@@ -54,6 +55,7 @@ func TestMakeTaskRun(t *testing.T) {
 	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
 		config.RegistryKey: "r.test/s", config.PushSecretKey: "push", config.InsecureRegistryKey: "true",
 		config.CommitTimeoutKey: "90s", config.ContainerdSocketKey: "/run/k3s/containerd/containerd.sock",
+		config.OverlayfsRootKey: "/data/ctrd/io.containerd.snapshotter.v1.overlayfs",
 	}})
 	tr := MakeTaskRun(s, src, cfg, "sandbox-snapshot-system")
 
@@ -83,6 +85,7 @@ func TestMakeTaskRun(t *testing.T) {
 		"mode":              *pipelinev1.NewStructuredValues("commit"),
 		"containers":        {Type: pipelinev1.ParamTypeArray, ArrayVal: []string{"app=r.test/s/sb-app:snap-gen1", "sidecar=r.test/s/sb-sidecar:snap-gen1"}},
 		"insecure-registry": *pipelinev1.NewStructuredValues("true"),
+		"overlayfs-root":    *pipelinev1.NewStructuredValues("/data/ctrd/io.containerd.snapshotter.v1.overlayfs"),
 	}
 	gotParams := map[string]pipelinev1.ParamValue{}
 	for _, p := range tr.Spec.Params {
@@ -109,14 +112,41 @@ func TestMakeTaskRun(t *testing.T) {
 	if pt.AutomountServiceAccountToken == nil || *pt.AutomountServiceAccountToken {
 		t.Error("the commit pod must not mount a service account token")
 	}
-	if len(pt.Volumes) != 1 || pt.Volumes[0].Name != "containerd-socket" || pt.Volumes[0].HostPath == nil ||
-		pt.Volumes[0].HostPath.Path != "/run/k3s/containerd/containerd.sock" || *pt.Volumes[0].HostPath.Type != corev1.HostPathSocket {
-		t.Errorf("socket volume = %+v", pt.Volumes)
+	wantVolumes := []corev1.Volume{{
+		Name: "containerd-socket",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: "/run/k3s/containerd/containerd.sock", Type: ptr.To(corev1.HostPathSocket)}},
+	}, {
+		Name: "containerd-overlayfs",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: "/data/ctrd/io.containerd.snapshotter.v1.overlayfs", Type: ptr.To(corev1.HostPathDirectory)}},
+	}}
+	if diff := cmp.Diff(wantVolumes, []corev1.Volume(pt.Volumes)); diff != "" {
+		t.Errorf("volumes (-want +got):\n%s", diff)
 	}
 	ws := tr.Spec.Workspaces
 	if len(ws) != 1 || ws[0].Name != "dockerconfig" || ws[0].Secret == nil || ws[0].Secret.SecretName != "push" ||
 		!cmp.Equal(ws[0].Secret.Items, []corev1.KeyToPath{{Key: ".dockerconfigjson", Path: "config.json"}}) {
 		t.Errorf("dockerconfig workspace = %+v", ws)
+	}
+}
+
+// TestMakeTaskRunOverlayfsCopyOff checks that with the copy turned off the
+// commit step gets an empty directory where the Task mounts the snapshots.
+func TestMakeTaskRunOverlayfsCopyOff(t *testing.T) {
+	s, src := testSource()
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
+		config.RegistryKey: "r.test/s", config.OverlayfsRootKey: "",
+	}})
+	tr := MakeTaskRun(s, src, cfg, "ns")
+	vols := tr.Spec.PodTemplate.Volumes
+	if len(vols) != 2 || vols[1].Name != "containerd-overlayfs" || vols[1].EmptyDir == nil || vols[1].HostPath != nil {
+		t.Errorf("volumes = %+v, want containerd-overlayfs as an emptyDir", vols)
+	}
+	for _, p := range tr.Spec.Params {
+		if p.Name == "overlayfs-root" && p.Value.StringVal != config.DefaultOverlayfsRoot {
+			t.Errorf("overlayfs-root = %q, want the Task's default %q", p.Value.StringVal, config.DefaultOverlayfsRoot)
+		}
 	}
 }
 
