@@ -328,6 +328,8 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 	if plan.copyDir != "" {
 		if out.staged, err = stageUpper(ctx, plan.upper, plan.copyDir); err == nil {
 			dirs = out.staged.dirs()
+			c.log.Printf("pod %s %s: copied the upper directory in the pause: %d entries, %d bytes in %s",
+				c.podRef(), l, len(out.staged.entries), out.staged.bytes, time.Since(start).Round(time.Millisecond))
 		}
 	} else if out.upper, err = ds.Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer),
 		diff.WithReference(ref)); err != nil {

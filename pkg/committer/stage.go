@@ -56,6 +56,8 @@ const stageContent = "content"
 type stagedUpper struct {
 	dir     string
 	entries []stagedEntry
+	// bytes is the size of the copied contents.
+	bytes int64
 }
 
 // stagedEntry is one entry of a staged upper directory.
@@ -149,6 +151,7 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 		e := stagedEntry{hdr: hdr, off: total}
 		if e.hasContent() {
 			jobs = append(jobs, job{src: p, off: total, size: hdr.Size})
+			s.bytes += hdr.Size
 			total += (hdr.Size + stageAlign - 1) / stageAlign * stageAlign
 		}
 		s.entries = append(s.entries, e)

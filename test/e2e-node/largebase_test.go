@@ -41,6 +41,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
 // The large base: busybox plus largeLayers layers of largeDirs directories
@@ -262,6 +263,7 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 	} else {
 		t.Logf("pause window on the large base: %d ms", *s.Status.PauseWindowMilliseconds)
 	}
+	assertUpperCopied(t, s, "app")
 	pod, err := c.kube.CoreV1().Pods(ns).Get(t.Context(), "sb-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -279,4 +281,25 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 		t.Errorf("the resumed sidecar holds %d files, want the %d of the base: %s", len(got), len(want), diffHashes(want, got))
 	}
 	phase("files read back by hash")
+}
+
+// assertUpperCopied checks, in the commit step's log, that the step copied
+// the upper directory of container ctr itself: the Task's read-only mount of
+// the node's overlayfs snapshots and its capability to read them work in a
+// real pod, so containerd did not tar the change inside the pause.
+func assertUpperCopied(t *testing.T, s *v1alpha1.SandboxSnapshot, ctr string) {
+	t.Helper()
+	tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := run(t, "", "kubectl", "-n", systemNamespace, "logs", tr.Status.PodName, "-c", "step-commit")
+	want := fmt.Sprintf("container %q", ctr)
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, want) && strings.Contains(l, "copied the upper directory in the pause") {
+			t.Logf("commit step: %s", l)
+			return
+		}
+	}
+	t.Errorf("the commit step did not copy the upper directory of container %q; its log:\n%s", ctr, logs)
 }
