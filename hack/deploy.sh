@@ -77,17 +77,14 @@ deploy_tasks() {
   }
 }
 
-# configure_local points the operator's config-snapshot at this node: snapshots
-# go to $LOCAL_REGISTRY/snapshots over plain HTTP, through the node's containerd
-# socket, with upper directories read from the node's overlayfs snapshots.
+# configure_local points the operator's config-snapshot at this node
+# (local_node_config), with snapshots in $LOCAL_REGISTRY.
 configure_local() {
   kc -n "${OPERATOR_NAMESPACE}" get configmap config-snapshot >/dev/null 2>&1 || return 0
-  local overlayfs="${NODE_DIR}/containerd/root/io.containerd.snapshotter.v1.overlayfs"
-  kc -n "${OPERATOR_NAMESPACE}" patch configmap config-snapshot --type merge -p "{\"data\": {
-    \"registry\": \"${LOCAL_REGISTRY}/snapshots\", \"insecure-registry\": \"true\",
-    \"containerd-socket\": \"${NODE_RUN_DIR}/containerd.sock\",
-    \"containerd-overlayfs-root\": \"${overlayfs}\"}}" >/dev/null
-  log "config-snapshot: registry ${LOCAL_REGISTRY}/snapshots (insecure), containerd-socket ${NODE_RUN_DIR}/containerd.sock, containerd-overlayfs-root ${overlayfs}"
+  local patch
+  patch=$(local_node_config "${LOCAL_REGISTRY}")
+  kc -n "${OPERATOR_NAMESPACE}" patch configmap config-snapshot --type merge -p "${patch}" >/dev/null
+  log "config-snapshot: ${patch}"
 }
 
 main() {

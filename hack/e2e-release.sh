@@ -57,9 +57,7 @@ main() {
 
   log "kubectl apply -f ${dir#"${ROOT_DIR}"/}/release.yaml"
   kc apply -f "${dir}/release.yaml" >/dev/null
-  kc -n "${OPERATOR_NAMESPACE}" patch configmap config-snapshot --type merge -p "{\"data\": {
-    \"registry\": \"${registry}/snapshots\", \"insecure-registry\": \"true\",
-    \"containerd-socket\": \"${NODE_RUN_DIR}/containerd.sock\"}}" >/dev/null
+  kc -n "${OPERATOR_NAMESPACE}" patch configmap config-snapshot --type merge -p "$(local_node_config "${registry}")" >/dev/null
   [[ "$(kc -n "${OPERATOR_NAMESPACE}" get configmap config-snapshot -o jsonpath='{.data.task-bundle}')" == "${bundle}" ]] ||
     die "config-snapshot's task-bundle is not the release's ${bundle}"
   kc -n "${OPERATOR_NAMESPACE}" wait --for=condition=Available deployment --all --timeout=180s >/dev/null ||

@@ -291,6 +291,15 @@ node_daemons_recorded() {
   return 1
 }
 
+# local_node_config prints config-snapshot data, as a merge patch, that points
+# the operator at this machine's node: snapshots go to $1/snapshots over plain
+# HTTP, through the node's containerd socket, with upper directories read from
+# the node's overlayfs snapshots (node-up.sh: containerd's root).
+local_node_config() {
+  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "containerd-socket": "%s", "containerd-overlayfs-root": "%s"}}' \
+    "$1" "${NODE_RUN_DIR}/containerd.sock" "${NODE_DIR}/containerd/root/io.containerd.snapshotter.v1.overlayfs"
+}
+
 # node_present succeeds when this clone's hack/node-up.sh may have left something.
 node_present() {
   [[ -d "${HOST_DIR}" || -d "${NODE_DIR}" ]] || node_daemons_recorded

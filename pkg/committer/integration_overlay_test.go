@@ -182,22 +182,29 @@ func changeEverything(t *testing.T, root string) {
 // container and checks that each, applied to the base, gives the same
 // filesystem: with the changes made before the overlay differ's scan ahead
 // of the pause (every probe ready), and after it (probes made in the pause);
-// with the upper directory copied by the committer, and tarred by containerd.
+// with the upper directory copied by the committer, tarred by containerd,
+// and tarred by containerd after the copy failed in the pause.
 func TestOverlayDifferMatchesWalkingDiffer(t *testing.T) {
 	e := requireEnv(t)
 	base := e.richBase(t)
-	for _, copied := range []bool{true, false} {
+	for _, capture := range []string{captureCopy, captureTar, captureCopyFails} {
 		for _, afterScan := range []bool{false, true} {
-			name := map[bool]string{true: "copied", false: "tarred by containerd"}[copied] + ", " +
-				map[bool]string{false: "changes before the scan", true: "changes after the scan"}[afterScan]
+			name := capture + ", " + map[bool]string{false: "changes before the scan", true: "changes after the scan"}[afterScan]
 			t.Run(name, func(t *testing.T) {
-				testOverlayEquivalence(t, e, base, copied, afterScan)
+				testOverlayEquivalence(t, e, base, capture, afterScan)
 			})
 		}
 	}
 }
 
-func testOverlayEquivalence(t *testing.T, e *testEnv, base string, copied, afterScan bool) {
+// How the overlay differ captures the upper directory in the pause.
+const (
+	captureCopy      = "copied"
+	captureTar       = "tarred by containerd"
+	captureCopyFails = "copy fails, tarred by containerd"
+)
+
+func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afterScan bool) {
 	p := e.startPod(t, podContainer{"app", base})
 	root := p.rootfs(t, "app")
 	if afterScan {
@@ -214,7 +221,7 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base string, copied, after
 	}
 	defer doneLease(ctx)
 	c := e.committer(p.params(t, true, "app="+e.regB.Host+"/snap/equiv:1"))
-	if !copied {
+	if capture == captureTar {
 		c.cfg.CopyDir = ""
 	}
 	live, err := c.findLive(ctx, false)
@@ -229,10 +236,16 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base string, copied, after
 	if plan == nil {
 		t.Fatal("the overlay differ does not apply to an overlayfs container here")
 	}
-	if (plan.copyDir != "") != copied {
-		t.Fatalf("copy directory %q, want a copy: %v", plan.copyDir, copied)
+	if (plan.copyDir != "") != (capture != captureTar) {
+		t.Fatalf("copy directory %q with capture %q", plan.copyDir, capture)
 	}
 	defer c.releasePlan(ctx, l, plan)
+	if capture == captureCopyFails {
+		// The copy's file is taken: the copy fails in the pause.
+		if err := os.WriteFile(filepath.Join(plan.copyDir, stageContent), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// The scan before the pause probed the directories there: after the
 	// changes, every one they touch; before them, new/sub but not redo,
 	// which the pause then probes.
@@ -262,8 +275,8 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base string, copied, after
 			t.Fatal(err)
 		}
 	}
-	if (od.staged != nil) != copied {
-		t.Fatalf("staged copy %v, want a copy: %v", od.staged != nil, copied)
+	if (od.staged != nil) != (capture == captureCopy) {
+		t.Fatalf("staged copy %v with capture %q", od.staged != nil, capture)
 	}
 	cs := e.ctrd.Client.ContentStore()
 	layer, _, _, err := buildLayer(ctx, cs, "equiv-layer-"+randSuffix(), func(w io.Writer) error {

@@ -326,17 +326,26 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 		err  error
 	)
 	if plan.copyDir != "" {
-		if out.staged, err = stageUpper(ctx, plan.upper, plan.copyDir); err == nil {
+		out.staged, err = stageUpper(ctx, plan.upper, plan.copyDir)
+		switch {
+		case err == nil:
 			dirs = out.staged.dirs()
 			c.log.Printf("pod %s %s: copied the upper directory in the pause: %d entries, %d bytes in %s",
 				c.podRef(), l, len(out.staged.entries), out.staged.bytes, time.Since(start).Round(time.Millisecond))
+		case ctx.Err() == nil:
+			// Unreadable entries or a full disk: containerd may still manage.
+			c.log.Printf("pod %s %s: copying the upper directory: %v; containerd tars it instead", c.podRef(), l, err)
+			err = nil
 		}
-	} else if out.upper, err = ds.Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer),
-		diff.WithReference(ref)); err != nil {
-		err = fmt.Errorf("diffing upper directory: %w", err)
-	} else if len(plan.lowers) > 0 {
-		if dirs, err = tarDirs(ctx, c.client.ContentStore(), out.upper); err != nil {
-			err = fmt.Errorf("reading upper diff: %w", err)
+	}
+	if out.staged == nil && err == nil {
+		if out.upper, err = ds.Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer),
+			diff.WithReference(ref)); err != nil {
+			err = fmt.Errorf("diffing upper directory: %w", err)
+		} else if len(plan.lowers) > 0 {
+			if dirs, err = tarDirs(ctx, c.client.ContentStore(), out.upper); err != nil {
+				err = fmt.Errorf("reading upper diff: %w", err)
+			}
 		}
 	}
 	if done != nil {

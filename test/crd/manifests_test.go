@@ -566,7 +566,7 @@ func TestConfigSnapshot(t *testing.T) {
 	cm, documented := configMapWithExample(t, config.SnapshotConfigName)
 
 	keys := []string{config.RegistryKey, config.PushSecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey,
-		config.ContainerdSocketKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
+		config.ContainerdSocketKey, config.OverlayfsRootKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
 		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey}
 	if got := sets.KeySet(documented); !got.Equal(sets.New(keys...)) {

@@ -212,7 +212,7 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 		default:
 			logger.Infow("Loaded config-snapshot", "registry", s.Registry, "pushSecret", s.PushSecret,
 				"insecureRegistry", s.InsecureRegistry, "commitTimeout", s.CommitTimeout.String(),
-				"containerdSocket", s.ContainerdSocket, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass,
+				"containerdSocket", s.ContainerdSocket, "overlayfsRoot", s.OverlayfsRoot, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass,
 				"taskRunRetentionSucceeded", s.TaskRunRetentionSucceeded.String(), "taskRunRetentionFailed", s.TaskRunRetentionFailed.String(),
 				"imageDeletionPolicy", s.ImageDeletionPolicy, "imageDeletionTimeout", s.ImageDeletionTimeout.String(),
 				"imageCheckInterval", s.ImageCheckInterval.String(), "imageChecksPerMinute", s.ImageChecksPerMinute)

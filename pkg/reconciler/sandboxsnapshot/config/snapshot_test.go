@@ -24,7 +24,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	configmaptesting "knative.dev/pkg/configmap/testing"
 	logtesting "knative.dev/pkg/logging/testing"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
@@ -74,26 +73,6 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
-	}
-}
-
-// TestShippedConfig parses config/config-snapshot.yaml (testdata links to
-// it) and its _example block, whose checksum annotation must be current.
-func TestShippedConfig(t *testing.T) {
-	cm, example := configmaptesting.ConfigMapsFromTestFile(t, SnapshotConfigName)
-	for _, c := range []*corev1.ConfigMap{cm, example} {
-		s, err := NewSnapshotFromConfigMap(c)
-		if err != nil {
-			t.Fatalf("NewSnapshotFromConfigMap(%s) = %v", c.Name, err)
-		}
-		// The shipped settings leave only the registry to the installer.
-		if s.Err != nil && !errors.Is(s.Err, ErrRegistryNotConfigured) {
-			t.Errorf("config-snapshot: %v", s.Err)
-		}
-	}
-	s, _ := NewSnapshotFromConfigMap(example)
-	if s.OverlayfsRoot != DefaultOverlayfsRoot || s.ContainerdSocket != DefaultContainerdSocket {
-		t.Errorf("_example gives overlayfs root %q and socket %q, not the defaults", s.OverlayfsRoot, s.ContainerdSocket)
 	}
 }
 
