@@ -55,9 +55,9 @@ import (
 //     extended attributes.
 //
 // The probes of the directories the upper directory holds before the pause
-// are applied then (prescanOverlay), so that
-// inside the pause (2) runs beside (1), and only directories made in the
-// meantime need a probe round after (1).
+// are applied then (prescanOverlay), so that inside the pause (2) runs beside
+// (1), and only directories made in the meantime need a probe round after
+// (1).
 //
 // After the thaw, whiteouts become ".wh." entries and opaque directories get
 // a ".wh..wh..opq" entry: the same filesystem as containerd's walking differ
@@ -167,7 +167,10 @@ func (c *Committer) planOverlay(ctx context.Context, l *liveContainer) (*overlay
 	plan := &overlayPlan{upper: upper, lowers: lowers}
 	if c.cfg.CopyDir != "" {
 		if fi, err := os.Stat(upper); err != nil || !fi.IsDir() {
-			c.log.Printf("pod %s %s: upper directory not readable here (%v); containerd tars it in the pause", c.podRef(), l, err)
+			if err == nil {
+				err = fmt.Errorf("%s is not a directory", upper)
+			}
+			c.log.Printf("pod %s %s: upper directory not visible here (%v); containerd tars it in the pause", c.podRef(), l, err)
 		} else if plan.copyDir, err = os.MkdirTemp(c.cfg.CopyDir, "upper-"+shortID(l.info.ID)+"-"); err != nil {
 			return nil, fmt.Errorf("making a directory for the copy of the upper directory: %w", err)
 		}
