@@ -336,6 +336,11 @@ func (e *env) once(base, shape, tool string, iter int) (sample, error) {
 		}
 		ref := fmt.Sprintf("%s:%d", repo, snap)
 		refs = append(refs, ref)
+		// A pause usually comes long after the sandbox wrote its files, which
+		// are on disk by then. Here the diff was just written, and the last
+		// run's images were just deleted: flush both first, so that neither
+		// tool's snapshot is timed while the kernel writes them out.
+		syscall.Sync()
 		e.ev.reset(id)
 		up := e.reg.uploaded.Load()
 		total, rss, reported, err := e.snapshot(tool, pod, id, ref)
