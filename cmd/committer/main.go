@@ -51,7 +51,7 @@ type options struct {
 	address, namespace, dockerConfig    string
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath, differ, keepLocal        string
-	keepLocalMax, copyDir               string
+	keepLocalMax, copyDir, layerDir     string
 	maxPause, timeout                   time.Duration
 }
 
@@ -160,6 +160,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.maxPause, "max-pause", committer.DefaultMaxPause, "bound on the pause window: past it the containers are thawed and the commit fails (exit 1)")
 	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
 	fs.StringVar(&o.copyDir, "copy-dir", "", "directory the overlay differ copies upper directories to inside the pause, when they are readable here (else containerd tars them in the pause)")
+	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes a file of each new layer to, which the push step uploads (else it reads the layer from containerd) and removes; both steps must see the same one")
 	fs.StringVar(&o.keepLocal, "keep-local", "true", "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", "20Gi", "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "overall timeout")
@@ -171,7 +172,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 }
 
 func execute(ctx context.Context, o options, params *committer.Params, cm *atomic.Pointer[committer.Committer]) error {
-	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause, CopyDir: o.copyDir}
+	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause, CopyDir: o.copyDir, LayerDir: o.layerDir}
 	switch o.differ {
 	case "auto":
 	case "walking":

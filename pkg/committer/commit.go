@@ -63,8 +63,8 @@ type Committed struct {
 	Manifest ocispec.Descriptor
 	// DiffSize is the size of the uncompressed layer diff.
 	DiffSize int64
-	// LayerSize is the size of the compressed layer.
-	LayerSize int64
+	// Layer is the descriptor of the new compressed layer.
+	Layer ocispec.Descriptor
 }
 
 // CommitResult is what the commit step produced.
@@ -203,12 +203,13 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	return res, nil
 }
 
-// removeImages deletes image records this run created; their content goes
-// with the run's lease.
+// removeImages deletes image records this run created, and their layer
+// files; their content goes with the run's lease.
 func (c *Committer) removeImages(ctx context.Context, imgs []Committed) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, ci := range imgs {
+		c.removeLayerFiles(ocispec.Manifest{Layers: []ocispec.Descriptor{ci.Layer}})
 		if err := c.client.ImageService().Delete(ctx, ci.Target.Image); err != nil && !errdefs.IsNotFound(err) {
 			c.log.Printf("pod %s container %q: removing image %s: %v", c.podRef(), ci.Target.Container, ci.Target.Image, err)
 		}
@@ -335,8 +336,9 @@ func (c *Committer) sourceRepos(ctx context.Context, img images.Image, mdesc oci
 	return out
 }
 
-// finish compresses the diff and writes config, manifest and image record.
-func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error) {
+// finish compresses the diff and writes config, manifest and image record,
+// and the layer file (Config.LayerDir), removed again on failure.
+func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err error) {
 	l := p.live
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
@@ -351,9 +353,28 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error)
 		write = func(w io.Writer) error { return p.upper.writeLayer(ctx, cs, w) }
 	}
 	ref := fmt.Sprintf("sandbox-commit-gzip-%s-%d", l.info.ID, time.Now().UnixNano())
-	layer, diffID, diffSize, err := buildLayer(ctx, cs, ref, write, layerMT)
+	var lf *layerFileWriter
+	var also []io.Writer
+	if c.cfg.LayerDir != "" {
+		if lf, err = newLayerFile(c.cfg.LayerDir); err != nil {
+			return nil, fail("creating layer file: %v", err)
+		}
+		defer lf.Close()
+		also = append(also, lf)
+	}
+	layer, diffID, diffSize, err := buildLayer(ctx, cs, ref, write, layerMT, also...)
 	if err != nil {
 		return nil, fail("compressing layer: %v", err)
+	}
+	defer func() {
+		if err != nil {
+			c.removeLayerFiles(ocispec.Manifest{Layers: []ocispec.Descriptor{layer}})
+		}
+	}()
+	if lf != nil {
+		if err := lf.commit(layer); err != nil {
+			return nil, fail("writing layer file: %v", err)
+		}
 	}
 
 	now := time.Now().UTC()
@@ -420,7 +441,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (*Committed, error)
 	}
 	c.log.Printf("pod %s %s committed as %s (manifest %s, diff %d bytes, layer %d bytes)",
 		c.podRef(), l, l.target.Image, mdesc.Digest, diffSize, layer.Size)
-	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, LayerSize: layer.Size}, nil
+	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
 }
 
 // appendLayerToConfig appends a diff ID and a history entry to an image
@@ -488,11 +509,11 @@ func copyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w 
 }
 
 // buildLayer writes the gzipped layer of the uncompressed tar that write
-// produces as a new blob (ingest ref ref), compressing on every core. It
-// returns the compressed descriptor, the diff ID (digest of the
+// produces as a new blob (ingest ref ref), and to also, compressing on every
+// core. It returns the compressed descriptor, the diff ID (digest of the
 // uncompressed layer) and its size.
 func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
-	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
+	mediaType string, also ...io.Writer) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor
 	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
 	if err != nil {
@@ -505,7 +526,7 @@ func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io
 	dg := digest.Canonical.Digester()
 	cnt := &countingWriter{}
 	// A large buffer: every content-store write is one RPC.
-	bw := bufio.NewWriterSize(io.MultiWriter(w, dg.Hash(), cnt), 1<<20)
+	bw := bufio.NewWriterSize(io.MultiWriter(append([]io.Writer{w, dg.Hash(), cnt}, also...)...), 1<<20)
 	zw := newParallelGzip(bw, gzip.DefaultCompression, gzipBlock, runtime.GOMAXPROCS(0))
 	udg := digest.Canonical.Digester()
 	ucnt := &countingWriter{}

@@ -81,6 +81,10 @@ type Config struct {
 	// upper directory inside the pause, when that directory is readable here
 	// (see stage.go); otherwise containerd tars it inside the pause.
 	CopyDir string
+	// LayerDir, when set, receives a file of each new layer beside its copy
+	// in containerd; the push step uploads from it and removes it (see
+	// layerdir.go). Both steps must see the same directory.
+	LayerDir string
 	// KeepLocal keeps pushed images in containerd, unpacked, for a resume on
 	// this node; KeepLocalMaxBytes bounds the uncompressed bytes of all kept
 	// snapshot images (oldest evicted first).

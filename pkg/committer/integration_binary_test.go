@@ -67,6 +67,7 @@ func (e *testEnv) binCmd(t *testing.T, p *runningPod, step, mode, insecure, dock
 		"--insecure-registry=" + insecure,
 		"--containerd-address=" + e.ctrd.Address,
 		"--copy-dir=" + e.copyDir,
+		"--layer-dir=" + e.copyDir,
 		"--docker-config=" + dockerConfig,
 		"--pause-window-result=" + filepath.Join(results, "PAUSE_WINDOW_MS"),
 		"--digests-result=" + filepath.Join(results, "DIGESTS"),

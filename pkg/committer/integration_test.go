@@ -41,6 +41,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -245,7 +246,7 @@ func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *Par
 }
 
 func (e *testEnv) committer(p *Params) *Committer {
-	return New(e.ctrd.Client, Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir})
+	return New(e.ctrd.Client, Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir, LayerDir: e.copyDir})
 }
 
 type testLogWriter struct{}
@@ -400,10 +401,29 @@ func TestCommitPushVerify(t *testing.T) {
 			}
 		}
 	})
+	// The new layers are uploaded from the commit step's layer files: with
+	// their blobs gone from containerd too, the push still completes.
+	for _, ci := range res.Images {
+		b, err := os.ReadFile(layerPath(e.copyDir, ci.Layer.Digest))
+		if err != nil {
+			t.Fatalf("layer file of %s: %v", ci.Target.Container, err)
+		}
+		if got := digest.FromBytes(b); got != ci.Layer.Digest {
+			t.Errorf("layer file of %s has digest %s, want %s", ci.Target.Container, got, ci.Layer.Digest)
+		}
+		if err := e.ctrd.Client.ContentStore().Delete(ctx, ci.Layer.Digest); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	pushed, stats, err := c.Push(context.Background())
 	if err != nil {
 		t.Fatalf("push: %v", err)
+	}
+	for _, ci := range res.Images {
+		if _, err := os.Stat(layerPath(e.copyDir, ci.Layer.Digest)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("layer file of %s after the push: %v", ci.Target.Container, err)
+		}
 	}
 	t.Logf("push stats: %+v", *stats)
 	if stats.Remote != 2 {

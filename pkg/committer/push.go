@@ -25,6 +25,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -122,23 +123,42 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 		return nil, nil, err
 	}
 	stats := &PushStats{}
+	// The committed images are read first; the layer files they left are
+	// removed on every path.
+	committed := make([]*committedImage, len(c.cfg.Params.Targets))
+	errs := make([]error, len(committed))
+	for i, t := range c.cfg.Params.Targets {
+		if committed[i], errs[i] = c.readCommitted(ctx, t); errs[i] != nil {
+			errs[i] = fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, errs[i])
+		}
+	}
+	defer func() {
+		for _, ci := range committed {
+			if ci != nil {
+				c.removeLayerFiles(ci.manifest)
+			}
+		}
+	}()
+	if err := errors.Join(errs...); err != nil {
+		c.deleteLocal(ctx, c.cfg.Params.Targets)
+		return nil, stats, err
+	}
 	// Unpacking for a resume on this node runs beside the upload.
 	unpacked := make([]chan error, len(c.cfg.Params.Targets))
 	if c.cfg.KeepLocal {
-		for i, t := range c.cfg.Params.Targets {
+		for i, ci := range committed {
 			unpacked[i] = make(chan error, 1)
-			go func() { unpacked[i] <- c.unpackLocal(ctx, t) }()
+			go func() { unpacked[i] <- c.unpackLocal(ctx, ci.target) }()
 		}
 	}
 	// Containers are pushed concurrently; each bounds its own blob uploads.
 	out := make([]Pushed, len(c.cfg.Params.Targets))
-	errs := make([]error, len(out))
 	var wg sync.WaitGroup
 	for i, t := range c.cfg.Params.Targets {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := c.pushOne(ctx, t, pusher, puller, opts, stats)
+			p, err := c.pushOne(ctx, committed[i], pusher, puller, opts, stats)
 			if err != nil {
 				errs[i] = fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
 				return
@@ -190,8 +210,16 @@ func (c *Committer) deleteLocal(ctx context.Context, targets []Target) {
 	}
 }
 
-func (c *Committer) pushOne(ctx context.Context, t Target, pusher *remote.Pusher, puller *remote.Puller, opts []remote.Option, stats *PushStats) (*Pushed, error) {
-	cs := c.client.ContentStore()
+// committedImage is a committed image as the commit step left it.
+type committedImage struct {
+	target   Target
+	image    images.Image
+	raw      []byte
+	manifest ocispec.Manifest
+}
+
+// readCommitted reads the image the commit step committed for t.
+func (c *Committer) readCommitted(ctx context.Context, t Target) (*committedImage, error) {
 	img, err := c.client.ImageService().Get(ctx, t.Image)
 	if err != nil {
 		if errdefs.IsNotFound(err) {
@@ -202,14 +230,18 @@ func (c *Committer) pushOne(ctx context.Context, t Target, pusher *remote.Pusher
 	if img.Target.MediaType != ocispec.MediaTypeImageManifest && img.Target.MediaType != images.MediaTypeDockerSchema2Manifest {
 		return nil, fmt.Errorf("committed image has unexpected media type %q", img.Target.MediaType)
 	}
-	mraw, err := content.ReadBlob(ctx, cs, img.Target)
-	if err != nil {
+	ci := &committedImage{target: t, image: img}
+	if ci.raw, err = content.ReadBlob(ctx, c.client.ContentStore(), img.Target); err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", img.Target.Digest, err)
 	}
-	var m ocispec.Manifest
-	if err := json.Unmarshal(mraw, &m); err != nil {
+	if err := json.Unmarshal(ci.raw, &ci.manifest); err != nil {
 		return nil, fmt.Errorf("decoding manifest %s: %w", img.Target.Digest, err)
 	}
+	return ci, nil
+}
+
+func (c *Committer) pushOne(ctx context.Context, ci *committedImage, pusher *remote.Pusher, puller *remote.Puller, opts []remote.Option, stats *PushStats) (*Pushed, error) {
+	t, img, mraw, m := ci.target, ci.image, ci.raw, ci.manifest
 	sources := c.sourceRepositories(img.Labels[LabelSourceRepos])
 	repo := t.Tag.Context()
 
@@ -306,14 +338,19 @@ func (c *Committer) sourceRepositories(label string) []name.Repository {
 	return out
 }
 
-// blobLayer returns a v1.Layer for one blob: read from the containerd content
-// store when present, otherwise fetched lazily from a source repository; a
-// cross-repository mount candidate when a source is on the target registry.
-func (c *Committer) blobLayer(ctx context.Context, d ocispec.Descriptor, target name.Repository, sources []name.Repository, puller *remote.Puller) (v1.Layer, bool, error) {
-	var l v1.Layer
-	local := false
-	if _, err := c.client.ContentStore().Info(ctx, d.Digest); err == nil {
-		if l, err = partial.CompressedToLayer(&contentLayer{ctx: ctx, cs: c.client.ContentStore(), desc: d}); err != nil {
+// blobLayer returns a v1.Layer for one blob: read from the commit step's
+// layer file or the containerd content store when present, otherwise
+// fetched lazily from a source repository; a cross-repository mount
+// candidate when a source is on the target registry.
+func (c *Committer) blobLayer(ctx context.Context, d ocispec.Descriptor, target name.Repository, sources []name.Repository, puller *remote.Puller) (l v1.Layer, local bool, err error) {
+	cs := c.client.ContentStore()
+	if p := c.layerFile(d.Digest); p != "" {
+		if l, err = partial.CompressedToLayer(&localLayer{desc: d, open: func() (io.ReadCloser, error) { return os.Open(p) }}); err != nil {
+			return nil, false, err
+		}
+		local = true
+	} else if _, err := cs.Info(ctx, d.Digest); err == nil {
+		if l, err = partial.CompressedToLayer(&localLayer{desc: d, open: func() (io.ReadCloser, error) { return openContent(ctx, cs, d) }}); err != nil {
 			return nil, false, err
 		}
 		local = true
@@ -348,27 +385,30 @@ func (r *rawManifest) RawManifest() ([]byte, error) { return r.raw, nil }
 // MediaType implements remote.Taggable.
 func (r *rawManifest) MediaType() (types.MediaType, error) { return types.MediaType(r.mediaType), nil }
 
-// contentLayer is a partial.CompressedLayer backed by the containerd content store.
-type contentLayer struct {
-	ctx  context.Context
-	cs   content.Provider
+// localLayer is a partial.CompressedLayer read from this node: a layer
+// file, or the containerd content store.
+type localLayer struct {
 	desc ocispec.Descriptor
+	open func() (io.ReadCloser, error)
 }
 
 // Digest implements partial.CompressedLayer.
-func (l *contentLayer) Digest() (v1.Hash, error) { return v1.NewHash(l.desc.Digest.String()) }
+func (l *localLayer) Digest() (v1.Hash, error) { return v1.NewHash(l.desc.Digest.String()) }
 
 // Size implements partial.CompressedLayer.
-func (l *contentLayer) Size() (int64, error) { return l.desc.Size, nil }
+func (l *localLayer) Size() (int64, error) { return l.desc.Size, nil }
 
 // MediaType implements partial.CompressedLayer.
-func (l *contentLayer) MediaType() (types.MediaType, error) {
+func (l *localLayer) MediaType() (types.MediaType, error) {
 	return types.MediaType(l.desc.MediaType), nil
 }
 
 // Compressed implements partial.CompressedLayer.
-func (l *contentLayer) Compressed() (io.ReadCloser, error) {
-	ra, err := l.cs.ReaderAt(l.ctx, l.desc)
+func (l *localLayer) Compressed() (io.ReadCloser, error) { return l.open() }
+
+// openContent opens a blob of the content store for reading.
+func openContent(ctx context.Context, cs content.Provider, d ocispec.Descriptor) (io.ReadCloser, error) {
+	ra, err := cs.ReaderAt(ctx, d)
 	if err != nil {
 		return nil, err
 	}

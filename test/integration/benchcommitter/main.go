@@ -419,7 +419,7 @@ func (e *env) snapshot(tool, pod, id, ref string) (time.Duration, int64, time.Du
 		// commit step, which mounts the node's overlayfs snapshots.
 		cmd := exec.Command(e.o.committer, "--step=all", "--pod-name="+pod, "--pod-namespace=bench", "--pod-uid=uid-"+pod, "--run-id=run-"+pod,
 			"--insecure-registry=true", "--containerd-address="+e.ctrd.Address, "--pause-window-result="+res,
-			"--copy-dir="+e.work, "app="+ref)
+			"--copy-dir="+e.work, "--layer-dir="+e.work, "app="+ref)
 		out, peak, err := runMeasured(cmd)
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("%v\n%s", err, out)
