@@ -209,7 +209,7 @@ func (c *Committer) removeImages(ctx context.Context, imgs []Committed) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, ci := range imgs {
-		c.removeLayerFiles(ocispec.Manifest{Layers: []ocispec.Descriptor{ci.Layer}})
+		c.removeLayerFiles(ci.Layer)
 		if err := c.client.ImageService().Delete(ctx, ci.Target.Image); err != nil && !errdefs.IsNotFound(err) {
 			c.log.Printf("pod %s container %q: removing image %s: %v", c.podRef(), ci.Target.Container, ci.Target.Image, err)
 		}
@@ -368,7 +368,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	}
 	defer func() {
 		if err != nil {
-			c.removeLayerFiles(ocispec.Manifest{Layers: []ocispec.Descriptor{layer}})
+			c.removeLayerFiles(layer)
 		}
 	}()
 	if lf != nil {

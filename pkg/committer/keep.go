@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 )
 
@@ -42,11 +43,7 @@ const (
 
 // unpackLocal unpacks a committed image into its container's snapshotter, so
 // that a pod on this node starts from it without pulling or unpacking.
-func (c *Committer) unpackLocal(ctx context.Context, t Target) error {
-	img, err := c.client.ImageService().Get(ctx, t.Image)
-	if err != nil {
-		return fmt.Errorf("reading committed image: %w", err)
-	}
+func (c *Committer) unpackLocal(ctx context.Context, img images.Image) error {
 	sn := img.Labels[LabelSnapshotter]
 	if sn == "" {
 		sn = snapshotterOvl

@@ -18,7 +18,6 @@ package committer
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -56,60 +55,46 @@ func newLayerFile(dir string) (*layerFileWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &layerFileWriter{f: f, dir: dir}, nil
+	return &layerFileWriter{File: f, dir: dir}, nil
 }
 
-// layerFileWriter writes a layer to a temporary file and, on commit, names
-// it after its digest.
+// layerFileWriter is a new layer's temporary file; commit names it after the
+// layer's digest.
 type layerFileWriter struct {
-	f         *os.File
+	*os.File
 	dir       string
-	n         int64
 	committed bool
 }
 
-// Write implements io.Writer.
-func (w *layerFileWriter) Write(p []byte) (int, error) {
-	n, err := w.f.Write(p)
-	w.n += int64(n)
-	return n, err
-}
-
-// commit checks the size and names the file after d, the digest the caller
-// computed of what it wrote.
-func (w *layerFileWriter) commit(d ocispec.Descriptor) error {
-	if d.Size != w.n {
-		return fmt.Errorf("layer %s: wrote %d bytes to its file, expected %d", d.Digest, w.n, d.Size)
-	}
-	if err := w.f.Close(); err != nil {
+// commit names the file after d, the descriptor of what was written to it.
+func (f *layerFileWriter) commit(d ocispec.Descriptor) error {
+	if err := f.File.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(w.f.Name(), layerPath(w.dir, d.Digest)); err != nil {
+	if err := os.Rename(f.Name(), layerPath(f.dir, d.Digest)); err != nil {
 		return err
 	}
-	w.committed = true
+	f.committed = true
 	return nil
 }
 
 // Close removes the file unless it was committed.
-func (w *layerFileWriter) Close() error {
-	if w.committed {
+func (f *layerFileWriter) Close() error {
+	if f.committed {
 		return nil
 	}
-	w.f.Close()
-	return os.Remove(w.f.Name())
+	f.File.Close()
+	return os.Remove(f.Name())
 }
 
-// removeLayerFiles removes the files of the layers of ms from
-// Config.LayerDir.
-func (c *Committer) removeLayerFiles(ms ...ocispec.Manifest) {
-	for _, m := range ms {
-		for _, d := range m.Layers {
-			if p := c.layerFile(d.Digest); p != "" {
-				if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-					c.log.Printf("pod %s: removing layer file: %v", c.podRef(), err)
-				}
-			}
+// removeLayerFiles removes the files of layers from Config.LayerDir.
+func (c *Committer) removeLayerFiles(layers ...ocispec.Descriptor) {
+	for _, d := range layers {
+		if c.cfg.LayerDir == "" || d.Digest.Validate() != nil {
+			continue
+		}
+		if err := os.Remove(layerPath(c.cfg.LayerDir, d.Digest)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			c.log.Printf("pod %s: removing layer file: %v", c.podRef(), err)
 		}
 	}
 }

@@ -135,7 +135,7 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 	defer func() {
 		for _, ci := range committed {
 			if ci != nil {
-				c.removeLayerFiles(ci.manifest)
+				c.removeLayerFiles(ci.manifest.Layers...)
 			}
 		}
 	}()
@@ -148,7 +148,7 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 	if c.cfg.KeepLocal {
 		for i, ci := range committed {
 			unpacked[i] = make(chan error, 1)
-			go func() { unpacked[i] <- c.unpackLocal(ctx, ci.target) }()
+			go func() { unpacked[i] <- c.unpackLocal(ctx, ci.image) }()
 		}
 	}
 	// Containers are pushed concurrently; each bounds its own blob uploads.
