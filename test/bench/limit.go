@@ -180,7 +180,7 @@ func limitOne(ctx context.Context, c *clients, ns string, i int, cfg *config.Sna
 
 	src := resources.Source{Pod: pod, Containers: make([]v1alpha1.ContainerSnapshot, len(pod.Spec.Containers))}
 	for j, ctr := range pod.Spec.Containers {
-		uri, err := resources.ImageURI(cfg.Registry, s.Spec.SandboxName, ctr.Name, string(s.UID))
+		uri, err := resources.ImageURI(cfg.Registry, ns, s.Spec.SandboxName, ctr.Name, string(s.UID))
 		if err != nil {
 			return 1, err
 		}

@@ -193,8 +193,8 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 	now := metav1.NewTime(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	later := metav1.NewTime(now.Add(42 * time.Second))
 	containers := []v1alpha1.ContainerSnapshot{
-		{ContainerName: "app", ImageURI: "registry.example.com/snap/demo-app:snap-gen3"},
-		{ContainerName: "sidecar", ImageURI: "registry.example.com/snap/demo-sidecar:snap-gen3"},
+		{ContainerName: "app", ImageURI: "registry.example.com/snap/team-a/demo/app:snap-gen3-5e6f0a1b"},
+		{ContainerName: "sidecar", ImageURI: "registry.example.com/snap/team-a/demo/sidecar:snap-gen3-5e6f0a1b"},
 	}
 	tr := v1alpha1.TaskRunReference{Namespace: "sandbox-snapshot-system", Name: "team-a-osb-snap-0123-commit"}
 

@@ -129,14 +129,14 @@ func (r *Reconciler) checkImages(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		return again
 	}
 	var missing []string
-	for i, d := range images {
+	for _, d := range images {
 		digest, err := reg.Digest(ctx, d)
 		if err != nil {
 			logger.Warnw("Cannot look an image up", zap.Error(err))
 			return again
 		}
 		if digest == "" {
-			missing = append(missing, s.Status.Containers[i].ImageURI+"@"+d.DigestStr())
+			missing = append(missing, d.String())
 		}
 	}
 	mark := strings.Join(missing, ",")

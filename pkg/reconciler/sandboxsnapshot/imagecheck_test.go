@@ -38,9 +38,9 @@ import (
 func TestImageCheck(t *testing.T) {
 	f := newRetentionFixture()
 	succeed := WithSucceeded(412, digestA, digestB)
-	imageA := registry + "/sb-app@" + digestA
-	imageB := registry + "/sb-sidecar@" + digestB
-	missingA := registry + "/sb-app:" + tag + "@" + digestA
+	imageA := registry + "/team-a/sb/app@" + digestA
+	imageB := registry + "/team-a/sb/sidecar@" + digestB
+	missingA := imageA
 	// checking configures the check and makes the snapshot due: first seen
 	// two hours ago.
 	checking := func(ctx context.Context, interval string) context.Context {
@@ -176,7 +176,7 @@ func TestImageCheckRateBound(t *testing.T) {
 func TestImageCheckRequeue(t *testing.T) {
 	f := newRetentionFixture()
 	s := f.snap(f.committing, WithSucceeded(412, digestA, digestB))
-	reg := &fakeRegistry{held: map[string]string{registry + "/sb-app@" + digestA: digestA, registry + "/sb-sidecar@" + digestB: digestB}}
+	reg := &fakeRegistry{held: map[string]string{registry + "/team-a/sb/app@" + digestA: digestA, registry + "/team-a/sb/sidecar@" + digestB: digestB}}
 	clock := newReconcilerClock()
 	r := &Reconciler{clock: clock, checks: newImageChecks(), registry: registryOf(withRegistry(nil, reg)), writes: newOwnWrites()}
 	ctx := config.ToContext(t.Context(), &config.Config{Snapshot: mustConfig(map[string]string{config.RegistryKey: registry, config.ImageCheckIntervalKey: "30m"})})

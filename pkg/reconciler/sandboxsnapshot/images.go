@@ -32,6 +32,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 )
 
 // chainsSuffixes are the tags Tekton Chains gives an image's signature and
@@ -225,8 +226,10 @@ func (r *Reconciler) sharedImages(s *v1alpha1.SandboxSnapshot, images []name.Dig
 // named, its sandbox's images under the configured registry would.
 func mayPushTo(o *v1alpha1.SandboxSnapshot, repos map[string]bool, opts []name.Option, cfg *config.Snapshot) bool {
 	if len(o.Status.Containers) == 0 {
+		// Every repository of o's sandbox, and no other sandbox's, starts
+		// with the probe's less its last path component.
 		const probe = "c"
-		r, err := name.NewRepository(cfg.Registry+"/"+o.Spec.SandboxName+"-"+probe, opts...)
+		r, err := name.NewRepository(resources.ImageRepository(cfg.Registry, o.Namespace, o.Spec.SandboxName, probe), opts...)
 		if err != nil {
 			return false
 		}

@@ -121,8 +121,8 @@ func wantDeleted(f *fakeRegistry, want ...string) func(*testing.T, *rtesting.Tab
 func TestImageDeletion(t *testing.T) {
 	f := newRetentionFixture()
 	succeed := WithSucceeded(412, digestA, digestB)
-	imageA := registry + "/sb-app@" + digestA
-	imageB := registry + "/sb-sidecar@" + digestB
+	imageA := registry + "/team-a/sb/app@" + digestA
+	imageB := registry + "/team-a/sb/sidecar@" + digestB
 	deletePolicy := func(ctx context.Context) context.Context {
 		return config.ToContext(ctx, &config.Config{Snapshot: mustConfig(map[string]string{
 			config.RegistryKey: registry, config.ImageDeletionPolicyKey: "Delete", config.TaskRunRetentionSucceededKey: "-1"})})
@@ -133,7 +133,7 @@ func TestImageDeletion(t *testing.T) {
 	}
 	// another is a Succeed snapshot of another sandbox recording the given digest as its app image.
 	another := func(sandboxName, digest string, opts ...SnapshotOption) *v1alpha1.SandboxSnapshot {
-		containers := []v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: registry + "/sb-app:snap-other"}}
+		containers := []v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: registry + "/team-a/sb/app:snap-other"}}
 		return Snapshot(ns, "other", sandboxName, append([]SnapshotOption{
 			WithCommitting("other-0", node, containers, f.trNamespace, "other-commit"), WithSucceeded(1, digest)}, opts...)...)
 	}
@@ -238,21 +238,31 @@ func TestImageDeletion(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: deletingWith(withPending(waitMessage, imageA, imageB))}},
 		WantEvents:        []string{waitingEvent(imageA+", "+imageB, waitMessage)},
 	}, reg("in flight"))
+	pendingWhy := `waiting for SandboxSnapshot team-a/next (phase "Pending") of sandbox sb to finish: its commit may push the same manifests`
 	add(rtesting.TableRow{
 		Name: "a Pending snapshot of the same sandbox holds the deletion too: its images are not named yet",
 		Ctx:  deletePolicy(context.Background()),
 		Objects: []runtime.Object{deleting,
-			Snapshot("team-b", "next", sbName, WithPending)},
+			Snapshot(ns, "next", sbName, WithPending)},
 		Key:               key,
 		WantErr:           true,
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: deletingWith(withPending(`waiting for SandboxSnapshot team-b/next (phase "Pending") of sandbox sb to finish: its commit may push the same manifests`, imageA, imageB))}},
-		WantEvents:        []string{waitingEvent(imageA+", "+imageB, `waiting for SandboxSnapshot team-b/next (phase "Pending") of sandbox sb to finish: its commit may push the same manifests`)},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: deletingWith(withPending(pendingWhy, imageA, imageB))}},
+		WantEvents:        []string{waitingEvent(imageA+", "+imageB, pendingWhy)},
 	}, reg("pending"))
+	add(rtesting.TableRow{
+		Name: "a Pending snapshot of a sandbox of the same name in another namespace, or of sandbox sb-x, holds nothing",
+		Ctx:  deletePolicy(context.Background()),
+		Objects: []runtime.Object{deleting,
+			Snapshot("team-b", "next", sbName, WithPending), Snapshot(ns, "next-x", "sb-x", WithPending)},
+		Key:         key,
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantEvents:  []string{deletedEvent("Deleted 2 manifest(s) from the registry: " + imageA + ", " + imageB)},
+	}, reg("pending elsewhere"), imageA, imageB)
 	add(rtesting.TableRow{
 		Name: "a commit of a sandbox of the same name into another registry holds nothing",
 		Ctx:  deletePolicy(context.Background()),
 		Objects: []runtime.Object{deleting, Snapshot("team-b", "next", sbName, WithCommitting("sb-0", node,
-			[]v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: "elsewhere.test/snapshots/sb-app:" + tag}}, f.trNamespace, "next-commit"))},
+			[]v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: "elsewhere.test/snapshots/team-a/sb/app:" + tag}}, f.trNamespace, "next-commit"))},
 		Key:         key,
 		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantEvents:  []string{deletedEvent("Deleted 2 manifest(s) from the registry: " + imageA + ", " + imageB)},
@@ -314,7 +324,7 @@ func TestImageDeletion(t *testing.T) {
 			ns, snapName, imageA, imageB, downWhy)},
 	}, gaveUp)
 	signed := reg("signed")
-	sigTag := registry + "/sb-app:sha256-" + digestA[len("sha256:"):] + ".sig"
+	sigTag := registry + "/team-a/sb/app:sha256-" + digestA[len("sha256:"):] + ".sig"
 	sigDigest := "sha256:" + "5151515151515151515151515151515151515151515151515151515151515151"
 	signed.held[sigTag] = sigDigest
 	add(rtesting.TableRow{
@@ -324,7 +334,7 @@ func TestImageDeletion(t *testing.T) {
 		Key:         key,
 		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantEvents:  []string{deletedEvent("Deleted 2 manifest(s) from the registry: " + imageA + ", " + imageB)},
-	}, signed, registry+"/sb-app@"+sigDigest, imageA, imageB)
+	}, signed, registry+"/team-a/sb/app@"+sigDigest, imageA, imageB)
 	add(rtesting.TableRow{
 		Name:        "a Failed snapshot recorded no digests: nothing to delete",
 		Ctx:         deletePolicy(context.Background()),

@@ -82,7 +82,7 @@ func (r *Reconciler) resolveSource(ctx context.Context, s *v1alpha1.SandboxSnaps
 	tag := resources.ImageTag(s, sb)
 	src := resources.Source{Pod: pod, Containers: make([]v1alpha1.ContainerSnapshot, len(containers))}
 	for i, c := range containers {
-		uri, err := resources.ImageURI(cfg.Registry, sb.Name, c, tag)
+		uri, err := resources.ImageURI(cfg.Registry, sb.Namespace, sb.Name, c, tag)
 		if err != nil {
 			return resources.Source{}, permanent(v1alpha1.ReasonInvalidImageReference, "BatchSandbox %s/%s: %v", sb.Namespace, sb.Name, err)
 		}

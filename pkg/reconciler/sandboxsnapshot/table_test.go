@@ -54,8 +54,9 @@ const (
 	sbName   = "sb"
 	node     = "node-1"
 	registry = "registry.test/snapshots"
-	// tag is "snap-" and the first 32 hex characters of sha256("snap").
-	tag     = "snap-1c27324f013705cbf0c49f3d3bb103c7"
+	// tag is "snap-", the first 32 hex characters of sha256("snap") and the
+	// snapshot's UID, snap-uid.
+	tag     = "snap-1c27324f013705cbf0c49f3d3bb103c7-snapuid"
 	digestA = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	digestB = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
 )
@@ -66,8 +67,8 @@ var (
 	defaultCfg = mustConfig(map[string]string{config.RegistryKey: registry})
 	// committed are the containers of pod sb-0 and their images.
 	committed = []v1alpha1.ContainerSnapshot{
-		{ContainerName: "app", ImageURI: registry + "/sb-app:" + tag},
-		{ContainerName: "sidecar", ImageURI: registry + "/sb-sidecar:" + tag},
+		{ContainerName: "app", ImageURI: registry + "/team-a/sb/app:" + tag},
+		{ContainerName: "sidecar", ImageURI: registry + "/team-a/sb/sidecar:" + tag},
 	}
 	runningPod = Pod(ns, "sb-0", twoApps, WithRunningOn(node))
 )
@@ -534,7 +535,7 @@ func TestReconcile(t *testing.T) {
 		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-push\" exited with code 1"),
 			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}),
-			WithResult(task.ResultError, "pushing registry.test/snapshots/sb-app: connection refused"))},
+			WithResult(task.ResultError, "pushing registry.test/snapshots/team-a/sb/app: connection refused"))},
 		Key: key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
 			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitJobFailed, pushFailedMessage(failedMessage))),
@@ -866,8 +867,8 @@ func TestReconcileFailureReasons(t *testing.T) {
 
 var (
 	generationImages = []v1alpha1.ContainerSnapshot{
-		{ContainerName: "app", ImageURI: registry + "/sb-app:snap-gen7"},
-		{ContainerName: "sidecar", ImageURI: registry + "/sb-sidecar:snap-gen7"},
+		{ContainerName: "app", ImageURI: registry + "/team-a/sb/app:snap-gen7-sbuid"},
+		{ContainerName: "sidecar", ImageURI: registry + "/team-a/sb/sidecar:snap-gen7-sbuid"},
 	}
 	noPodMessage = "no Running pod found for BatchSandbox team-a/sb (tried [pods labelled " +
 		sandbox.BatchSandboxPodLabel + "=sb pod sb-0])"
@@ -877,8 +878,8 @@ var (
 	bundleByTagMessage = "ConfigMap config-snapshot: key \"task-bundle\": \"registry.test/tasks/sandbox-commit:v1\" is not a bundle pinned by digest, <registry>/<repository>@sha256:<hex> (tkn bundle push prints it): a digest must contain exactly one '@' separator (e.g. registry/repository@digest) saw: registry.test/tasks/sandbox-commit:v1"
 	invalidSpecMessage = "SandboxSnapshot team-a/snap: invalid value: Not_A_Name: spec.sandboxName\n" +
 		"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
-	badImageMessage = "BatchSandbox team-a/sb: image \"registry.test/Snapshots/sb-app:" + tag +
-		"\" for container \"app\" is not a valid OCI reference: repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: Snapshots/sb-app"
+	badImageMessage = "BatchSandbox team-a/sb: image \"registry.test/Snapshots/team-a/sb/app:" + tag +
+		"\" for container \"app\" is not a valid OCI reference: repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: Snapshots/team-a/sb/app"
 )
 
 // withImageID marks a step's container as created, as the kubelet reports
@@ -936,7 +937,7 @@ func badPauseMessage(namespace, name string) string {
 func pushFailedMessage(failedMessage func(reason, message string) string) string {
 	m := failedMessage("Failed", "\"step-push\" exited with code 1")
 	i := len(m) - len("; see: tkn taskrun logs team-a-snap-05307b-commit -n "+system.Namespace())
-	return m[:i] + "; committer: pushing registry.test/snapshots/sb-app: connection refused" + m[i:]
+	return m[:i] + "; committer: pushing registry.test/snapshots/team-a/sb/app: connection refused" + m[i:]
 }
 
 func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {

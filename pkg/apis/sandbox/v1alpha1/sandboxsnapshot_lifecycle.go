@@ -18,6 +18,7 @@ package v1alpha1
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,9 +115,13 @@ func (s *SandboxSnapshotStatus) MarkCommitPodPending(now metav1.Time, messageFor
 	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitPodPending, fmt.Sprintf(messageFormat, args...), now)
 }
 
-// MarkSucceeded records the digests (in the order of Containers) and the pause window.
+// MarkSucceeded records the digests (in the order of Containers) and the
+// pause window, and pins each imageUri to its digest: <image>:<tag>@<digest>
+// resumes exactly the bytes pushed, wherever the tag points later.
 func (s *SandboxSnapshotStatus) MarkSucceeded(digests []string, pauseWindowMillis *int64, now metav1.Time) {
 	for i := range s.Containers {
+		tagged, _, _ := strings.Cut(s.Containers[i].ImageURI, "@")
+		s.Containers[i].ImageURI = tagged + "@" + digests[i]
 		s.Containers[i].ImageDigest = digests[i]
 	}
 	s.Phase = PhaseSucceed

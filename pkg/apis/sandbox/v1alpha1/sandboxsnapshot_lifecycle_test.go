@@ -33,7 +33,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("after InitializeConditions: phase %q, terminal %v", s.Phase, s.IsTerminal())
 	}
 
-	containers := []ContainerSnapshot{{ContainerName: "app", ImageURI: "r/sb-app:t"}, {ContainerName: "side", ImageURI: "r/sb-side:t"}}
+	containers := []ContainerSnapshot{{ContainerName: "app", ImageURI: "r/ns/sb/app:t"}, {ContainerName: "side", ImageURI: "r/ns/sb/side:t"}}
 	s.MarkCommitting("sb-0", "node-1", containers, TaskRunReference{Namespace: "sys", Name: "tr"}, now, now)
 	if s.Phase != PhaseCommitting || s.SourcePodName != "sb-0" || s.SourceNodeName != "node-1" || s.TaskRunRef.Name != "tr" || !s.StartTime.Equal(&now) {
 		t.Fatalf("after MarkCommitting: %+v", s)
@@ -51,6 +51,11 @@ func TestLifecycle(t *testing.T) {
 	s.MarkSucceeded([]string{"sha256:a", "sha256:b"}, &pause, now)
 	if s.Phase != PhaseSucceed || !s.IsTerminal() || s.Containers[0].ImageDigest != "sha256:a" || s.Containers[1].ImageDigest != "sha256:b" || *s.PauseWindowMilliseconds != 300 {
 		t.Fatalf("after MarkSucceeded: %+v", s)
+	}
+	// Each imageUri is pinned to the manifest pushed, so that it resumes
+	// those bytes wherever the tag points later.
+	if s.Containers[0].ImageURI != "r/ns/sb/app:t@sha256:a" || s.Containers[1].ImageURI != "r/ns/sb/side:t@sha256:b" {
+		t.Errorf("imageUris after MarkSucceeded = %q, %q, want each pinned to its digest", s.Containers[0].ImageURI, s.Containers[1].ImageURI)
 	}
 	if c := s.GetCondition(ConditionReady); c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready after MarkSucceeded = %+v", c)

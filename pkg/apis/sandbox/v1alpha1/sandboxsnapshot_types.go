@@ -123,7 +123,7 @@ type SandboxSnapshotStatus struct {
 	// +optional
 	ImageDeletion *ImageDeletionStatus `json:"imageDeletion,omitempty"`
 	// MissingImages lists the images of a Succeed snapshot that the registry
-	// no longer holds, as <imageUri>@<imageDigest>.
+	// no longer holds, as <repository>@<imageDigest>.
 	// +optional
 	MissingImages []string `json:"missingImages,omitempty"`
 }
@@ -151,9 +151,11 @@ type ImageDeletionStatus struct {
 type ContainerSnapshot struct {
 	// ContainerName is the container's name in the sandbox pod.
 	ContainerName string `json:"containerName"`
-	// ImageURI is the tagged image the container was pushed to.
+	// ImageURI is the image the container is pushed to, <repository>:<tag>;
+	// once the snapshot succeeds, pinned to the manifest pushed:
+	// <repository>:<tag>@<digest>.
 	ImageURI string `json:"imageUri"`
-	// ImageDigest is the manifest digest the registry holds for ImageURI.
+	// ImageDigest is the digest of the manifest pushed.
 	// +optional
 	ImageDigest string `json:"imageDigest,omitempty"`
 }

@@ -21,9 +21,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
@@ -35,25 +37,57 @@ const maxRepositoryLength = 255
 // osbSnapshotName matches the names OpenSandbox's server gives snapshots.
 var osbSnapshotName = regexp.MustCompile(`^osb-snap-([0-9a-f]{32})$`)
 
-// ImageTag returns the tag of a snapshot's images, derived as OpenSandbox does:
-//   - snap-gen<generation> when the BatchSandbox is the snapshot's controller;
-//   - snap-<id> when the snapshot is named osb-snap-<32 lower-hex id>;
-//   - otherwise snap- and the first 32 hex characters of sha256(name).
+// uidTagLength is how many characters of a UID a tag carries.
+const uidTagLength = 8
+
+// ImageTag returns the tag of a snapshot's images. It keeps OpenSandbox's
+// tags where they name one snapshot, and adds a UID where they do not:
+//   - snap-gen<generation>-<BatchSandbox UID> when the BatchSandbox is the
+//     snapshot's controller: a BatchSandbox deleted and created again under
+//     its name counts its generations from 1 again;
+//   - snap-<id> when the snapshot is named osb-snap-<32 lower-hex id>, an id
+//     OpenSandbox's server draws at random;
+//   - otherwise snap-, the first 32 hex characters of sha256(name), and the
+//     snapshot's UID, for a snapshot deleted and created again under its name.
+//
+// The UID part is its first 8 letters and digits. The namespace and the
+// sandbox are in the repository (ImageURI).
 func ImageTag(s *v1alpha1.SandboxSnapshot, sb *v1alpha1.BatchSandbox) string {
 	if owner := metav1.GetControllerOf(s); owner != nil && owner.UID == sb.UID {
-		return fmt.Sprintf("snap-gen%d", sb.Generation)
+		return fmt.Sprintf("snap-gen%d-%s", sb.Generation, uidTag(sb.UID))
 	}
 	if m := osbSnapshotName.FindStringSubmatch(s.Name); m != nil {
 		return "snap-" + m[1]
 	}
 	sum := sha256.Sum256([]byte(s.Name))
-	return "snap-" + hex.EncodeToString(sum[:])[:32]
+	return "snap-" + hex.EncodeToString(sum[:])[:32] + "-" + uidTag(s.UID)
 }
 
-// ImageURI returns <registry>/<sandbox>-<container>:<tag>, the image a
-// container is pushed to, and checks that it is a valid OCI reference.
-func ImageURI(registry, sandbox, container, tag string) (string, error) {
-	uri := fmt.Sprintf("%s/%s-%s:%s", registry, sandbox, container, tag)
+// uidTag returns the first uidTagLength letters and digits of uid.
+func uidTag(uid types.UID) string {
+	out := make([]rune, 0, uidTagLength)
+	for _, r := range string(uid) {
+		if len(out) == uidTagLength {
+			break
+		}
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			out = append(out, r)
+		}
+	}
+	return string(out)
+}
+
+// ImageRepository returns <registry>/<namespace>/<sandbox>/<container>, the
+// repository a container's images go to. Kubernetes names hold no '/', so no
+// two sandboxes or containers share one, whatever their names.
+func ImageRepository(registry, namespace, sandbox, container string) string {
+	return strings.Join([]string{registry, namespace, sandbox, container}, "/")
+}
+
+// ImageURI returns the image a container is pushed to, <repository>:<tag>
+// (see ImageRepository), and checks that it is a valid OCI reference.
+func ImageURI(registry, namespace, sandbox, container, tag string) (string, error) {
+	uri := ImageRepository(registry, namespace, sandbox, container) + ":" + tag
 	ref, err := name.NewTag(uri, name.StrictValidation)
 	if err != nil {
 		return "", fmt.Errorf("image %q for container %q is not a valid OCI reference: %w", uri, container, err)
