@@ -195,15 +195,17 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	if o.maxPause <= 0 {
 		return fmt.Errorf("invalid parameters: --max-pause must be positive, got %s", o.maxPause)
 	}
-	if params.Mode == committer.ModeCommit && o.step != stepCommit {
+	if params.Mode == committer.ModeCommit {
+		// The push step pushes with them; the commit step reads a base image
+		// from its registry when containerd no longer holds its record.
 		kc, err := committer.LoadKeychain(o.dockerConfig)
 		if err != nil {
 			return err
 		}
 		cfg.Keychain = kc
 	}
-	if params.Mode == committer.ModeUnpause && o.step == stepPush {
-		fmt.Fprintln(os.Stderr, "committer: mode=unpause, nothing to push")
+	if params.Mode != committer.ModeCommit && o.step == stepPush {
+		fmt.Fprintf(os.Stderr, "committer: mode=%s, nothing to push\n", params.Mode)
 		return errors.Join(committer.WriteResult(o.digestsPath, ""), committer.WriteResult(o.imgsP, ""))
 	}
 
@@ -216,7 +218,16 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	c := committer.New(cl, cfg)
 	cm.Store(c)
 
-	if params.Mode == committer.ModeUnpause {
+	switch params.Mode {
+	case committer.ModeRelease:
+		removed, marked, err := c.Release(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "committer: mode=release: removed %d kept image(s) of run %s, marked %d still in use\n", removed, params.RunID, marked)
+		return errors.Join(committer.WriteResult(o.pauseWindowPath, "0"),
+			committer.WriteResult(o.digestsPath, ""), committer.WriteResult(o.imgsP, ""))
+	case committer.ModeUnpause:
 		n, err := c.Unpause(ctx)
 		if err != nil {
 			return err

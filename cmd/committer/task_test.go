@@ -62,10 +62,13 @@ func TestTaskMatchesContract(t *testing.T) {
 			t.Errorf("param %s missing", n)
 		}
 	}
-	for _, n := range []string{task.ParamPodUID, task.ParamRunID} {
-		if params[n].Default != nil || params[n].Type != pipelinev1.ParamTypeString {
-			t.Errorf("param %s must be a required string param", n)
-		}
+	if params[task.ParamRunID].Default != nil || params[task.ParamRunID].Type != pipelinev1.ParamTypeString {
+		t.Errorf("param %s must be a required string param", task.ParamRunID)
+	}
+	// mode=release may run long after the pod went: the committer requires
+	// pod-uid for the other modes.
+	if d := params[task.ParamPodUID].Default; d == nil || d.StringVal != "" || params[task.ParamPodUID].Type != pipelinev1.ParamTypeString {
+		t.Errorf("param %s must be a string param defaulting to \"\"", task.ParamPodUID)
 	}
 	if params[task.ParamContainers].Type != pipelinev1.ParamTypeArray {
 		t.Error("containers must be an array param")
@@ -112,22 +115,25 @@ func TestTaskMatchesContract(t *testing.T) {
 }
 
 // TestTaskArgsParse substitutes the Task's variables like Tekton does and
-// checks that the committer accepts every step's arguments, for a commit run
-// and for an unpause run, which passes no containers.
+// checks that the committer accepts every step's arguments, for a commit run,
+// for an unpause run, which passes no containers, and for a release run,
+// which passes no pod UID either.
 func TestTaskArgsParse(t *testing.T) {
+	const podUID = "0f4c1f4e-7d0a-4a51-9d3b-2f7e0c1a9b11"
 	t.Run("commit", func(t *testing.T) {
-		testTaskArgs(t, task.ModeCommit, []string{"app=127.0.0.1:5000/snap/a:1", "side=127.0.0.1:5000/snap/b:1"})
+		testTaskArgs(t, task.ModeCommit, podUID, []string{"app=127.0.0.1:5000/snap/a:1", "side=127.0.0.1:5000/snap/b:1"})
 	})
-	t.Run("unpause", func(t *testing.T) { testTaskArgs(t, task.ModeUnpause, nil) })
+	t.Run("unpause", func(t *testing.T) { testTaskArgs(t, task.ModeUnpause, podUID, nil) })
+	t.Run("release", func(t *testing.T) { testTaskArgs(t, task.ModeRelease, "", nil) })
 }
 
-func testTaskArgs(t *testing.T, mode string, containers []string) {
+func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 	tk := loadTask(t)
 	repl := strings.NewReplacer(
 		"$(params.mode)", mode,
 		"$(params.pod-name)", "sb1-0",
 		"$(params.pod-namespace)", "default",
-		"$(params.pod-uid)", "0f4c1f4e-7d0a-4a51-9d3b-2f7e0c1a9b11",
+		"$(params.pod-uid)", podUID,
 		"$(params.run-id)", "7244861d-0adf-4dbe-91a8-b976efd1365b",
 		"$(params.insecure-registry)", "false",
 		"$(params.max-pause)", "20s",
@@ -165,7 +171,7 @@ func testTaskArgs(t *testing.T, mode string, containers []string) {
 		if err != nil {
 			t.Fatalf("step %s: %v", s.Name, err)
 		}
-		if p.PodUID != "0f4c1f4e-7d0a-4a51-9d3b-2f7e0c1a9b11" || p.RunID != "7244861d-0adf-4dbe-91a8-b976efd1365b" {
+		if p.PodUID != podUID || p.RunID != "7244861d-0adf-4dbe-91a8-b976efd1365b" {
 			t.Errorf("step %s does not pass pod-uid and run-id: %+v", s.Name, p)
 		}
 		if len(p.Targets) != len(containers) || p.Mode != mode || o.errorPath == "" {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
@@ -28,6 +29,9 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/platforms"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -118,6 +122,11 @@ func (c *Committer) resolveBase(ctx context.Context, l *liveContainer, parent st
 		}
 	}
 
+	fetched, fetchedNot := c.fetchBase(ctx, l, parent, recorded)
+	if fetched != nil {
+		return fetched, nil
+	}
+
 	want := "rootfs parent " + parent
 	if parent == "" {
 		want = "rootfs, which has no parent layers,"
@@ -133,8 +142,149 @@ func (c *Committer) resolveBase(ctx context.Context, l *liveContainer, parent st
 		}
 		now += ", so the node re-pulled or re-tagged it since the container started"
 	}
-	return nil, fmt.Errorf("its %s matches no image in containerd; %s; refusing to stack the diff on other layers", want, now)
+	return nil, fmt.Errorf("its %s matches no image in containerd; %s; %s; refusing to stack the diff on other layers",
+		want, now, strings.Join(fetchedNot, "; "))
 }
+
+// fetchBase looks the container's base image up in its registry, for a
+// container whose image record containerd no longer holds (a kept image
+// evicted, an image garbage-collected by the kubelet): the container's
+// root filesystem outlives the record, the manifest and config it was
+// unpacked from do not. It tries the name the container was created with,
+// then the image its pod asked for (the CRI plugin's image-name
+// annotation), and accepts only a manifest whose layers are the snapshot's
+// parent chain, with the config the CRI plugin recorded. That manifest and
+// config are written to the content store under the commit's lease. It
+// also says what it tried, for the error when nothing matched.
+func (c *Committer) fetchBase(ctx context.Context, l *liveContainer, parent string, recorded digest.Digest) (*baseImage, []string) {
+	refs := []string{l.info.Image}
+	if spec, err := l.ctr.Spec(ctx); err == nil && spec.Annotations[annotationCRIImageName] != "" {
+		refs = append(refs, spec.Annotations[annotationCRIImageName])
+	}
+	opts := []name.Option{name.StrictValidation}
+	if c.cfg.Params.Insecure {
+		opts = append(opts, name.Insecure)
+	}
+	var tried []string
+	seen := map[string]bool{}
+	for _, s := range refs {
+		ref, err := name.ParseReference(s, opts...)
+		if err != nil || seen[ref.Name()] {
+			continue
+		}
+		seen[ref.Name()] = true
+		b, err := c.fetchManifest(ctx, ref, parent, recorded)
+		switch {
+		case err != nil:
+			tried = append(tried, fmt.Sprintf("registry: %v", err))
+		case b == nil:
+			tried = append(tried, fmt.Sprintf("registry: %s holds no manifest of that chain", ref))
+		default:
+			c.log.Printf("pod %s %s: no image record of its base in containerd; took manifest %s from %s", c.podRef(), l, b.manifest.Digest, ref)
+			return b, nil
+		}
+	}
+	if len(tried) == 0 {
+		tried = append(tried, fmt.Sprintf("%s names no registry image to look up", l.info.Image))
+	}
+	return nil, tried
+}
+
+// annotationCRIImageName is the annotation in which the CRI plugin records,
+// in a container's spec, the image its pod asked for.
+const annotationCRIImageName = "io.kubernetes.cri.image-name"
+
+// fetchManifest reads ref from its registry and returns, written to the
+// content store, the manifest (of an index: the platform manifests, the
+// default platform first) whose config has the rootfs parent chain and, when
+// recorded is set, that digest; nil when none has.
+func (c *Committer) fetchManifest(ctx context.Context, ref name.Reference, parent string, recorded digest.Digest) (*baseImage, error) {
+	opts := c.remoteOptions(ctx)
+	desc, err := remote.Get(ref, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("looking up %s: %w", ref, err)
+	}
+	cands := []v1.Descriptor{desc.Descriptor}
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return nil, fmt.Errorf("reading index %s: %w", ref, err)
+		}
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return nil, fmt.Errorf("reading index %s: %w", ref, err)
+		}
+		cands = cands[:0]
+		def := platforms.Default()
+		for _, m := range im.Manifests {
+			if !m.MediaType.IsImage() {
+				continue
+			}
+			if m.Platform != nil && def.Match(ocispec.Platform{OS: m.Platform.OS, Architecture: m.Platform.Architecture, Variant: m.Platform.Variant}) {
+				cands = append([]v1.Descriptor{m}, cands...)
+			} else {
+				cands = append(cands, m)
+			}
+		}
+	}
+	cs := c.client.ContentStore()
+	for _, d := range cands {
+		mref := ref.Context().Digest(d.Digest.String())
+		raw := desc.Manifest
+		if d.Digest != desc.Digest {
+			md, err := remote.Get(mref, opts...)
+			if err != nil {
+				return nil, fmt.Errorf("looking up %s: %w", mref, err)
+			}
+			raw = md.Manifest
+		}
+		var m ocispec.Manifest
+		if err := json.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("decoding manifest %s: %w", mref, err)
+		}
+		if recorded != "" && m.Config.Digest != recorded {
+			continue
+		}
+		layer, err := remote.Layer(ref.Context().Digest(m.Config.Digest.String()), opts...)
+		if err != nil {
+			return nil, fmt.Errorf("fetching config %s of %s: %w", m.Config.Digest, mref, err)
+		}
+		rc, err := layer.Compressed()
+		if err != nil {
+			return nil, fmt.Errorf("fetching config %s of %s: %w", m.Config.Digest, mref, err)
+		}
+		craw, err := io.ReadAll(io.LimitReader(rc, maxConfigSize))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("fetching config %s of %s: %w", m.Config.Digest, mref, err)
+		}
+		if digest.FromBytes(craw) != m.Config.Digest {
+			return nil, fmt.Errorf("config %s of %s does not match its digest", m.Config.Digest, mref)
+		}
+		var cfg ocispec.Image
+		if err := json.Unmarshal(craw, &cfg); err != nil {
+			return nil, fmt.Errorf("decoding config %s of %s: %w", m.Config.Digest, mref, err)
+		}
+		if identity.ChainID(cfg.RootFS.DiffIDs).String() != parent {
+			continue
+		}
+		mdesc := ocispec.Descriptor{MediaType: string(d.MediaType), Digest: digest.Digest(d.Digest.String()), Size: int64(len(raw))}
+		if digest.FromBytes(raw) != mdesc.Digest {
+			return nil, fmt.Errorf("manifest %s does not match its digest", mref)
+		}
+		if err := writeBlob(ctx, cs, m.Config, craw, nil); err != nil {
+			return nil, fmt.Errorf("storing config %s: %w", m.Config.Digest, err)
+		}
+		if err := writeBlob(ctx, cs, mdesc, raw, nil); err != nil {
+			return nil, fmt.Errorf("storing manifest %s: %w", mdesc.Digest, err)
+		}
+		return &baseImage{img: images.Image{Name: mref.Name(), Target: mdesc}, manifest: mdesc}, nil
+	}
+	return nil, nil
+}
+
+// maxConfigSize bounds an image config read from a registry.
+const maxConfigSize = 8 << 20
 
 func chainOrNone(chain digest.Digest) string {
 	if chain == "" {

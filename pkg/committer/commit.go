@@ -93,8 +93,8 @@ type prepared struct {
 }
 
 // Commit pauses every target container, diffs each rootfs, thaws them all,
-// and then stores one new image per container in containerd, named after the
-// target URI. Containers are thawed on every return path. It holds the pod's
+// and then stores one new image per container in containerd, under its
+// working name (workingName). Containers are thawed on every return path. It holds the pod's
 // lock from before the first read until after the thaw, and fails with
 // ErrFrozenElsewhere, touching nothing, when another run holds the pod.
 func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
@@ -203,6 +203,15 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	return res, nil
 }
 
+// workingName is the name under which the commit step leaves a target's
+// image in containerd for the push step: <repository>:commit-<run ID>. Only
+// this run writes it, so neither step ever reads an image another run
+// committed, where two pods committing to one tag on one node would each
+// re-point the tag's record.
+func (c *Committer) workingName(t Target) string {
+	return t.Repository() + ":commit-" + c.cfg.Params.RunID
+}
+
 // removeImages deletes image records this run created, and their layer
 // files; their content goes with the run's lease.
 func (c *Committer) removeImages(ctx context.Context, imgs []Committed) {
@@ -210,8 +219,8 @@ func (c *Committer) removeImages(ctx context.Context, imgs []Committed) {
 	defer cancel()
 	for _, ci := range imgs {
 		c.removeLayerFiles(ci.Layer)
-		if err := c.client.ImageService().Delete(ctx, ci.Target.Image); err != nil && !errdefs.IsNotFound(err) {
-			c.log.Printf("pod %s container %q: removing image %s: %v", c.podRef(), ci.Target.Container, ci.Target.Image, err)
+		if err := c.client.ImageService().Delete(ctx, c.workingName(ci.Target)); err != nil && !errdefs.IsNotFound(err) {
+			c.log.Printf("pod %s container %q: removing image %s: %v", c.podRef(), ci.Target.Container, c.workingName(ci.Target), err)
 		}
 	}
 }
@@ -420,7 +429,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	}
 
 	img := images.Image{
-		Name:   l.target.Image,
+		Name:   c.workingName(l.target),
 		Target: mdesc,
 		Labels: map[string]string{
 			LabelSourceImage:   p.baseName,
@@ -440,7 +449,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		}
 	}
 	c.log.Printf("pod %s %s committed as %s (manifest %s, diff %d bytes, layer %d bytes)",
-		c.podRef(), l, l.target.Image, mdesc.Digest, diffSize, layer.Size)
+		c.podRef(), l, img.Name, mdesc.Digest, diffSize, layer.Size)
 	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
 }
 

@@ -21,7 +21,6 @@ package committer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,9 +32,6 @@ import (
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/core/snapshots"
-	"github.com/containerd/errdefs"
-
-	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
 // containerdState lists what a commit can add to containerd: image names,
@@ -149,69 +145,4 @@ func TestFailedPushLeavesNothing(t *testing.T) {
 	}
 	e.assertAllRunning(t, p)
 	e.assertSameState(t, before)
-}
-
-// TestKeepLocalForResume pushes with keep-local: the image stays unpacked
-// under its tag and repository@digest, a container starts from it without a
-// pull, and the oldest kept image goes when the disk bound is reached.
-func TestKeepLocalForResume(t *testing.T) {
-	e := requireEnv(t)
-	ctx := e.ctrd.Ctx(context.Background())
-	is := e.ctrd.Client.ImageService()
-	p := e.startPod(t, podContainer{"app", e.dockerBase})
-	var refs, byDigest []string
-	for i := 1; i <= 2; i++ {
-		p.writeBig(t, "app", "/data/big", int64(i)<<20)
-		ref := fmt.Sprintf("%s/snap/%s-keep:%d", e.regA.Host, p.name, i)
-		c := e.committer(p.params(t, true, "app="+ref))
-		c.cfg.KeepLocal = true
-		// Room for the second image alone: keeping it evicts the first.
-		c.cfg.KeepLocalMaxBytes = 6 << 20
-		if _, err := c.Commit(context.Background()); err != nil {
-			t.Fatalf("commit %d: %v", i, err)
-		}
-		pushed, _, err := c.Push(context.Background())
-		if err != nil {
-			t.Fatalf("push %d: %v", i, err)
-		}
-		refs = append(refs, ref)
-		byDigest = append(byDigest, pushed[0].Target.Repository()+"@"+pushed[0].Digest)
-		for _, n := range []string{ref, byDigest[i-1]} {
-			img, err := e.ctrd.Client.GetImage(ctx, n)
-			if err != nil {
-				t.Fatalf("kept image %s: %v", n, err)
-			}
-			if ok, err := img.IsUnpacked(ctx, "overlayfs"); err != nil || !ok {
-				t.Errorf("kept image %s is not unpacked (%v)", n, err)
-			}
-			if img.Metadata().Target.Digest.String() != pushed[0].Digest {
-				t.Errorf("kept image %s has manifest %s, pushed %s", n, img.Metadata().Target.Digest, pushed[0].Digest)
-			}
-		}
-		if i == 1 {
-			// A resume on this node: no pull (Run only reads local images).
-			id := p.name + "-resumed"
-			ctr, task, err := e.ctrd.Run(ctx, ctrharness.PodContainer{ID: id, Pod: p.name + "-r", PodNamespace: "default", Name: "app", Image: ref}, nil)
-			if err != nil {
-				t.Fatalf("starting from the kept image: %v", err)
-			}
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d/root/data/big", task.Pid())); err != nil {
-				t.Errorf("resumed container lacks the snapshot's file: %v", err)
-			}
-			if err := e.ctrd.DeleteContainer(ctx, ctr); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for _, n := range []string{refs[0], byDigest[0]} {
-		if _, err := is.Get(ctx, n); !errdefs.IsNotFound(err) {
-			t.Errorf("oldest kept image %s not evicted beyond the bound (err %v)", n, err)
-		}
-	}
-	for _, n := range []string{refs[1], byDigest[1]} {
-		if _, err := is.Get(ctx, n); err != nil {
-			t.Errorf("newest kept image %s: %v", n, err)
-		}
-		_ = is.Delete(ctx, n)
-	}
 }

@@ -135,8 +135,9 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 			t.Errorf("round %d: losing run's error %v is not a frozen-elsewhere error naming the pod", round, errs[lose])
 		}
 		e.assertAllRunning(t, p)
-		if _, err := e.ctrd.Client.ImageService().Get(ctx, refs[lose]); !errdefs.IsNotFound(err) {
-			t.Errorf("round %d: the losing run left an image %s (err %v)", round, refs[lose], err)
+		lost := cms[lose].workingName(cms[lose].cfg.Params.Targets[0])
+		if _, err := e.ctrd.Client.ImageService().Get(ctx, lost); !errdefs.IsNotFound(err) {
+			t.Errorf("round %d: the losing run left an image %s (err %v)", round, lost, err)
 		}
 		if len(results[win].Images) != 2 {
 			t.Fatalf("round %d: winner committed %d images", round, len(results[win].Images))

@@ -30,6 +30,7 @@ import (
 const (
 	ModeCommit  = task.ModeCommit
 	ModeUnpause = task.ModeUnpause
+	ModeRelease = task.ModeRelease
 )
 
 // RawParams holds the Task parameters exactly as Tekton passes them.
@@ -87,7 +88,7 @@ func ParseParams(in RawParams) (*Params, error) {
 	if errs := validation.IsDNS1123Label(in.PodNamespace); len(errs) > 0 {
 		return nil, fmt.Errorf("param pod-namespace %q is invalid: %s", in.PodNamespace, strings.Join(errs, "; "))
 	}
-	if err := validateID(task.ParamPodUID, in.PodUID); err != nil {
+	if err := validateID(task.ParamPodUID, in.PodUID); err != nil && !(in.Mode == ModeRelease && in.PodUID == "") {
 		return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
 	}
 	if err := validateID(task.ParamRunID, in.RunID); err != nil {
@@ -103,12 +104,12 @@ func ParseParams(in RawParams) (*Params, error) {
 	switch in.Mode {
 	case "", ModeCommit:
 		p.Mode = ModeCommit
-	case ModeUnpause:
-		p.Mode = ModeUnpause
+	case ModeUnpause, ModeRelease:
+		p.Mode = in.Mode
 	default:
-		return nil, fmt.Errorf("param mode must be %q or %q, got %q", ModeCommit, ModeUnpause, in.Mode)
+		return nil, fmt.Errorf("param mode must be %q, %q or %q, got %q", ModeCommit, ModeUnpause, ModeRelease, in.Mode)
 	}
-	if len(in.Containers) == 0 && p.Mode != ModeUnpause {
+	if len(in.Containers) == 0 && p.Mode == ModeCommit {
 		return nil, fmt.Errorf("param containers is empty: pod %s/%s needs at least one \"<container>=<image>\" item", in.PodNamespace, in.PodName)
 	}
 	seenC := map[string]bool{}
@@ -121,9 +122,11 @@ func ParseParams(in RawParams) (*Params, error) {
 		if seenC[t.Container] {
 			return nil, fmt.Errorf("pod %s/%s: container %q is listed twice in param containers", in.PodNamespace, in.PodName, t.Container)
 		}
-		key := t.Tag.Name()
+		// One repository per container: a run names its images by
+		// repository (Committer.workingName).
+		key := t.Tag.Context().Name()
 		if other, ok := seenI[key]; ok {
-			return nil, fmt.Errorf("pod %s/%s: containers %q and %q both target image %s", in.PodNamespace, in.PodName, other, t.Container, t.Image)
+			return nil, fmt.Errorf("pod %s/%s: containers %q and %q both target repository %s", in.PodNamespace, in.PodName, other, t.Container, t.Repository())
 		}
 		seenC[t.Container] = true
 		seenI[key] = t.Container

@@ -60,6 +60,12 @@ func TestParseParamsValid(t *testing.T) {
 	if p, err = ParseParams(r); err != nil || len(p.Targets) != 0 {
 		t.Errorf("unpause without containers: %+v %v", p, err)
 	}
+	// A release touches no container: the pod may be long gone, its UID
+	// unknown.
+	r.Mode, r.PodUID = "release", ""
+	if p, err = ParseParams(r); err != nil || p.Mode != ModeRelease {
+		t.Errorf("release without containers and pod UID: %+v %v", p, err)
+	}
 }
 
 func TestParseParamsInvalid(t *testing.T) {
@@ -74,6 +80,9 @@ func TestParseParamsInvalid(t *testing.T) {
 		{"bad namespace", func(r *RawParams) { r.PodNamespace = "a.b" }, "pod-namespace"},
 		{"no containers", func(r *RawParams) { r.Containers = nil }, "containers is empty"},
 		{"empty pod uid", func(r *RawParams) { r.PodUID = "" }, "pod-uid is empty"},
+		{"empty pod uid, unpause", func(r *RawParams) { r.PodUID, r.Mode = "", "unpause" }, "pod-uid is empty"},
+		{"bad pod uid, release", func(r *RawParams) { r.PodUID, r.Mode = "a/b", "release" }, "pod-uid"},
+		{"unknown mode", func(r *RawParams) { r.Mode = "restore" }, `param mode must be "commit", "unpause" or "release"`},
 		{"bad pod uid", func(r *RawParams) { r.PodUID = `x",labels.y=="z` }, "pod-uid"},
 		{"long pod uid", func(r *RawParams) { r.PodUID = strings.Repeat("a", 129) }, "pod-uid is longer"},
 		{"empty run id", func(r *RawParams) { r.RunID = "" }, "run-id is empty"},
@@ -97,7 +106,10 @@ func TestParseParamsInvalid(t *testing.T) {
 		}, "listed twice"},
 		{"duplicate image", func(r *RawParams) {
 			r.Containers = []string{"app=127.0.0.1:5000/a:1", "side=127.0.0.1:5000/a:1"}
-		}, "both target image"},
+		}, "both target repository 127.0.0.1:5000/a"},
+		{"one repository, two tags", func(r *RawParams) {
+			r.Containers = []string{"app=127.0.0.1:5000/a:1", "side=127.0.0.1:5000/a:2"}
+		}, "both target repository 127.0.0.1:5000/a"},
 		{"insecure yes", func(r *RawParams) { r.InsecureRegistry = "yes" }, "insecure-registry"},
 		{"insecure empty", func(r *RawParams) { r.InsecureRegistry = "" }, "insecure-registry"},
 		{"insecure True", func(r *RawParams) { r.InsecureRegistry = "True" }, "insecure-registry"},

@@ -199,13 +199,13 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 	return out, stats, nil
 }
 
-// deleteLocal removes the committed images of targets from containerd.
+// deleteLocal removes this run's committed images of targets from containerd.
 func (c *Committer) deleteLocal(ctx context.Context, targets []Target) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, t := range targets {
-		if err := c.client.ImageService().Delete(ctx, t.Image); err != nil && !errdefs.IsNotFound(err) {
-			c.log.Printf("pod %s container %q: removing local image %s: %v", c.podRef(), t.Container, t.Image, err)
+		if err := c.client.ImageService().Delete(ctx, c.workingName(t)); err != nil && !errdefs.IsNotFound(err) {
+			c.log.Printf("pod %s container %q: removing local image %s: %v", c.podRef(), t.Container, c.workingName(t), err)
 		}
 	}
 }
@@ -218,9 +218,9 @@ type committedImage struct {
 	manifest ocispec.Manifest
 }
 
-// readCommitted reads the image the commit step committed for t.
+// readCommitted reads the image this run's commit step committed for t.
 func (c *Committer) readCommitted(ctx context.Context, t Target) (*committedImage, error) {
-	img, err := c.client.ImageService().Get(ctx, t.Image)
+	img, err := c.client.ImageService().Get(ctx, c.workingName(t))
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("no committed image in containerd (did the commit step run?)")

@@ -89,7 +89,8 @@ func (noNames) Gname() (string, error) { return "", nil }
 func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 	s := &stagedUpper{dir: dir}
 	type job struct {
-		src       string
+		rel       string
+		id        fileID
 		off, size int64
 	}
 	var (
@@ -150,7 +151,11 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 		}
 		e := stagedEntry{hdr: hdr, off: total}
 		if e.hasContent() {
-			jobs = append(jobs, job{src: p, off: total, size: hdr.Size})
+			st, ok := fi.Sys().(*syscall.Stat_t)
+			if !ok {
+				return fmt.Errorf("%s: no inode", p)
+			}
+			jobs = append(jobs, job{rel: rel, id: fileID{dev: st.Dev, ino: st.Ino}, off: total, size: hdr.Size})
 			s.bytes += hdr.Size
 			total += (hdr.Size + stageAlign - 1) / stageAlign * stageAlign
 		}
@@ -171,6 +176,11 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("making the copy of upper directory %s: %w", upper, err)
 	}
+	root, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("opening upper directory %s: %w", upper, err)
+	}
+	defer unix.Close(root)
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -195,8 +205,8 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 			}
 			defer out.Close()
 			for j := range next {
-				if err := copyAt(out, j.src, j.off, j.size); err != nil {
-					fail(err)
+				if err := copyAt(out, root, j.rel, j.id, j.off, j.size); err != nil {
+					fail(fmt.Errorf("%s: %w", filepath.Join(upper, j.rel), err))
 				}
 			}
 		}()
@@ -237,10 +247,48 @@ func lgetxattr(p, attr string) ([]byte, error) {
 	}
 }
 
-// copyAt copies the size bytes of file src into out at offset off, in the
-// kernel where the file systems allow it (os.File.ReadFrom).
-func copyAt(out *os.File, src string, off, size int64) error {
-	in, err := os.Open(src)
+// fileID is the inode a walk saw at a path.
+type fileID struct{ dev, ino uint64 }
+
+// errNotWalked is returned for a path that no longer leads to the inode the
+// walk saw there.
+var errNotWalked = errors.New("not the regular file the walk saw (changed while frozen?)")
+
+// openWalked opens rel beneath the directory root read-only, through no
+// symbolic link and no mount point, and checks that it is the regular file
+// id the walk saw. The freeze stops the sandbox's own processes, not one
+// outside it (a debug container, a pod sharing its process namespace),
+// which could swap an entry for a link into another pod's files between
+// the walk and the copy.
+func openWalked(root int, rel string, id fileID) (*os.File, error) {
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+			return nil, fmt.Errorf("%w: %w", errNotWalked, err)
+		}
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), rel)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Dev != id.dev || st.Ino != id.ino {
+		f.Close()
+		return nil, errNotWalked
+	}
+	return f, nil
+}
+
+// copyAt copies the size bytes of the walked file rel beneath root into out
+// at offset off, in the kernel where the file systems allow it
+// (os.File.ReadFrom).
+func copyAt(out *os.File, root int, rel string, id fileID, off, size int64) error {
+	in, err := openWalked(root, rel, id)
 	if err != nil {
 		return err
 	}
@@ -250,7 +298,7 @@ func copyAt(out *os.File, src string, off, size int64) error {
 	}
 	n, err := io.Copy(out, &io.LimitedReader{R: in, N: size})
 	if err == nil && n != size {
-		err = fmt.Errorf("%s: copied %d bytes, want %d (changed while frozen?)", src, n, size)
+		err = fmt.Errorf("copied %d bytes, want %d (changed while frozen?)", n, size)
 	}
 	return err
 }

@@ -27,6 +27,7 @@ const (
 	ParamPodName      = "pod-name"
 	ParamPodNamespace = "pod-namespace"
 	// ParamPodUID is the pod's UID; only containers of that pod are touched.
+	// ModeRelease touches no container and needs none.
 	ParamPodUID = "pod-uid"
 	// ParamRunID marks the containers a commit freezes. An unpause run takes
 	// the run ID of the commit it cleans up after and thaws only those.
@@ -42,6 +43,8 @@ const (
 const (
 	ModeCommit  = "commit"
 	ModeUnpause = "unpause"
+	// ModeRelease gives back the images a deleted snapshot kept on the node.
+	ModeRelease = "release"
 )
 
 // Result names.
