@@ -76,7 +76,7 @@ host_state() {
   for p in ${HOST_FIXED_PATHS} "${NODE_RUN_DIR}"; do
     [[ -e "${p}" || -L "${p}" ]] || continue
     if [[ -d "${p}" && ! -L "${p}" ]]; then find "${p}" -maxdepth 2 | sort; else echo "${p}"; fi
-  done | sort -u | grep -vxF -e "${live:-/nonexistent}"
+  done | sort -u | { grep -vxF -e "${live:-/nonexistent}" || true; } # none at all is a state too
   sysctl -a 2>/dev/null | grep -Ev "${VOLATILE_SYSCTLS}" | sort >"${sysctls}"
 }
 
