@@ -14,16 +14,17 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command controller runs the SandboxSnapshot reconciler.
+// Command controller runs the SandboxSnapshot and image deletion reconcilers.
 package main
 
 import (
 	"knative.dev/pkg/injection/sharedmain"
 	"knative.dev/pkg/signals"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot"
 )
 
 func main() {
-	sharedmain.MainWithContext(signals.NewContext(), "sandbox-snapshot-controller", sandboxsnapshot.NewController)
+	sharedmain.MainWithContext(signals.NewContext(), "sandbox-snapshot-controller", sandboxsnapshot.NewController, imagedeletion.NewController)
 }

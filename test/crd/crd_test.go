@@ -229,11 +229,7 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 
 	removed := *succeeded.DeepCopy()
 	removed.MarkTaskRunRemoved(tr, later)
-	removed.MarkImagesMissing([]string{containers[0].ImageURI + "@sha256:" + strings.Repeat("a", 64)})
-
-	deletingImages := *removed.DeepCopy()
-	deletingImages.MarkImageDeletion([]string{"registry.example.com/snap/demo-app@sha256:" + strings.Repeat("a", 64)},
-		"deleting 1 of 2 manifest(s) failed: 503 Service Unavailable")
+	removed.MarkImagesMissing([]string{"registry.example.com/snap/team-a/demo/app@sha256:" + strings.Repeat("a", 64)})
 
 	configFailed := v1alpha1.SandboxSnapshotStatus{ObservedGeneration: 1}
 	configFailed.InitializeConditions(now)
@@ -250,7 +246,6 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 		"podPending":   podPending,
 		"configFailed": configFailed,
 		"removed":      removed,
-		"deleting":     deletingImages,
 	}
 }
 

@@ -265,13 +265,13 @@ func TestRBACGrantsExactlyWhatTheCodeCalls(t *testing.T) {
 	}
 	add("cluster", "sandbox.opensandbox.io", "sandboxsnapshots", "get", "list", "watch", "patch")
 	add("cluster", "sandbox.opensandbox.io", "sandboxsnapshots/status", "update")
-	add("cluster", "sandbox.opensandbox.io", "batchsandboxes", "get")
-	add("cluster", "", "pods", "get", "list")
+	add("cluster", "sandbox.opensandbox.io", "batchsandboxes", "get", "list", "watch")
+	add("cluster", "", "pods", "get", "list", "watch")
 	add("cluster", "", "events", "create", "patch")
 	add(systemNamespace, "tekton.dev", "taskruns", "get", "list", "watch", "create", "patch", "delete")
 	add(systemNamespace, "", "secrets", "get")
 	add(systemNamespace, "", "events", "list")
-	add(systemNamespace, "", "configmaps", "get", "list", "watch")
+	add(systemNamespace, "", "configmaps", "get", "list", "watch", "create", "update", "delete")
 	add(systemNamespace, "coordination.k8s.io", "leases", "get", "create", "update")
 
 	got := sets.New[grant]()
@@ -565,7 +565,7 @@ func configMapWithExample(t *testing.T, name string) (*corev1.ConfigMap, map[str
 func TestConfigSnapshot(t *testing.T) {
 	cm, documented := configMapWithExample(t, config.SnapshotConfigName)
 
-	keys := []string{config.RegistryKey, config.PushSecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey,
+	keys := []string{config.RegistryKey, config.PushSecretKey, config.RegistrySecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey,
 		config.ContainerdSocketKey, config.OverlayfsRootKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
 		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey}

@@ -37,11 +37,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	idresources "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
@@ -213,9 +216,10 @@ func TestTaskRunRetention(t *testing.T) {
 	}
 }
 
-// TestImageDeletionPolicy: under Delete, deleting a snapshot deletes its
-// manifest from a real registry, but not one another snapshot records, and
-// not while another snapshot of the sandbox commits; Retain keeps it.
+// TestImageDeletionPolicy: under Delete, a deleted snapshot goes at once,
+// and its manifest goes from a real registry once nothing refers to it: not
+// while another snapshot records it, nor while another snapshot of the
+// sandbox commits; Retain keeps it.
 func TestImageDeletionPolicy(t *testing.T) {
 	e := setup(t)
 	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
@@ -231,27 +235,28 @@ func TestImageDeletionPolicy(t *testing.T) {
 		t.Fatalf("digests differ: %s, %s", first.Status.Containers[0].ImageDigest, second.Status.Containers[0].ImageDigest)
 	}
 	e.deleteSnapshot(first.Name)
+	e.waitEvent(first.Name, v1alpha1.ReasonImageDeletionDeferred)
 	if !manifestHeld(t, second) {
 		t.Fatal("the manifest SandboxSnapshot second still records was deleted with the first")
 	}
 
-	// While a third snapshot of the sandbox commits, the second waits.
+	// While a third snapshot of the sandbox commits, the manifest stays;
+	// the second goes at once all the same.
 	e.createSnapshot("third", "sb")
 	third := e.waitSnapshot("third", "Committing", isPhase(v1alpha1.PhaseCommitting))
-	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, "second", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.waitEvent("second", v1alpha1.ReasonImageDeletionWaiting)
+	e.deleteSnapshot("second")
+	e.waitEvent("second", v1alpha1.ReasonImageDeletionDeferred)
 	if !manifestHeld(t, second) {
 		t.Fatal("the manifest was deleted while another snapshot of the sandbox committed")
 	}
 	retained := randomImage(t)
 	third = pushAndSucceed(t, e, third, retained)
-	e.waitSnapshotGone("second")
+	e.waitEvent("second", v1alpha1.ReasonImagesDeleted)
+	e.waitEvent(first.Name, v1alpha1.ReasonImagesDeleted)
 	if manifestHeld(t, second) {
 		t.Error("the manifest of the last snapshot recording it is still in the registry after its deletion")
 	}
-	e.waitEvent("second", v1alpha1.ReasonImagesDeleted)
+	e.waitNoImageDeletions()
 
 	// The annotation keeps the third's images under the Delete policy.
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"Retain"}}}`, sandbox.ImageDeletionPolicyAnnotation)
@@ -261,6 +266,135 @@ func TestImageDeletionPolicy(t *testing.T) {
 	e.deleteSnapshot(third.Name)
 	if !manifestHeld(t, third) {
 		t.Error("the manifest of a snapshot annotated Retain was deleted")
+	}
+}
+
+// TestImageDeletionWaitsForPodsAndTemplates plays OpenSandbox's resume
+// under the Delete policy: the BatchSandbox's template and a new pod name
+// the snapshot's pinned imageUri, and <sandbox>-pause is deleted. The
+// snapshot goes at once; its manifest stays while the pod or the template
+// names it, and goes when neither does.
+func TestImageDeletionWaitsForPodsAndTemplates(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	host := loopbackRegistry(t)
+	s := pushAndSucceed(t, e, useRegistry(t, e, host, map[string]any{config.ImageDeletionPolicyKey: "Delete"}), randomImage(t))
+	pinned := s.Status.Containers[0].ImageURI
+	if !strings.HasSuffix(pinned, "@"+s.Status.Containers[0].ImageDigest) {
+		t.Fatalf("imageUri %s is not pinned to digest %s", pinned, s.Status.Containers[0].ImageDigest)
+	}
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q}]}}}}`, pinned)
+	if _, err := e.c.Dynamic.Resource(batchSandboxGVR).Namespace(e.ns).Patch(e.ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resumed := mustParse[corev1.Pod](t, `
+apiVersion: v1
+kind: Pod
+metadata:
+  name: sb-resumed
+  namespace: %s
+spec:
+  containers:
+    - name: app
+      image: %s
+`, e.ns, pinned)
+	if _, err := e.c.Kube.CoreV1().Pods(e.ns).Create(e.ctx, resumed, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.deleteSnapshot(s.Name)
+	e.waitEvent(s.Name, v1alpha1.ReasonImageDeletionDeferred)
+	if !manifestHeld(t, s) {
+		t.Fatal("the manifest a pod and a BatchSandbox template name was deleted")
+	}
+
+	if err := e.c.Kube.CoreV1().Pods(e.ns).Delete(e.ctx, resumed.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	// The template still names it: a pod created again (after a drain or an
+	// eviction) pulls it.
+	time.Sleep(2 * time.Second)
+	if !manifestHeld(t, s) {
+		t.Fatal("the manifest a BatchSandbox template names was deleted")
+	}
+
+	patch = `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"registry.test/elsewhere:1"}]}}}}`
+	if _, err := e.c.Dynamic.Resource(batchSandboxGVR).Namespace(e.ns).Patch(e.ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitEvent(s.Name, v1alpha1.ReasonImagesDeleted)
+	if manifestHeld(t, s) {
+		t.Error("the manifest is still in the registry once nothing names it")
+	}
+	e.waitNoImageDeletions()
+}
+
+// TestImageDeletionRefused: a registry that refuses deletion, as
+// distribution does unless told otherwise, leaves the image behind at once,
+// saying so; the snapshot is gone within seconds.
+func TestImageDeletionRefused(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	host := refusingRegistry(t)
+	s := pushAndSucceed(t, e, useRegistry(t, e, host, map[string]any{config.ImageDeletionPolicyKey: "Delete"}), randomImage(t))
+	start := time.Now()
+	e.deleteSnapshot(s.Name)
+	e.waitEvent(s.Name, v1alpha1.ReasonImagesLeftBehind)
+	t.Logf("snapshot gone and ImagesLeftBehind reported %v after the deletion", time.Since(start).Round(100*time.Millisecond))
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the refusal took %v to report; it ends the deletion at once", d)
+	}
+	if !manifestHeld(t, s) {
+		t.Error("the refusing registry lost the manifest")
+	}
+	e.waitNoImageDeletions()
+}
+
+// refusingRegistry serves a registry on 127.0.0.1 that refuses to delete
+// manifests, as distribution without REGISTRY_STORAGE_DELETE_ENABLED does.
+func refusingRegistry(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			fmt.Fprint(w, `{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}`)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return l.Addr().String()
+}
+
+// waitNoImageDeletions waits until no image deletion record of this test's
+// namespace is left in the operator's namespace.
+func (e *env) waitNoImageDeletions() {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		cms, err := e.c.Kube.CoreV1().ConfigMaps(systemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: idresources.RecordLabel + "=true"})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		var left []string
+		for _, cm := range cms.Items {
+			if rec, err := idresources.ParseRecord(&cm); err == nil && rec.Snapshot.Namespace == e.ns {
+				left = append(left, cm.Name+" ("+rec.Image+", waiting for "+rec.WaitingFor+")")
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("image deletion records left after %v: %v", timeout, left)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -288,7 +422,7 @@ func TestImageMissing(t *testing.T) {
 	if err := remote.Delete(tag.Context().Digest(c.ImageDigest), remote.WithContext(e.ctx)); err != nil {
 		t.Fatal(err)
 	}
-	want := c.ImageURI + "@" + c.ImageDigest
+	want := tag.Context().Digest(c.ImageDigest).String()
 	marked := e.waitSnapshot(s.Name, "marked image-missing", func(s *v1alpha1.SandboxSnapshot) bool {
 		return s.Annotations[sandbox.ImageMissingAnnotation] != "" && (!ownStatusFields() || len(s.Status.MissingImages) > 0)
 	})

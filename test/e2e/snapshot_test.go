@@ -92,8 +92,9 @@ func TestSnapshotSucceeds(t *testing.T) {
 		t.Errorf("status.containers = %v, want app, sidecar", got)
 	}
 	for _, c := range s.Status.Containers {
-		if !strings.HasPrefix(c.ImageURI, "127.0.0.1:5000/snapshots/sb-"+c.ContainerName+":snap-") {
-			t.Errorf("container %s: imageUri %q, want <registry>/sb-%s:snap-...", c.ContainerName, c.ImageURI, c.ContainerName)
+		want := "127.0.0.1:5000/snapshots/" + e.ns + "/sb/" + c.ContainerName + ":snap-"
+		if !strings.HasPrefix(c.ImageURI, want) || !strings.HasSuffix(c.ImageURI, "-"+strings.ReplaceAll(string(s.UID), "-", "")[:8]) {
+			t.Errorf("container %s: imageUri %q, want %s<hash>-<snapshot UID>", c.ContainerName, c.ImageURI, want)
 		}
 	}
 	tr := e.waitTaskRun(names.CommitTaskRun(s), "to exist", nil)
@@ -111,6 +112,10 @@ func TestSnapshotSucceeds(t *testing.T) {
 		if c.ImageDigest != want[i] {
 			t.Errorf("containers[%d] (%s) imageDigest = %q, want %q", i, c.ContainerName, c.ImageDigest, want[i])
 		}
+		// OpenSandbox resumes from imageUri: pinned, it names those bytes.
+		if pinned := pushedTo(t, tr, c.ContainerName) + "@" + want[i]; c.ImageURI != pinned {
+			t.Errorf("containers[%d] (%s) imageUri = %q, want %q", i, c.ContainerName, c.ImageURI, pinned)
+		}
 	}
 	if p := s.Status.PauseWindowMilliseconds; ownStatusFields() && (p == nil || *p != 321) {
 		t.Errorf("pauseWindowMilliseconds = %v, want 321", p)
@@ -125,6 +130,23 @@ func TestSnapshotSucceeds(t *testing.T) {
 		t.Errorf("startTime %v, completionTime %v: both must be set", s.Status.StartTime, s.Status.CompletionTime)
 	}
 	checkCreatedOnce(t, e, tr.Name)
+}
+
+// pushedTo returns the image a commit TaskRun pushes a container to.
+func pushedTo(t *testing.T, tr *pipelinev1.TaskRun, container string) string {
+	t.Helper()
+	for _, p := range tr.Spec.Params {
+		if p.Name != task.ParamContainers {
+			continue
+		}
+		for _, item := range p.Value.ArrayVal {
+			if c, image, err := task.SplitContainerItem(item); err == nil && c == container {
+				return image
+			}
+		}
+	}
+	t.Fatalf("TaskRun %s commits no container %s", tr.Name, container)
+	return ""
 }
 
 // checkCommitTaskRun checks a commit TaskRun against the contract.

@@ -44,6 +44,7 @@ import (
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
 // FinalizerName is the finalizer that holds a snapshot until its TaskRuns
@@ -80,7 +81,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		namespace:      namespace,
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
-		registry:       remoteRegistries(kubeclient.Get(ctx), namespace),
+		registry:       registry.Remote(kubeclient.Get(ctx), namespace),
 		checks:         newImageChecks(),
 	}
 
@@ -113,6 +114,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	// New snapshots wait in the admission, the rest go straight to the
 	// work queue: see admission for why. A pass on a copy of a snapshot
 	// that the controller's own write has replaced is skipped: see ownWrites.
+	impl.Reconciler = withSweep(impl.Reconciler, r)
 	admit := newAdmission(impl)
 	gatePasses(impl, func(key string) bool {
 		ns, name, err := cache.SplitMetaNamespaceKey(key)

@@ -25,12 +25,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"knative.dev/pkg/controller"
 	pkgreconciler "knative.dev/pkg/reconciler"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
@@ -44,7 +47,8 @@ const cleanupWait = 10 * time.Second
 // have ended with the sandbox paused, an unpause TaskRun runs and is waited
 // for; then both TaskRuns are deleted. Each wait is bounded by
 // resources.UnpauseTimeout, after which the finalizer comes off anyway.
-// Last, under the Delete image deletion policy, the images go (images.go).
+// Last, a release TaskRun removes the images the commit kept on the node,
+// and under the Delete image deletion policy the images go (images.go).
 func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	commit, err := r.ownTaskRun(ctx, s, names.CommitTaskRun(s))
 	if err != nil {
@@ -57,13 +61,8 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 	deleting := r.clock.Since(s.DeletionTimestamp.Time)
 
 	if commit != nil && !commit.IsDone() && deleting < resources.UnpauseTimeout {
-		if !commit.IsCancelled() {
-			// Cancelling lets Tekton stop the step gracefully and record why;
-			// the committer thaws the sandbox on the SIGTERM that follows.
-			patch := []byte(`{"spec":{"status":"` + pipelinev1.TaskRunSpecStatusCancelled + `","statusMessage":"SandboxSnapshot deleted"}}`)
-			if _, err := r.pipelineClient.TektonV1().TaskRuns(commit.Namespace).Patch(ctx, commit.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrs.IsNotFound(err) {
-				return fmt.Errorf("cancelling TaskRun %s/%s: %w", commit.Namespace, commit.Name, err)
-			}
+		if err := r.cancelTaskRun(ctx, commit); err != nil {
+			return err
 		}
 		return controller.NewRequeueAfter(cleanupWait)
 	}
@@ -95,7 +94,62 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 			return err
 		}
 	}
+	if err := r.release(ctx, s); err != nil {
+		return err
+	}
 	return r.deleteImages(ctx, s)
+}
+
+// release starts, for a Succeed snapshot, the TaskRun that removes the
+// images its commit kept on the node for a resume. The finalizer does not
+// wait for it (OpenSandbox's next pause of the sandbox waits for this
+// snapshot to go); the TaskRun is deleted once it has ended (sweepTaskRuns).
+func (r *Reconciler) release(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
+	if s.Status.Phase != v1alpha1.PhaseSucceed || s.Status.SourceNodeName == "" {
+		return nil
+	}
+	_, _, err := r.createTaskRun(ctx, s, resources.MakeReleaseTaskRun(s, config.FromContext(ctx).Snapshot, r.namespace))
+	return err
+}
+
+// cancelTaskRun cancels a running TaskRun. Cancelling lets Tekton stop the
+// step gracefully and record why; the committer thaws the sandbox on the
+// SIGTERM that follows.
+func (r *Reconciler) cancelTaskRun(ctx context.Context, tr *pipelinev1.TaskRun) error {
+	if tr.IsCancelled() {
+		return nil
+	}
+	patch := []byte(`{"spec":{"status":"` + pipelinev1.TaskRunSpecStatusCancelled + `","statusMessage":"SandboxSnapshot deleted"}}`)
+	if _, err := r.pipelineClient.TektonV1().TaskRuns(tr.Namespace).Patch(ctx, tr.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrs.IsNotFound(err) {
+		return fmt.Errorf("cancelling TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
+	}
+	return nil
+}
+
+// sweepTaskRuns cleans up the TaskRuns left for a snapshot of this name
+// that is gone: its finalizer was forced off, or its release TaskRun ended
+// after the finalizer came off. Done ones are deleted; a running commit is
+// cancelled first, so that its committer thaws the sandbox, and deleted
+// once it has ended (its end is an event of its own).
+func (r *Reconciler) sweepTaskRuns(ctx context.Context, namespace, name string) error {
+	trs, err := r.taskRunLister.TaskRuns(r.namespace).List(labels.SelectorFromSet(labels.Set{
+		sandbox.SnapshotNamespaceLabel: namespace, sandbox.SnapshotNameLabel: name}))
+	if err != nil {
+		return err
+	}
+	for _, tr := range trs {
+		switch {
+		case tr.DeletionTimestamp != nil:
+		case tr.IsDone():
+			err = r.deleteTaskRun(ctx, tr, metav1.DeletePropagationBackground)
+		case isCommit(tr):
+			err = r.cancelTaskRun(ctx, tr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // deleteTaskRunsOf deletes the TaskRuns made for s, a snapshot that is gone.

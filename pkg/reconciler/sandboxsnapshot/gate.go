@@ -140,9 +140,11 @@ func describe(tr *pipelinev1.TaskRun) string {
 		tr.Labels[sandbox.SnapshotNameLabel], tr.Namespace, tr.Name)
 }
 
-// isCommit reports whether tr is a commit TaskRun, not an unpause one.
+// isCommit reports whether tr is a commit TaskRun, not an unpause or a
+// release one.
 func isCommit(tr *pipelinev1.TaskRun) bool {
-	return paramValue(tr, task.ParamMode) != task.ModeUnpause
+	mode := paramValue(tr, task.ParamMode)
+	return mode == "" || mode == task.ModeCommit
 }
 
 // hasUnpause reports whether trs hold an unpause TaskRun of commit's snapshot.

@@ -36,6 +36,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
 // imageChecks bounds the registry look-ups of the missing-image check: each
@@ -117,13 +118,13 @@ func (r *Reconciler) checkImages(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 	again := controller.NewRequeueAfter(cfg.ImageCheckInterval)
 	logger := logging.FromContext(ctx)
-	opts := nameOptions(cfg)
+	opts := registry.NameOptions(cfg.InsecureRegistry)
 	images, err := imagesOf(s, opts)
 	if err != nil {
 		logger.Warnw("Cannot check the images of a snapshot", zap.Error(err))
 		return again
 	}
-	reg, err := r.registry(ctx, cfg)
+	reg, err := r.registry(ctx, cfg.ControllerSecret())
 	if err != nil {
 		logger.Warnw("Cannot check the images of a snapshot", zap.Error(err))
 		return again

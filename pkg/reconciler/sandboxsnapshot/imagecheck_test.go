@@ -33,13 +33,14 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrytest"
 )
 
 func TestImageCheck(t *testing.T) {
 	f := newRetentionFixture()
 	succeed := WithSucceeded(412, digestA, digestB)
-	imageA := registry + "/team-a/sb/app@" + digestA
-	imageB := registry + "/team-a/sb/sidecar@" + digestB
+	imageA := registryPrefix + "/team-a/sb/app@" + digestA
+	imageB := registryPrefix + "/team-a/sb/sidecar@" + digestB
 	missingA := imageA
 	// checking configures the check and makes the snapshot due: first seen
 	// two hours ago.
@@ -47,12 +48,12 @@ func TestImageCheck(t *testing.T) {
 		seen := newImageChecks()
 		seen.last[types.UID(snapName+"-uid")] = Now.Add(-2 * time.Hour)
 		return withImageChecks(config.ToContext(ctx, &config.Config{Snapshot: mustConfig(map[string]string{
-			config.RegistryKey: registry, config.ImageCheckIntervalKey: interval, config.TaskRunRetentionSucceededKey: "-1"})}), seen)
+			config.RegistryKey: registryPrefix, config.ImageCheckIntervalKey: interval, config.TaskRunRetentionSucceededKey: "-1"})}), seen)
 	}
-	holding := func(refs ...string) *fakeRegistry {
-		r := &fakeRegistry{held: map[string]string{}}
+	holding := func(refs ...string) *registrytest.Fake {
+		r := &registrytest.Fake{Held: map[string]string{}}
 		for _, ref := range refs {
-			r.held[ref] = ref[len(ref)-71:]
+			r.Held[ref] = ref[len(ref)-71:]
 		}
 		return r
 	}
@@ -70,16 +71,16 @@ func TestImageCheck(t *testing.T) {
 	withMissing := func(images ...string) SnapshotOption {
 		return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkImagesMissing(images) }
 	}
-	lookedUp := func(r *fakeRegistry, want int) func(*testing.T, *rtesting.TableRow) {
+	lookedUp := func(r *registrytest.Fake, want int) func(*testing.T, *rtesting.TableRow) {
 		return func(t *testing.T, _ *rtesting.TableRow) {
-			if len(r.lookedUp) != want {
-				t.Errorf("looked up %v, want %d look-ups", r.lookedUp, want)
+			if len(r.LookedUp) != want {
+				t.Errorf("looked up %v, want %d look-ups", r.LookedUp, want)
 			}
 		}
 	}
 
 	present, gone, back, still, off, down := holding(imageA, imageB), holding(imageB), holding(imageA, imageB), holding(imageB), holding(), holding()
-	down.err = errors.New("503 Service Unavailable")
+	down.Err = errors.New("503 Service Unavailable")
 	table := rtesting.TableTest{{
 		Name:           "a Succeed snapshot whose images the registry holds is left alone and looked at again after the interval",
 		Ctx:            withRegistry(checking(context.Background(), "1h"), present),
@@ -176,16 +177,16 @@ func TestImageCheckRateBound(t *testing.T) {
 func TestImageCheckRequeue(t *testing.T) {
 	f := newRetentionFixture()
 	s := f.snap(f.committing, WithSucceeded(412, digestA, digestB))
-	reg := &fakeRegistry{held: map[string]string{registry + "/team-a/sb/app@" + digestA: digestA, registry + "/team-a/sb/sidecar@" + digestB: digestB}}
+	reg := &registrytest.Fake{Held: map[string]string{registryPrefix + "/team-a/sb/app@" + digestA: digestA, registryPrefix + "/team-a/sb/sidecar@" + digestB: digestB}}
 	clock := newReconcilerClock()
 	r := &Reconciler{clock: clock, checks: newImageChecks(), registry: registryOf(withRegistry(nil, reg)), writes: newOwnWrites()}
-	ctx := config.ToContext(t.Context(), &config.Config{Snapshot: mustConfig(map[string]string{config.RegistryKey: registry, config.ImageCheckIntervalKey: "30m"})})
+	ctx := config.ToContext(t.Context(), &config.Config{Snapshot: mustConfig(map[string]string{config.RegistryKey: registryPrefix, config.ImageCheckIntervalKey: "30m"})})
 	for i, want := range []int{0, 2} {
 		if ok, d := controller.IsRequeueKey(r.checkImages(ctx, s)); !ok || d != 30*time.Minute {
 			t.Errorf("pass %d: checkImages() requeue = %v, %v; want after 30m", i, ok, d)
 		}
-		if len(reg.lookedUp) != want {
-			t.Errorf("pass %d: looked up %v, want %d look-ups", i, reg.lookedUp, want)
+		if len(reg.LookedUp) != want {
+			t.Errorf("pass %d: looked up %v, want %d look-ups", i, reg.LookedUp, want)
 		}
 		clock.Step(30 * time.Minute)
 	}

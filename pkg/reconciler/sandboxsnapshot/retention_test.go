@@ -90,7 +90,7 @@ func withRemoved(namespace string, names ...string) SnapshotOption {
 
 // retentionConfig is the default config with the given retention keys.
 func retentionConfig(kv ...string) map[string]string {
-	data := map[string]string{config.RegistryKey: registry}
+	data := map[string]string{config.RegistryKey: registryPrefix}
 	for i := 0; i+1 < len(kv); i += 2 {
 		data[kv[i]] = kv[i+1]
 	}
@@ -237,10 +237,11 @@ func TestRetention(t *testing.T) {
 			SkipNamespaceValidation: true,
 			WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		}, {
-			Name:                    "deleting a Succeed snapshot whose TaskRun was removed just drops the finalizer",
+			Name:                    "deleting a Succeed snapshot whose TaskRun was removed releases what it kept on its node, and drops the finalizer",
 			Objects:                 []runtime.Object{f.snap(f.committing, succeed, WithDeletionTimestamp)},
 			Key:                     key,
 			SkipNamespaceValidation: true,
+			WantCreates:             []runtime.Object{resources.MakeReleaseTaskRun(f.snap(f.committing, succeed), defaultCfg, f.trNamespace)},
 			WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		}}
 

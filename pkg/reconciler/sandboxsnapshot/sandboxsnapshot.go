@@ -49,6 +49,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
 // Reconciler maps SandboxSnapshots onto commit TaskRuns.
@@ -72,9 +73,9 @@ type Reconciler struct {
 	commits *commitGate
 	// writes remembers the copies of snapshots that status writes replaced.
 	writes *ownWrites
-	// registry returns the client of the snapshot registry, which deletes
-	// and looks up images.
-	registry registryFor
+	// registry returns the client of the snapshot registry, which looks
+	// images up.
+	registry registry.For
 	// checks bounds the look-ups of the missing-image check.
 	checks *imageChecks
 	// metrics records the controller's own metrics.

@@ -49,11 +49,11 @@ import (
 )
 
 const (
-	ns       = "team-a"
-	snapName = "snap"
-	sbName   = "sb"
-	node     = "node-1"
-	registry = "registry.test/snapshots"
+	ns             = "team-a"
+	snapName       = "snap"
+	sbName         = "sb"
+	node           = "node-1"
+	registryPrefix = "registry.test/snapshots"
 	// tag is "snap-", the first 32 hex characters of sha256("snap") and the
 	// snapshot's UID, snap-uid.
 	tag     = "snap-1c27324f013705cbf0c49f3d3bb103c7-snapuid"
@@ -64,11 +64,11 @@ const (
 var (
 	key        = ns + "/" + snapName
 	twoApps    = []string{"app", "sidecar"}
-	defaultCfg = mustConfig(map[string]string{config.RegistryKey: registry})
+	defaultCfg = mustConfig(map[string]string{config.RegistryKey: registryPrefix})
 	// committed are the containers of pod sb-0 and their images.
 	committed = []v1alpha1.ContainerSnapshot{
-		{ContainerName: "app", ImageURI: registry + "/team-a/sb/app:" + tag},
-		{ContainerName: "sidecar", ImageURI: registry + "/team-a/sb/sidecar:" + tag},
+		{ContainerName: "app", ImageURI: registryPrefix + "/team-a/sb/app:" + tag},
+		{ContainerName: "sidecar", ImageURI: registryPrefix + "/team-a/sb/sidecar:" + tag},
 	}
 	runningPod = Pod(ns, "sb-0", twoApps, WithRunningOn(node))
 )
@@ -88,6 +88,8 @@ func TestReconcile(t *testing.T) {
 		return TaskRun(resources.MakeTaskRun(snap(), src, defaultCfg, trNamespace), opts...)
 	}
 	unpauseTaskRun := resources.MakeUnpauseTaskRun(snap(), runningPod, defaultCfg, trNamespace)
+	releaseName := "team-a-snap-05307b-release"
+	releaseTaskRun := resources.MakeReleaseTaskRun(snap(committing), defaultCfg, trNamespace)
 	killedMidPause := WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}})
 	failedMessage := func(reason, message string) string {
 		return "TaskRun " + trNamespace + "/" + trName + " failed (" + reason + "): " + message +
@@ -229,7 +231,7 @@ func TestReconcile(t *testing.T) {
 		}},
 	}, {
 		Name: "the push Secret is bound as the dockerconfig workspace",
-		Ctx:  withConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}),
+		Ctx:  withConfig(map[string]string{config.RegistryKey: registryPrefix, config.PushSecretKey: "push"}),
 		Objects: []runtime.Object{
 			snap(), BatchSandbox(ns, sbName, 1), runningPod,
 			PushSecret(trNamespace, "push", corev1.SecretTypeDockerConfigJson),
@@ -237,7 +239,7 @@ func TestReconcile(t *testing.T) {
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{Pod: runningPod, Containers: committed},
-			mustConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}), trNamespace))},
+			mustConfig(map[string]string{config.RegistryKey: registryPrefix, config.PushSecretKey: "push"}), trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
 	}, {
 		Name:    "missing BatchSandbox fails without a TaskRun",
@@ -288,7 +290,7 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonRegistryNotConfigured, "%s", noRegistryMessage)},
 	}, {
 		Name:    "a bad commit timeout fails with InvalidConfiguration",
-		Ctx:     withConfig(map[string]string{config.RegistryKey: registry, config.CommitTimeoutKey: "soon"}),
+		Ctx:     withConfig(map[string]string{config.RegistryKey: registryPrefix, config.CommitTimeoutKey: "soon"}),
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
 		Key:     key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
@@ -297,7 +299,7 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfiguration, "%s", badTimeoutMessage)},
 	}, {
 		Name:    "a task-bundle by tag fails with InvalidConfiguration",
-		Ctx:     withConfig(map[string]string{config.RegistryKey: registry, config.TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}),
+		Ctx:     withConfig(map[string]string{config.RegistryKey: registryPrefix, config.TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}),
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
 		Key:     key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
@@ -306,16 +308,16 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfiguration, "%s", bundleByTagMessage)},
 	}, {
 		Name:                    "a task-bundle pinned by digest: the TaskRun takes the Task from it",
-		Ctx:                     withConfig(map[string]string{config.RegistryKey: registry, config.TaskBundleKey: taskBundle}),
+		Ctx:                     withConfig(map[string]string{config.RegistryKey: registryPrefix, config.TaskBundleKey: taskBundle}),
 		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{Pod: runningPod, Containers: committed},
-			mustConfig(map[string]string{config.RegistryKey: registry, config.TaskBundleKey: taskBundle}), trNamespace))},
+			mustConfig(map[string]string{config.RegistryKey: registryPrefix, config.TaskBundleKey: taskBundle}), trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
 	}, {
 		Name:    "a missing push Secret fails with InvalidConfiguration",
-		Ctx:     withConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}),
+		Ctx:     withConfig(map[string]string{config.RegistryKey: registryPrefix, config.PushSecretKey: "push"}),
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
 		Key:     key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
@@ -324,7 +326,7 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidConfiguration, "%s", missingSecretMessage(trNamespace))},
 	}, {
 		Name: "a push Secret of the wrong type fails with InvalidConfiguration",
-		Ctx:  withConfig(map[string]string{config.RegistryKey: registry, config.PushSecretKey: "push"}),
+		Ctx:  withConfig(map[string]string{config.RegistryKey: registryPrefix, config.PushSecretKey: "push"}),
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
 			PushSecret(trNamespace, "push", corev1.SecretTypeOpaque)},
 		Key: key,
@@ -686,7 +688,7 @@ func TestReconcile(t *testing.T) {
 		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB)), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "late"))},
 		Key:     key,
 		// TaskRuns kept until the snapshot goes: retention_test.go has the rest.
-		Ctx: withConfig(map[string]string{config.RegistryKey: registry, config.TaskRunRetentionSucceededKey: "-1"}),
+		Ctx: withConfig(map[string]string{config.RegistryKey: registryPrefix, config.TaskRunRetentionSucceededKey: "-1"}),
 	}, {
 		Name: "a status update conflict is retried with a fresh read",
 		Objects: []runtime.Object{snap(committing), commitTaskRun(WithTaskRunSucceeded,
@@ -818,6 +820,31 @@ func TestReconcile(t *testing.T) {
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName), deleteTaskRun(trNamespace, trName)},
 	}, {
+		Name:                    "deleting a Succeed snapshot starts the release of the images its commit kept on the node, without waiting for it",
+		Objects:                 []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB), WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{releaseTaskRun},
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
+	}, {
+		Name:                    "the done TaskRuns of a snapshot that is gone are deleted: its finalizer was forced off, or its release ended",
+		Objects:                 []runtime.Object{commitTaskRun(WithTaskRunSucceeded), TaskRun(releaseTaskRun, WithTaskRunSucceeded)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName), deleteTaskRun(trNamespace, releaseName)},
+	}, {
+		Name:                    "the running commit TaskRun of a snapshot that is gone is cancelled, so that its committer thaws the sandbox",
+		Objects:                 []runtime.Object{commitTaskRun(WithTaskRunRunning), TaskRun(releaseTaskRun, WithTaskRunRunning)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantPatches:             []clientgotesting.PatchActionImpl{cancelPatch(trNamespace, trName)},
+	}, {
+		Name: "the TaskRuns of an earlier snapshot of a name that another snapshot holds now are left to that snapshot's passes",
+		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB)),
+			TaskRun(releaseTaskRun, WithTaskRunSucceeded, func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+		Key: key,
+	}, {
 		Name:                    "a failed TaskRun delete keeps the finalizer",
 		Objects:                 []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
 		Key:                     key,
@@ -867,8 +894,8 @@ func TestReconcileFailureReasons(t *testing.T) {
 
 var (
 	generationImages = []v1alpha1.ContainerSnapshot{
-		{ContainerName: "app", ImageURI: registry + "/team-a/sb/app:snap-gen7-sbuid"},
-		{ContainerName: "sidecar", ImageURI: registry + "/team-a/sb/sidecar:snap-gen7-sbuid"},
+		{ContainerName: "app", ImageURI: registryPrefix + "/team-a/sb/app:snap-gen7-sbuid"},
+		{ContainerName: "sidecar", ImageURI: registryPrefix + "/team-a/sb/sidecar:snap-gen7-sbuid"},
 	}
 	noPodMessage = "no Running pod found for BatchSandbox team-a/sb (tried [pods labelled " +
 		sandbox.BatchSandboxPodLabel + "=sb pod sb-0])"
@@ -902,7 +929,6 @@ func withoutOwnFields(s *v1alpha1.SandboxSnapshot) {
 	s.Status.PauseWindowMilliseconds = nil
 	s.Status.Thaw = nil
 	s.Status.RemovedTaskRuns = nil
-	s.Status.ImageDeletion = nil
 	s.Status.MissingImages = nil
 }
 
@@ -957,9 +983,9 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 	}
 	// The controller's recorder, around the row's.
 	recorder := controller.GetEventRecorder(withEventRecorder(ctx))
-	return snapshotreconciler.NewReconciler(ctx, logging.FromContext(ctx), fakesandboxclient.Get(ctx),
+	return withSweep(snapshotreconciler.NewReconciler(ctx, logging.FromContext(ctx), fakesandboxclient.Get(ctx),
 		ls.GetSandboxSnapshotLister(), recorder, r,
-		controller.Options{ConfigStore: staticConfig{}, FinalizerName: FinalizerName, SkipStatusUpdates: true})
+		controller.Options{ConfigStore: staticConfig{}, FinalizerName: FinalizerName, SkipStatusUpdates: true}), r)
 }
 
 // staticConfig attaches defaultCfg unless the row's context carries its own.

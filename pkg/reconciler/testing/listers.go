@@ -22,8 +22,11 @@ import (
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	fakepipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/fake"
 	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fakekubeclientset "k8s.io/client-go/kubernetes/fake"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	rtesting "knative.dev/pkg/reconciler/testing"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
@@ -96,4 +99,19 @@ func (l *Listers) GetSandboxSnapshotLister() sandboxlisters.SandboxSnapshotListe
 // GetTaskRunLister returns a lister of the row's TaskRuns.
 func (l *Listers) GetTaskRunLister() pipelinelisters.TaskRunLister {
 	return pipelinelisters.NewTaskRunLister(l.sorter.IndexerForObjectType(&pipelinev1.TaskRun{}))
+}
+
+// GetConfigMapLister returns a lister of the row's ConfigMaps.
+func (l *Listers) GetConfigMapLister() corev1listers.ConfigMapLister {
+	return corev1listers.NewConfigMapLister(l.sorter.IndexerForObjectType(&corev1.ConfigMap{}))
+}
+
+// Indexer returns an indexer of the row's objects of obj's type, with the
+// namespace index and the given ones.
+func (l *Listers) Indexer(obj runtime.Object, indexers cache.Indexers) cache.Indexer {
+	i := l.sorter.IndexerForObjectType(obj)
+	if err := i.AddIndexers(indexers); err != nil {
+		panic(err)
+	}
+	return i
 }

@@ -25,7 +25,7 @@ import (
 // the fields this operator reads. OpenSandbox owns the type and its CRD.
 //
 // +genclient
-// +genclient:onlyVerbs=get
+// +genclient:onlyVerbs=get,list,watch
 // +genclient:noStatus
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type BatchSandbox struct {

@@ -60,13 +60,12 @@ const (
 // Reasons on the events that report TaskRun retention, image deletion and
 // images missing from the registry.
 const (
-	ReasonTaskRunRemoved       = "TaskRunRemoved"
-	ReasonImagesDeleted        = "ImagesDeleted"
-	ReasonImageDeletionFailed  = "ImageDeletionFailed"
-	ReasonImageDeletionWaiting = "ImageDeletionWaiting"
-	ReasonImagesLeftBehind     = "ImagesLeftBehind"
-	ReasonImageMissing         = "ImageMissing"
-	ReasonImageRestored        = "ImageRestored"
+	ReasonTaskRunRemoved        = "TaskRunRemoved"
+	ReasonImagesDeleted         = "ImagesDeleted"
+	ReasonImageDeletionDeferred = "ImageDeletionDeferred"
+	ReasonImagesLeftBehind      = "ImagesLeftBehind"
+	ReasonImageMissing          = "ImageMissing"
+	ReasonImageRestored         = "ImageRestored"
 )
 
 // IsTerminal reports whether the snapshot has reached Succeed or Failed.
@@ -190,12 +189,6 @@ func (s *SandboxSnapshotStatus) MarkTaskRunRemoved(taskRun TaskRunReference, now
 		}
 	}
 	s.RemovedTaskRuns = append(s.RemovedTaskRuns, RemovedTaskRun{Namespace: taskRun.Namespace, Name: taskRun.Name, RemovalTime: now})
-}
-
-// MarkImageDeletion reports how the deletion of the snapshot's images went,
-// and which remain in the registry.
-func (s *SandboxSnapshotStatus) MarkImageDeletion(remaining []string, messageFormat string, args ...any) {
-	s.ImageDeletion = &ImageDeletionStatus{Message: fmt.Sprintf(messageFormat, args...), Remaining: remaining}
 }
 
 // MarkImagesMissing records the images the registry no longer holds; none

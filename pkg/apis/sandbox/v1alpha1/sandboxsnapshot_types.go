@@ -118,10 +118,6 @@ type SandboxSnapshotStatus struct {
 	// pushed stay recorded in Containers.
 	// +optional
 	RemovedTaskRuns []RemovedTaskRun `json:"removedTaskRuns,omitempty"`
-	// ImageDeletion reports the deletion of the images of a snapshot being
-	// deleted under the Delete image deletion policy.
-	// +optional
-	ImageDeletion *ImageDeletionStatus `json:"imageDeletion,omitempty"`
 	// MissingImages lists the images of a Succeed snapshot that the registry
 	// no longer holds, as <repository>@<imageDigest>.
 	// +optional
@@ -136,15 +132,6 @@ type RemovedTaskRun struct {
 	Name string `json:"name"`
 	// RemovalTime is when the controller deleted it.
 	RemovalTime metav1.Time `json:"removalTime"`
-}
-
-// ImageDeletionStatus reports the deletion of a snapshot's images.
-type ImageDeletionStatus struct {
-	// Message says how far the deletion got, and why it has not finished.
-	Message string `json:"message"`
-	// Remaining lists the images not deleted yet, as <repository>@<digest>.
-	// +optional
-	Remaining []string `json:"remaining,omitempty"`
 }
 
 // ContainerSnapshot is the image committed from one container.

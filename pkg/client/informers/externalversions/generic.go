@@ -53,6 +53,8 @@ func (f *genericInformer) Lister() cache.GenericLister {
 func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource) (GenericInformer, error) {
 	switch resource {
 	// Group=sandbox.opensandbox.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithResource("batchsandboxes"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Sandbox().V1alpha1().BatchSandboxes().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("sandboxsnapshots"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Sandbox().V1alpha1().SandboxSnapshots().Informer()}, nil
 

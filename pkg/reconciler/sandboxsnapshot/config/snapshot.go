@@ -39,6 +39,7 @@ const SnapshotConfigName = "config-snapshot"
 const (
 	RegistryKey         = "registry"
 	PushSecretKey       = "push-secret"
+	RegistrySecretKey   = "registry-secret"
 	InsecureRegistryKey = "insecure-registry"
 	CommitTimeoutKey    = "commit-timeout"
 	ContainerdSocketKey = "containerd-socket"
@@ -102,6 +103,10 @@ type Snapshot struct {
 	// PushSecret names a kubernetes.io/dockerconfigjson Secret, in the
 	// TaskRun namespace, bound as the Task's dockerconfig workspace.
 	PushSecret string
+	// RegistrySecret names the Secret, in the same namespace, whose
+	// credentials the controller itself uses at the registry (deleting and
+	// looking images up); never mounted in a pod. Empty: PushSecret's.
+	RegistrySecret string
 	// InsecureRegistry allows plain HTTP to the registry.
 	InsecureRegistry bool
 	// CommitTimeout bounds each commit TaskRun.
@@ -129,8 +134,9 @@ type Snapshot struct {
 	// ImageDeletionPolicy applies to snapshots without the
 	// sandbox.ImageDeletionPolicyAnnotation.
 	ImageDeletionPolicy ImageDeletionPolicy
-	// ImageDeletionTimeout bounds how long a deleted snapshot waits for its
-	// images to be deleted before its finalizer comes off anyway.
+	// ImageDeletionTimeout bounds how long the deletion of an image, once
+	// nothing refers to it, retries registry errors before it leaves the
+	// image behind.
 	ImageDeletionTimeout time.Duration
 	// ImageCheckInterval is how often the images of a Succeed snapshot are
 	// looked up in the registry at most; 0 turns the check off.
@@ -150,6 +156,7 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	s := &Snapshot{
 		Registry:         strings.TrimSuffix(strings.TrimSpace(cm.Data[RegistryKey]), "/"),
 		PushSecret:       strings.TrimSpace(cm.Data[PushSecretKey]),
+		RegistrySecret:   strings.TrimSpace(cm.Data[RegistrySecretKey]),
 		CommitTimeout:    DefaultCommitTimeout,
 		ContainerdSocket: DefaultContainerdSocket,
 		OverlayfsRoot:    DefaultOverlayfsRoot,
@@ -275,6 +282,15 @@ func (s *Snapshot) ImageDeletionPolicyOf(namespace, name string, annotations map
 		return "", fmt.Errorf("SandboxSnapshot %s/%s: annotation %s: %w", namespace, name, sandbox.ImageDeletionPolicyAnnotation, err)
 	}
 	return p, nil
+}
+
+// ControllerSecret names the Secret whose credentials the controller uses
+// at the registry: RegistrySecret, else PushSecret.
+func (s *Snapshot) ControllerSecret() string {
+	if s.RegistrySecret != "" {
+		return s.RegistrySecret
+	}
+	return s.PushSecret
 }
 
 // TaskRunRetention returns how long the TaskRuns of a snapshot that

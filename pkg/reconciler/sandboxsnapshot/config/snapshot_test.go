@@ -188,3 +188,21 @@ func TestImageDeletionPolicyOf(t *testing.T) {
 		t.Errorf("ImageDeletionPolicyOf(Keep) error = %v, want %q", err, want)
 	}
 }
+
+// TestControllerSecret: the controller uses its own Secret at the registry
+// when registry-secret names one, and the push Secret's otherwise.
+func TestControllerSecret(t *testing.T) {
+	for _, tc := range []struct {
+		data map[string]string
+		want string
+	}{
+		{map[string]string{RegistryKey: "r.test/s", PushSecretKey: "push", RegistrySecretKey: " delete "}, "delete"},
+		{map[string]string{RegistryKey: "r.test/s", PushSecretKey: "push"}, "push"},
+		{map[string]string{RegistryKey: "r.test/s"}, ""},
+	} {
+		s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: tc.data})
+		if s.Err != nil || s.ControllerSecret() != tc.want {
+			t.Errorf("ControllerSecret() of %v = %q (%v), want %q", tc.data, s.ControllerSecret(), s.Err, tc.want)
+		}
+	}
+}

@@ -68,7 +68,7 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 	for i, c := range src.Containers {
 		items[i] = task.ContainerItem(c.ContainerName, c.ImageURI)
 	}
-	tr := makeTaskRun(s, src.Pod, cfg, namespace, names.CommitTaskRun(s), task.ModeCommit)
+	tr := makeTaskRun(s, podOf(src.Pod), cfg, namespace, names.CommitTaskRun(s), task.ModeCommit)
 	tr.Spec.Params = append(tr.Spec.Params,
 		pipelinev1.Param{Name: task.ParamContainers, Value: pipelinev1.ParamValue{Type: pipelinev1.ParamTypeArray, ArrayVal: items}},
 		pipelinev1.Param{Name: task.ParamInsecureRegistry, Value: *pipelinev1.NewStructuredValues(strconv.FormatBool(cfg.InsecureRegistry))},
@@ -88,40 +88,67 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 // MakeUnpauseTaskRun builds the TaskRun that thaws the source pod's
 // containers after a commit pod died while they were paused.
 func MakeUnpauseTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snapshot, namespace string) *pipelinev1.TaskRun {
-	tr := makeTaskRun(s, pod, cfg, namespace, names.UnpauseTaskRun(s), task.ModeUnpause)
+	tr := makeTaskRun(s, podOf(pod), cfg, namespace, names.UnpauseTaskRun(s), task.ModeUnpause)
 	tr.Spec.Timeout = &metav1.Duration{Duration: UnpauseTimeout}
 	return tr
 }
 
-func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snapshot, namespace, name, mode string) *pipelinev1.TaskRun {
+// MakeReleaseTaskRun builds the TaskRun that removes, from the node that
+// committed them, the images a deleted Succeed snapshot kept there for a
+// resume. The pod is long gone, as a rule: the TaskRun names it only for
+// the logs, and touches no container.
+func MakeReleaseTaskRun(s *v1alpha1.SandboxSnapshot, cfg *config.Snapshot, namespace string) *pipelinev1.TaskRun {
+	target := sourcePod{name: s.Status.SourcePodName, namespace: s.Namespace, node: s.Status.SourceNodeName}
+	tr := makeTaskRun(s, target, cfg, namespace, names.ReleaseTaskRun(s), task.ModeRelease)
+	tr.Spec.Timeout = &metav1.Duration{Duration: UnpauseTimeout}
+	return tr
+}
+
+// sourcePod is the pod a TaskRun works on; uid is empty for a release.
+type sourcePod struct {
+	name, namespace, uid, node string
+}
+
+func podOf(pod *corev1.Pod) sourcePod {
+	return sourcePod{name: pod.Name, namespace: pod.Namespace, uid: string(pod.UID), node: pod.Spec.NodeName}
+}
+
+func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapshot, namespace, name, mode string) *pipelinev1.TaskRun {
+	labels := map[string]string{
+		sandbox.SnapshotNameLabel:      s.Name,
+		sandbox.SnapshotNamespaceLabel: s.Namespace,
+		sandbox.SandboxNameLabel:       s.Spec.SandboxName,
+		sandbox.ManagedByLabel:         sandbox.ManagedByValue,
+		SnapshotUIDLabel:               string(s.UID),
+	}
+	params := pipelinev1.Params{
+		{Name: task.ParamPodName, Value: *pipelinev1.NewStructuredValues(pod.name)},
+		{Name: task.ParamPodNamespace, Value: *pipelinev1.NewStructuredValues(pod.namespace)},
+	}
+	if pod.uid != "" {
+		// The commit gate finds a pod's TaskRuns by this label.
+		labels[SourcePodUIDLabel] = pod.uid
+		params = append(params, pipelinev1.Param{Name: task.ParamPodUID, Value: *pipelinev1.NewStructuredValues(pod.uid)})
+	}
+	params = append(params,
+		// A commit and the TaskRuns that clean up after it share the
+		// snapshot's UID, so they touch only what that commit froze or kept.
+		pipelinev1.Param{Name: task.ParamRunID, Value: *pipelinev1.NewStructuredValues(string(s.UID))},
+		pipelinev1.Param{Name: task.ParamMode, Value: *pipelinev1.NewStructuredValues(mode)},
+		pipelinev1.Param{Name: task.ParamOverlayfsRoot, Value: *pipelinev1.NewStructuredValues(overlayfsRoot(cfg))},
+	)
 	return &pipelinev1.TaskRun{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
 			Namespace: namespace,
-			Labels: map[string]string{
-				sandbox.SnapshotNameLabel:      s.Name,
-				sandbox.SnapshotNamespaceLabel: s.Namespace,
-				sandbox.SandboxNameLabel:       s.Spec.SandboxName,
-				sandbox.ManagedByLabel:         sandbox.ManagedByValue,
-				SnapshotUIDLabel:               string(s.UID),
-				SourcePodUIDLabel:              string(pod.UID),
-			},
+			Labels:    labels,
 		},
 		Spec: pipelinev1.TaskRunSpec{
 			TaskRef: taskRef(cfg),
-			Params: pipelinev1.Params{
-				{Name: task.ParamPodName, Value: *pipelinev1.NewStructuredValues(pod.Name)},
-				{Name: task.ParamPodNamespace, Value: *pipelinev1.NewStructuredValues(pod.Namespace)},
-				{Name: task.ParamPodUID, Value: *pipelinev1.NewStructuredValues(string(pod.UID))},
-				// A commit and the unpause that cleans up after it share the
-				// snapshot's UID, so the unpause thaws only what that commit froze.
-				{Name: task.ParamRunID, Value: *pipelinev1.NewStructuredValues(string(s.UID))},
-				{Name: task.ParamMode, Value: *pipelinev1.NewStructuredValues(mode)},
-				{Name: task.ParamOverlayfsRoot, Value: *pipelinev1.NewStructuredValues(overlayfsRoot(cfg))},
-			},
+			Params:  params,
 			Timeout: &metav1.Duration{Duration: cfg.CommitTimeout},
 			PodTemplate: &pipelinepod.PodTemplate{
-				Affinity:                     nodeAffinity(pod.Spec.NodeName),
+				Affinity:                     nodeAffinity(pod.node),
 				Tolerations:                  tolerateAll,
 				AutomountServiceAccountToken: ptr.To(false),
 				Volumes: []corev1.Volume{{
@@ -147,13 +174,17 @@ func overlayfsRoot(cfg *config.Snapshot) string {
 }
 
 // overlayfsVolume supplies the node's overlayfs snapshots to the commit
-// step, or an empty directory when config-snapshot turns the copy off.
+// step, or an empty directory when config-snapshot turns the copy off. On a
+// node whose containerd keeps its snapshots elsewhere the kubelet creates
+// the directory, empty: the commit step then finds no upper directory there
+// and containerd tars the change, where type Directory would keep the pod
+// from starting at all.
 func overlayfsVolume(cfg *config.Snapshot) corev1.Volume {
 	v := corev1.Volume{Name: task.OverlayfsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	if cfg.OverlayfsRoot != "" {
 		v.VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 			Path: cfg.OverlayfsRoot,
-			Type: ptr.To(corev1.HostPathDirectory),
+			Type: ptr.To(corev1.HostPathDirectoryOrCreate),
 		}}
 	}
 	return v

@@ -119,7 +119,7 @@ func TestMakeTaskRun(t *testing.T) {
 	}, {
 		Name: "containerd-overlayfs",
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-			Path: "/data/ctrd/io.containerd.snapshotter.v1.overlayfs", Type: ptr.To(corev1.HostPathDirectory)}},
+			Path: "/data/ctrd/io.containerd.snapshotter.v1.overlayfs", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}},
 	}}
 	if diff := cmp.Diff(wantVolumes, []corev1.Volume(pt.Volumes)); diff != "" {
 		t.Errorf("volumes (-want +got):\n%s", diff)
@@ -179,6 +179,42 @@ func TestMakeUnpauseTaskRun(t *testing.T) {
 	}
 	if tr.Spec.PodTemplate.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "node-1" {
 		t.Error("the unpause TaskRun must run on the sandbox's node")
+	}
+}
+
+// TestMakeReleaseTaskRun checks the TaskRun that gives back what a deleted
+// snapshot kept on its node: on that node, with the snapshot's UID as run
+// ID, bounded like an unpause, and naming no pod UID, which the commit gate
+// reads as a TaskRun holding the pod.
+func TestMakeReleaseTaskRun(t *testing.T) {
+	s, src := testSource()
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
+	s.Status.MarkCommitting(src.Pod.Name, src.Pod.Spec.NodeName, src.Containers, v1alpha1.TaskRunReference{}, metav1.Now(), metav1.Now())
+	tr := MakeReleaseTaskRun(s, cfg, "ns")
+	if tr.Name != "team-a-snap-05307b-release" || tr.Namespace != "ns" {
+		t.Errorf("TaskRun %s/%s", tr.Namespace, tr.Name)
+	}
+	want := map[string]string{"mode": "release", "run-id": "snap-uid", "pod-name": "sb-0", "pod-namespace": "team-a"}
+	for _, p := range tr.Spec.Params {
+		if w, ok := want[p.Name]; ok && p.Value.StringVal != w {
+			t.Errorf("param %s = %q, want %q", p.Name, p.Value.StringVal, w)
+		}
+		delete(want, p.Name)
+		if p.Name == "pod-uid" || p.Name == "containers" {
+			t.Errorf("a release TaskRun passes param %s", p.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("params missing: %v", want)
+	}
+	if _, ok := tr.Labels[SourcePodUIDLabel]; ok {
+		t.Errorf("a release TaskRun carries %s, which makes the pod's commits wait for it", SourcePodUIDLabel)
+	}
+	if tr.Spec.Timeout.Duration != UnpauseTimeout {
+		t.Errorf("timeout %v, want %v", tr.Spec.Timeout.Duration, UnpauseTimeout)
+	}
+	if tr.Spec.PodTemplate.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "node-1" {
+		t.Error("the release TaskRun must run on the node that kept the images")
 	}
 }
 

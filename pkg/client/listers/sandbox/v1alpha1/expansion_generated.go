@@ -18,6 +18,14 @@ limitations under the License.
 
 package v1alpha1
 
+// BatchSandboxListerExpansion allows custom methods to be added to
+// BatchSandboxLister.
+type BatchSandboxListerExpansion interface{}
+
+// BatchSandboxNamespaceListerExpansion allows custom methods to be added to
+// BatchSandboxNamespaceLister.
+type BatchSandboxNamespaceListerExpansion interface{}
+
 // SandboxSnapshotListerExpansion allows custom methods to be added to
 // SandboxSnapshotLister.
 type SandboxSnapshotListerExpansion interface{}

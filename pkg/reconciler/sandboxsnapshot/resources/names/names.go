@@ -37,10 +37,17 @@ func UnpauseTaskRun(s *v1alpha1.SandboxSnapshot) string {
 	return taskRun(s, "unpause")
 }
 
+// ReleaseTaskRun is the name of the TaskRun that removes the images a
+// deleted snapshot kept on its node.
+func ReleaseTaskRun(s *v1alpha1.SandboxSnapshot) string {
+	return taskRun(s, "release")
+}
+
 // taskRun names a TaskRun <namespace>-<name>-<hash>-<purpose>. TaskRuns of
 // all namespaces share the operator's namespace, and "<namespace>-<name>"
 // alone is ambiguous (team/a-b and team-a/b), so a hash of namespace/name
 // keeps names apart; kmeta.ChildName keeps them within 63 characters.
+
 func taskRun(s *v1alpha1.SandboxSnapshot, purpose string) string {
 	sum := sha256.Sum256([]byte(s.Namespace + "/" + s.Name))
 	return kmeta.ChildName(s.Namespace+"-"+s.Name, "-"+hex.EncodeToString(sum[:])[:6]+"-"+purpose)

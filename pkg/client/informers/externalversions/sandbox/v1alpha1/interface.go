@@ -24,6 +24,8 @@ import (
 
 // Interface provides access to all the informers in this group version.
 type Interface interface {
+	// BatchSandboxes returns a BatchSandboxInformer.
+	BatchSandboxes() BatchSandboxInformer
 	// SandboxSnapshots returns a SandboxSnapshotInformer.
 	SandboxSnapshots() SandboxSnapshotInformer
 }
@@ -37,6 +39,11 @@ type version struct {
 // New returns a new Interface.
 func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakListOptions internalinterfaces.TweakListOptionsFunc) Interface {
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
+}
+
+// BatchSandboxes returns a BatchSandboxInformer.
+func (v *version) BatchSandboxes() BatchSandboxInformer {
+	return &batchSandboxInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
 // SandboxSnapshots returns a SandboxSnapshotInformer.

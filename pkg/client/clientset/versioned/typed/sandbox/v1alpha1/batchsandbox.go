@@ -24,6 +24,7 @@ import (
 	sandboxv1alpha1 "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	scheme "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned/scheme"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	watch "k8s.io/apimachinery/pkg/watch"
 	gentype "k8s.io/client-go/gentype"
 )
 
@@ -36,23 +37,26 @@ type BatchSandboxesGetter interface {
 // BatchSandboxInterface has methods to work with BatchSandbox resources.
 type BatchSandboxInterface interface {
 	Get(ctx context.Context, name string, opts v1.GetOptions) (*sandboxv1alpha1.BatchSandbox, error)
+	List(ctx context.Context, opts v1.ListOptions) (*sandboxv1alpha1.BatchSandboxList, error)
+	Watch(ctx context.Context, opts v1.ListOptions) (watch.Interface, error)
 	BatchSandboxExpansion
 }
 
 // batchSandboxes implements BatchSandboxInterface
 type batchSandboxes struct {
-	*gentype.Client[*sandboxv1alpha1.BatchSandbox]
+	*gentype.ClientWithList[*sandboxv1alpha1.BatchSandbox, *sandboxv1alpha1.BatchSandboxList]
 }
 
 // newBatchSandboxes returns a BatchSandboxes
 func newBatchSandboxes(c *SandboxV1alpha1Client, namespace string) *batchSandboxes {
 	return &batchSandboxes{
-		gentype.NewClient[*sandboxv1alpha1.BatchSandbox](
+		gentype.NewClientWithList[*sandboxv1alpha1.BatchSandbox, *sandboxv1alpha1.BatchSandboxList](
 			"batchsandboxes",
 			c.RESTClient(),
 			scheme.ParameterCodec,
 			namespace,
 			func() *sandboxv1alpha1.BatchSandbox { return &sandboxv1alpha1.BatchSandbox{} },
+			func() *sandboxv1alpha1.BatchSandboxList { return &sandboxv1alpha1.BatchSandboxList{} },
 		),
 	}
 }

@@ -26,18 +26,26 @@ import (
 
 // fakeBatchSandboxes implements BatchSandboxInterface
 type fakeBatchSandboxes struct {
-	*gentype.FakeClient[*v1alpha1.BatchSandbox]
+	*gentype.FakeClientWithList[*v1alpha1.BatchSandbox, *v1alpha1.BatchSandboxList]
 	Fake *FakeSandboxV1alpha1
 }
 
 func newFakeBatchSandboxes(fake *FakeSandboxV1alpha1, namespace string) sandboxv1alpha1.BatchSandboxInterface {
 	return &fakeBatchSandboxes{
-		gentype.NewFakeClient[*v1alpha1.BatchSandbox](
+		gentype.NewFakeClientWithList[*v1alpha1.BatchSandbox, *v1alpha1.BatchSandboxList](
 			fake.Fake,
 			namespace,
 			v1alpha1.SchemeGroupVersion.WithResource("batchsandboxes"),
 			v1alpha1.SchemeGroupVersion.WithKind("BatchSandbox"),
 			func() *v1alpha1.BatchSandbox { return &v1alpha1.BatchSandbox{} },
+			func() *v1alpha1.BatchSandboxList { return &v1alpha1.BatchSandboxList{} },
+			func(dst, src *v1alpha1.BatchSandboxList) { dst.ListMeta = src.ListMeta },
+			func(list *v1alpha1.BatchSandboxList) []*v1alpha1.BatchSandbox {
+				return gentype.ToPointerSlice(list.Items)
+			},
+			func(list *v1alpha1.BatchSandboxList, items []*v1alpha1.BatchSandbox) {
+				list.Items = gentype.FromPointerSlice(items)
+			},
 		),
 		fake,
 	}

@@ -1,0 +1,63 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sandboxsnapshot
+
+import (
+	"context"
+
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"knative.dev/pkg/controller"
+	"knative.dev/pkg/reconciler"
+)
+
+// goneSweeper follows each pass of the generated reconciler, which does
+// nothing for a snapshot that is gone, with the sweep of the TaskRuns left
+// for it (sweepTaskRuns). A TaskRun's events queue its snapshot's key, so
+// every TaskRun left behind is swept. It stays leader-aware.
+type goneSweeper struct {
+	controller.Reconciler
+	leaderAware
+	r *Reconciler
+}
+
+// leaderAware is what the generated reconciler is (reconciler.LeaderAwareFuncs).
+type leaderAware interface {
+	reconciler.LeaderAware
+	IsLeaderFor(types.NamespacedName) bool
+}
+
+// withSweep wraps the generated reconciler in a goneSweeper.
+func withSweep(generated controller.Reconciler, r *Reconciler) controller.Reconciler {
+	return goneSweeper{Reconciler: generated, leaderAware: generated.(leaderAware), r: r}
+}
+
+// Reconcile implements controller.Reconciler.
+func (g goneSweeper) Reconcile(ctx context.Context, key string) error {
+	if err := g.Reconciler.Reconcile(ctx, key); err != nil {
+		return err
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil || !g.IsLeaderFor(types.NamespacedName{Namespace: ns, Name: name}) {
+		return nil
+	}
+	if _, err := g.r.snapshotLister.SandboxSnapshots(ns).Get(name); !apierrs.IsNotFound(err) {
+		return nil
+	}
+	return g.r.sweepTaskRuns(ctx, ns, name)
+}

@@ -1,0 +1,178 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package registry is what the controller itself does in the snapshot
+// registry: look manifests up and delete them, by digest, with credentials
+// of its own that no commit pod carries.
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
+)
+
+// requestTimeout bounds each request to the registry, so that a slow
+// registry does not hold a worker.
+const requestTimeout = 20 * time.Second
+
+// Client looks manifests up and deletes them.
+type Client interface {
+	// Digest returns the digest of the manifest ref names (a tag or a
+	// digest), or "" when the registry does not hold it.
+	Digest(ctx context.Context, ref name.Reference) (string, error)
+	// Delete deletes the manifest of the given digest; one the registry
+	// does not hold counts as deleted.
+	Delete(ctx context.Context, ref name.Digest) error
+}
+
+// For returns a Client with the credentials of the dockerconfigjson Secret
+// of the given name ("" for none).
+type For func(ctx context.Context, secret string) (Client, error)
+
+// Remote returns a For that reads the Secret from namespace and talks to
+// the registry with go-containerregistry's remote.
+func Remote(kube kubernetes.Interface, namespace string) For {
+	return func(ctx context.Context, secretName string) (Client, error) {
+		keychain := dockerconfig.Anonymous()
+		if secretName != "" {
+			secret, err := kube.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("getting registry Secret %s/%s: %w", namespace, secretName, err)
+			}
+			if secret.Type != corev1.SecretTypeDockerConfigJson {
+				return nil, fmt.Errorf("registry Secret %s/%s is of type %q, want %q",
+					namespace, secretName, secret.Type, corev1.SecretTypeDockerConfigJson)
+			}
+			keychain, err = dockerconfig.Parse(secret.Data[corev1.DockerConfigJsonKey], "in Secret "+namespace+"/"+secretName)
+			if err != nil {
+				return nil, err
+			}
+		}
+		return &remoteClient{keychain: keychain}, nil
+	}
+}
+
+// remoteClient is a Client over go-containerregistry's remote.
+type remoteClient struct {
+	keychain *dockerconfig.Keychain
+}
+
+func (r *remoteClient) options(ctx context.Context) []remote.Option {
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(r.keychain)}
+}
+
+// Digest implements Client.
+func (r *remoteClient) Digest(ctx context.Context, ref name.Reference) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	desc, err := remote.Head(ref, r.options(ctx)...)
+	switch {
+	case isNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("looking up %s: %w", ref, err)
+	}
+	return desc.Digest.String(), nil
+}
+
+// Delete implements Client.
+func (r *remoteClient) Delete(ctx context.Context, ref name.Digest) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if err := remote.Delete(ref, r.options(ctx)...); err != nil && !isNotFound(err) {
+		return fmt.Errorf("deleting %s: %w", ref, err)
+	}
+	return nil
+}
+
+// chainsSuffixes are the tags Tekton Chains gives an image's signature and
+// attestation: <repository>:sha256-<hex>.sig and .att.
+var chainsSuffixes = []string{".sig", ".att"}
+
+// DeleteImage deletes one manifest and, when Tekton Chains left them, its
+// signature and attestation first.
+func DeleteImage(ctx context.Context, c Client, d name.Digest) error {
+	for _, suffix := range chainsSuffixes {
+		tag := d.Context().Tag(strings.Replace(d.DigestStr(), ":", "-", 1) + suffix)
+		digest, err := c.Digest(ctx, tag)
+		if err != nil {
+			return err
+		}
+		if digest == "" {
+			continue
+		}
+		if err := c.Delete(ctx, d.Context().Digest(digest)); err != nil {
+			return err
+		}
+	}
+	return c.Delete(ctx, d)
+}
+
+// permanentStatuses are the registry answers that no retry changes: the
+// credentials are refused, or the registry does not delete.
+var permanentStatuses = []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusMethodNotAllowed}
+
+// permanentCodes are the OCI distribution error codes that no retry changes.
+var permanentCodes = []transport.ErrorCode{transport.UnauthorizedErrorCode, transport.DeniedErrorCode, transport.UnsupportedErrorCode}
+
+// IsPermanent reports whether err is a registry answer that no retry
+// changes: 401, 403, 405, or the codes UNAUTHORIZED, DENIED and UNSUPPORTED
+// (deletion turned off, as distribution answers without
+// REGISTRY_STORAGE_DELETE_ENABLED).
+func IsPermanent(err error) bool {
+	var te *transport.Error
+	if !errors.As(err, &te) {
+		return false
+	}
+	if slices.Contains(permanentStatuses, te.StatusCode) {
+		return true
+	}
+	for _, d := range te.Errors {
+		if slices.Contains(permanentCodes, d.Code) {
+			return true
+		}
+	}
+	return false
+}
+
+// isNotFound reports whether err is the registry's 404.
+func isNotFound(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && te.StatusCode == http.StatusNotFound
+}
+
+// NameOptions parse the references of a registry reached over plain HTTP
+// when insecure is set.
+func NameOptions(insecure bool) []name.Option {
+	if insecure {
+		return []name.Option{name.Insecure}
+	}
+	return nil
+}

@@ -1,0 +1,146 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fakekube "k8s.io/client-go/kubernetes/fake"
+)
+
+// TestDeleteImage pushes an image and Chains' signature beside it to a real
+// registry, on loopback, and deletes the image: both manifests go, and an
+// image already gone counts as deleted.
+func TestDeleteImage(t *testing.T) {
+	srv := httptest.NewServer(ggcrregistry.New())
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	img, _ := random.Image(64, 1)
+	sig, _ := random.Image(32, 1)
+	ref, _ := name.NewTag(host+"/snapshots/team-a/sb/app:snap-1", name.Insecure)
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	sigRef := ref.Context().Tag(strings.Replace(d.String(), ":", "-", 1) + ".sig")
+	if err := remote.Write(sigRef, sig); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Remote(fakekube.NewClientset(), "sys")(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest := ref.Context().Digest(d.String())
+	if got, err := c.Digest(context.Background(), digest); err != nil || got != d.String() {
+		t.Fatalf("Digest() = %q, %v before the deletion", got, err)
+	}
+	sd, _ := sig.Digest()
+	if err := DeleteImage(context.Background(), c, digest); err != nil {
+		t.Fatalf("DeleteImage() = %v", err)
+	}
+	// By digest: this registry keeps a tag whose manifest went.
+	for _, r := range []name.Reference{digest, ref.Context().Digest(sd.String())} {
+		if got, err := c.Digest(context.Background(), r); err != nil || got != "" {
+			t.Errorf("Digest(%s) = %q, %v after the deletion", r, got, err)
+		}
+	}
+	if err := DeleteImage(context.Background(), c, digest); err != nil {
+		t.Errorf("DeleteImage() of an image already gone = %v", err)
+	}
+}
+
+// TestIsPermanent sorts registry answers: refused credentials and a
+// registry that does not delete are final; the rest may pass.
+func TestIsPermanent(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		code   string
+		want   bool
+	}{
+		{http.StatusUnauthorized, "UNAUTHORIZED", true},
+		{http.StatusForbidden, "DENIED", true},
+		{http.StatusMethodNotAllowed, "UNSUPPORTED", true},
+		{http.StatusBadRequest, "UNSUPPORTED", true},
+		{http.StatusInternalServerError, "UNKNOWN", false},
+		{http.StatusServiceUnavailable, "UNAVAILABLE", false},
+		{http.StatusTooManyRequests, "TOOMANYREQUESTS", false},
+	} {
+		rec := httptest.NewRecorder()
+		rec.WriteHeader(tc.status)
+		fmt.Fprintf(rec, `{"errors":[{"code":%q,"message":"answer"}]}`, tc.code)
+		err := fmt.Errorf("deleting x: %w", transport.CheckError(rec.Result(), http.StatusAccepted))
+		if got := IsPermanent(err); got != tc.want {
+			t.Errorf("IsPermanent(%v) = %v, want %v", err, got, tc.want)
+		}
+	}
+	if IsPermanent(errors.New("connection refused")) {
+		t.Error("IsPermanent(a connection error) = true")
+	}
+}
+
+// TestDeleteRefused deletes from a registry that refuses deletion, as
+// distribution does without REGISTRY_STORAGE_DELETE_ENABLED: the error is
+// permanent.
+func TestDeleteRefused(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v2/" {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		fmt.Fprint(w, `{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}`)
+	}))
+	defer srv.Close()
+	c, _ := Remote(fakekube.NewClientset(), "sys")(context.Background(), "")
+	d, _ := name.NewDigest(strings.TrimPrefix(srv.URL, "http://")+"/x@sha256:"+strings.Repeat("a", 64), name.Insecure)
+	if err := c.Delete(context.Background(), d); err == nil || !IsPermanent(err) {
+		t.Errorf("Delete() = %v, want a permanent error", err)
+	}
+}
+
+// TestRemoteReadsTheSecret checks that the client is built from the named
+// Secret, and that a missing or mistyped one is an error naming it.
+func TestRemoteReadsTheSecret(t *testing.T) {
+	kube := fakekube.NewClientset(
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "delete"}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.test":{"auth":"dTpw"}}}`)}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "opaque"}, Type: corev1.SecretTypeOpaque},
+	)
+	for secret, want := range map[string]string{
+		"delete":  "",
+		"missing": `getting registry Secret sys/missing`,
+		"opaque":  `registry Secret sys/opaque is of type "Opaque"`,
+	} {
+		_, err := Remote(kube, "sys")(context.Background(), secret)
+		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
+			t.Errorf("Remote(%q) = %v, want %q", secret, err, want)
+		}
+	}
+}

@@ -1,0 +1,79 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package registrytest holds the registry of the reconcilers' table tests.
+package registrytest
+
+import (
+	"context"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
+)
+
+// Fake holds manifests by reference, records what it is asked, and fails
+// as told.
+type Fake struct {
+	mu sync.Mutex
+	// Held maps references (repo@digest or repo:tag) to digests.
+	Held map[string]string
+	// Deleted and LookedUp list the references deleted and looked up.
+	Deleted  []string
+	LookedUp []string
+	// Secrets lists the Secrets clients were asked for with.
+	Secrets []string
+	// Err fails every call; ClientErr fails getting a client.
+	Err       error
+	ClientErr error
+}
+
+// For returns the registry.For of f.
+func (f *Fake) For() registry.For {
+	return func(_ context.Context, secret string) (registry.Client, error) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.Secrets = append(f.Secrets, secret)
+		if f.ClientErr != nil {
+			return nil, f.ClientErr
+		}
+		return f, nil
+	}
+}
+
+// Digest implements registry.Client.
+func (f *Fake) Digest(_ context.Context, ref name.Reference) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.LookedUp = append(f.LookedUp, ref.String())
+	if f.Err != nil {
+		return "", f.Err
+	}
+	return f.Held[ref.String()], nil
+}
+
+// Delete implements registry.Client.
+func (f *Fake) Delete(_ context.Context, ref name.Digest) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.Err != nil {
+		return f.Err
+	}
+	f.Deleted = append(f.Deleted, ref.String())
+	delete(f.Held, ref.String())
+	return nil
+}
