@@ -257,16 +257,16 @@ func taskRunsOf(t *testing.T, namespace, name string) []string {
 	return names
 }
 
-// resumePod starts a pod from a snapshot's images, as OpenSandbox rewrites a
-// sandbox template's images, waits up to timeout until it is Ready and
-// returns its name.
+// resumePod starts a pod from a snapshot's imageUris, as OpenSandbox
+// rewrites a sandbox template's images, waits up to timeout until it is
+// Ready and returns its name.
 func resumePod(t *testing.T, ns, name string, s *v1alpha1.SandboxSnapshot, timeout time.Duration) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n", name, ns)
 	for _, cs := range s.Status.Containers {
-		fmt.Fprintf(&b, "    - name: %s\n      image: %s@%s\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 2147483647\"]\n",
-			cs.ContainerName, strings.SplitN(cs.ImageURI, ":snap-", 2)[0], cs.ImageDigest)
+		fmt.Fprintf(&b, "    - name: %s\n      image: %s\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 2147483647\"]\n",
+			cs.ContainerName, cs.ImageURI)
 	}
 	run(t, b.String(), "kubectl", "apply", "-f", "-")
 	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/"+name, "--timeout="+timeout.String())

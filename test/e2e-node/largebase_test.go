@@ -283,17 +283,23 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 	phase("files read back by hash")
 }
 
+// commitStepLog returns the log of a snapshot's commit step.
+func commitStepLog(t *testing.T, s *v1alpha1.SandboxSnapshot) string {
+	t.Helper()
+	tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run(t, "", "kubectl", "-n", systemNamespace, "logs", tr.Status.PodName, "-c", "step-commit")
+}
+
 // assertUpperCopied checks, in the commit step's log, that the step copied
 // the upper directory of container ctr itself: the Task's read-only mount of
 // the node's overlayfs snapshots and its capability to read them work in a
 // real pod, so containerd did not tar the change inside the pause.
 func assertUpperCopied(t *testing.T, s *v1alpha1.SandboxSnapshot, ctr string) {
 	t.Helper()
-	tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logs := run(t, "", "kubectl", "-n", systemNamespace, "logs", tr.Status.PodName, "-c", "step-commit")
+	logs := commitStepLog(t, s)
 	want := fmt.Sprintf("container %q", ctr)
 	for _, l := range strings.Split(logs, "\n") {
 		if strings.Contains(l, want) && strings.Contains(l, "copied the upper directory in the pause") {
