@@ -94,9 +94,10 @@ type prepared struct {
 
 // Commit pauses every target container, diffs each rootfs, thaws them all,
 // and then stores one new image per container in containerd, under its
-// working name (workingName). Containers are thawed on every return path. It holds the pod's
-// lock from before the first read until after the thaw, and fails with
-// ErrFrozenElsewhere, touching nothing, when another run holds the pod.
+// working name (workingName). Containers are thawed on every return path.
+// It holds the pod's lock from before the first read until after the thaw,
+// and fails with ErrFrozenElsewhere, touching nothing, when another run
+// holds the pod or something else froze it (checkOwnership).
 func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	ctx = c.nsCtx(ctx)
 	lock, err := c.tryLockPod(ctx)
@@ -120,7 +121,7 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkOwnership(live); err != nil {
+	if err := c.checkOwnership(ctx, live); err != nil {
 		return nil, err
 	}
 	ctx, doneLease, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))

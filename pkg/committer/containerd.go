@@ -247,11 +247,17 @@ func (c *Committer) findLive(ctx context.Context, allowMissing bool) ([]*liveCon
 	return out, nil
 }
 
-// checkOwnership fails with ErrFrozenElsewhere when a target container is
-// paused without this run's marker: by another run, or by something that is
-// not sandbox-commit. It runs under the pod lock, before anything is touched.
-func (c *Committer) checkOwnership(live []*liveContainer) error {
+// checkOwnership fails with ErrFrozenElsewhere, touching nothing, when a
+// target container is paused without a marker: something other than
+// sandbox-commit froze it. A container paused with another run's marker is
+// thawed, and the commit goes on: it runs under the pod lock, which every
+// run holds from before its pause until after its thaw, so that run died
+// mid-pause (killed; its thaw failed; its snapshot's finalizer forced off
+// before an unpause ran). Only a run that is alive, holding the lock, makes
+// a commit fail (tryLockPod).
+func (c *Committer) checkOwnership(ctx context.Context, live []*liveContainer) error {
 	var errs []error
+	var stale []*liveContainer
 	for _, l := range live {
 		marker := l.info.Labels[LabelPausedBy]
 		switch {
@@ -264,14 +270,21 @@ func (c *Committer) checkOwnership(live []*liveContainer) error {
 			errs = append(errs, fmt.Errorf("pod %s %s is paused without a %s marker (paused by something other than sandbox-commit)",
 				c.podRef(), l, LabelPausedBy))
 		case marker != c.cfg.Params.RunID:
-			errs = append(errs, fmt.Errorf("pod %s %s is paused by run %s (%s=%s), not by this run %s",
-				c.podRef(), l, marker, LabelPausedBy, marker, c.cfg.Params.RunID))
+			stale = append(stale, l)
 		default:
 			c.log.Printf("pod %s %s was paused by an earlier attempt of this run; committing it as it is", c.podRef(), l)
 		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", errors.Join(errs...), ErrFrozenElsewhere)
+	}
+	for _, l := range stale {
+		marker := l.info.Labels[LabelPausedBy]
+		if _, err := c.resume(ctx, l); err != nil {
+			return fmt.Errorf("thawing what run %s, which holds no lock, left paused: %w", marker, err)
+		}
+		l.foundPaused = false
+		c.log.Printf("pod %s %s was left paused by run %s, which holds no lock any more: thawed it", c.podRef(), l, marker)
 	}
 	return nil
 }

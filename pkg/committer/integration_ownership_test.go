@@ -96,7 +96,7 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 		start := make(chan struct{})
 		for i := range cms {
 			refs[i] = fmt.Sprintf("%s/snap/%s-%d-%d:1", e.regA.Host, p.name, round, i)
-			params := p.params(t, true, "app="+refs[i], "sidecar="+refs[i]+"-side")
+			params := p.params(t, true, "app="+refs[i], "sidecar="+sideRef(refs[i]))
 			params.RunID = runs[i]
 			cms[i] = e.committer(params)
 			done[i] = make(chan struct{})
@@ -156,51 +156,67 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 }
 
 // TestForeignPauseRefused pauses a target container outside the committer,
-// with no marker or with another run's marker. The commit step exits with
-// ExitCodeFrozenElsewhere, names the container and the marker, and leaves
-// every container exactly as it was.
+// with no marker: the commit step exits with ExitCodeFrozenElsewhere, names
+// the container, and leaves every container exactly as it was.
 func TestForeignPauseRefused(t *testing.T) {
 	e := requireEnv(t)
 	ctx := e.ctrd.Ctx(context.Background())
-	for _, tc := range []struct {
-		name, marker, want string
-	}{
-		{"no marker", "", "without a " + LabelPausedBy + " marker"},
-		{"another run's marker", "run-other-" + randSuffix(), ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
-			if tc.marker != "" {
-				if _, err := p.ctrs["sidecar"].SetLabels(ctx, map[string]string{LabelPausedBy: tc.marker}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := p.tasks["sidecar"].Pause(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer p.tasks["sidecar"].Resume(ctx)
-			before := e.states(t, p)
-			results := t.TempDir()
-			cmd, out := e.binCmd(t, p, "commit", "commit", "true", "", results,
-				"app="+e.regA.Host+"/snap/foreign:1", "sidecar="+e.regA.Host+"/snap/foreign-side:1")
-			err := cmd.Run()
-			t.Logf("committer output:\n%s", out)
-			if code := cmd.ProcessState.ExitCode(); err == nil || code != task.ExitCodeFrozenElsewhere {
-				t.Fatalf("exit code %d (err %v), want %d", code, err, task.ExitCodeFrozenElsewhere)
-			}
-			msg := readResult(t, results, "ERROR")
-			t.Logf("ERROR result: %s", msg)
-			want := tc.want
-			if want == "" {
-				want = "paused by run " + tc.marker
-			}
-			for _, w := range []string{want, `container "sidecar"`, p.namespace + "/" + p.name} {
-				if !strings.Contains(msg, w) {
-					t.Errorf("ERROR result lacks %q", w)
-				}
-			}
-			assertSameStates(t, before, e.states(t, p))
-		})
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
+	if err := p.tasks["sidecar"].Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.tasks["sidecar"].Resume(ctx)
+	before := e.states(t, p)
+	results := t.TempDir()
+	cmd, out := e.binCmd(t, p, "commit", "commit", "true", "", results,
+		"app="+e.regA.Host+"/snap/foreign:1", "sidecar="+e.regA.Host+"/snap/foreign-side:1")
+	err := cmd.Run()
+	t.Logf("committer output:\n%s", out)
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != task.ExitCodeFrozenElsewhere {
+		t.Fatalf("exit code %d (err %v), want %d", code, err, task.ExitCodeFrozenElsewhere)
+	}
+	msg := readResult(t, results, "ERROR")
+	t.Logf("ERROR result: %s", msg)
+	for _, w := range []string{"without a " + LabelPausedBy + " marker", `container "sidecar"`, p.namespace + "/" + p.name} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("ERROR result lacks %q", w)
+		}
+	}
+	assertSameStates(t, before, e.states(t, p))
+}
+
+// TestDeadRunsPauseThawed leaves a container paused with another run's
+// marker and no lock held, as a commit killed mid-pause whose snapshot's
+// finalizer was forced off does: the next commit thaws it, commits, and
+// leaves the pod running, where it exited 4 and every later commit failed.
+func TestDeadRunsPauseThawed(t *testing.T) {
+	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
+	p.writeFile(t, "sidecar", "/data/state.txt", []byte("before the kill\n"))
+	dead := "run-dead-" + randSuffix()
+	if _, err := p.ctrs["sidecar"].SetLabels(ctx, map[string]string{LabelPausedBy: dead}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.tasks["sidecar"].Pause(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ref := e.regA.Host + "/snap/" + p.name + "-dead:1"
+	var out strings.Builder
+	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)))
+	c.log.SetOutput(&out)
+	if _, err := c.Commit(context.Background()); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	e.assertAllRunning(t, p)
+	if !strings.Contains(out.String(), "left paused by run "+dead) {
+		t.Errorf("the committer did not say it thawed what run %s left paused; its log:\n%s", dead, out.String())
+	}
+	if _, _, err := c.Push(context.Background()); err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if got := string(lastLayerFiles(t, sideRef(ref))["data/state.txt"]); got != "before the kill\n" {
+		t.Errorf("committed layer holds %q", got)
 	}
 }
 
@@ -311,7 +327,7 @@ func TestOwnRunPausedAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := e.regA.Host + "/snap/" + p.name + "-adopted:1"
-	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+ref+"-side"))
+	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)))
 	c.hookInPause = func(ctx context.Context) error {
 		for n, tk := range p.tasks {
 			if st, err := tk.Status(ctx); err != nil || st.Status != client.Paused {
@@ -353,7 +369,7 @@ func TestConcurrentProcesses(t *testing.T) {
 		p.runID = fmt.Sprintf("run-proc%d-%s", i, randSuffix())
 		procs[i].results = t.TempDir()
 		procs[i].ref = fmt.Sprintf("%s/snap/%s-proc%d:1", e.regA.Host, p.name, i)
-		procs[i].cmd, procs[i].out = e.binCmd(t, p, "all", "commit", "true", "", procs[i].results, "app="+procs[i].ref, "sidecar="+procs[i].ref+"-side")
+		procs[i].cmd, procs[i].out = e.binCmd(t, p, "all", "commit", "true", "", procs[i].results, "app="+procs[i].ref, "sidecar="+sideRef(procs[i].ref))
 	}
 	for i := range procs {
 		if err := procs[i].cmd.Start(); err != nil {

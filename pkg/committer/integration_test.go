@@ -641,3 +641,10 @@ func (c *Committer) frzList() []*liveContainer {
 	defer c.frz.mu.Unlock()
 	return append([]*liveContainer(nil), c.frz.attempted...)
 }
+
+// sideRef names a sidecar's image beside a container's: one repository per
+// container, the same tag.
+func sideRef(ref string) string {
+	i := strings.LastIndex(ref, ":")
+	return ref[:i] + "-side" + ref[i:]
+}

@@ -131,14 +131,14 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			DeleteFunc: func(obj any) { enqueue(keys(obj)) },
 		}
 	}
-	sameKeys := func(keysOf cache.IndexFunc) func(old, obj any) bool {
+	keysChanged := func(keysOf cache.IndexFunc) func(old, obj any) bool {
 		return func(old, obj any) bool {
 			a, _ := keysOf(old)
 			b, _ := keysOf(obj)
 			return !slices.Equal(a, b)
 		}
 	}
-	pods.Informer().AddEventHandler(onEnd(imageref.PodRepositories, sameKeys(imageref.PodRepositories)))
+	pods.Informer().AddEventHandler(onEnd(imageref.PodRepositories, keysChanged(imageref.PodRepositories)))
 	sandboxes.Informer().AddEventHandler(onEnd(imageref.BatchSandboxRepositories, func(old, obj any) bool {
 		a, b := old.(*v1alpha1.BatchSandbox), obj.(*v1alpha1.BatchSandbox)
 		return a.Generation != b.Generation
