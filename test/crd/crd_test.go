@@ -219,7 +219,7 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 
 	failed := *committing.DeepCopy()
 	unpause := v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: "team-a-osb-snap-0123-unpause"}
-	failed.MarkThawing(unpause, "demo-0")
+	failed.MarkThawing(unpause, "demo-0", 2)
 	failed.MarkFailed(later, v1alpha1.ReasonCommitOOMKilled,
 		"TaskRun %s/%s failed (%s): %s; see: tkn taskrun logs %s -n %s",
 		tr.Namespace, tr.Name, "TaskRunStepOOM", "step commit was OOM killed", tr.Name, tr.Namespace)

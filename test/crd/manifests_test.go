@@ -198,7 +198,7 @@ func TestEveryManifestParses(t *testing.T) {
 
 func TestNamespacedObjectsAreInTheSystemNamespace(t *testing.T) {
 	docs := operatorDocs(t)
-	clusterScoped := sets.New("Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition")
+	clusterScoped := sets.New("Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PriorityClass")
 	for _, d := range docs {
 		if clusterScoped.Has(d.obj.GetKind()) {
 			if d.obj.GetNamespace() != "" {
@@ -565,7 +565,7 @@ func configMapWithExample(t *testing.T, name string) (*corev1.ConfigMap, map[str
 func TestConfigSnapshot(t *testing.T) {
 	cm, documented := configMapWithExample(t, config.SnapshotConfigName)
 
-	keys := []string{config.RegistryKey, config.PushSecretKey, config.RegistrySecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey,
+	keys := []string{config.RegistryKey, config.PushSecretKey, config.RegistrySecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey, config.PriorityClassKey,
 		config.ContainerdSocketKey, config.OverlayfsRootKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
 		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey}

@@ -33,8 +33,11 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
@@ -174,5 +177,121 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 	}
 	if !strings.Contains(outputs["TaskRun"], "e2e-push") {
 		t.Error("the TaskRun does not bind the push Secret, so this test proves nothing")
+	}
+}
+
+// pauseAndKill fills the sandbox's app container with a large change, so
+// that the commit step, without the node's snapshots, keeps it paused long
+// enough to catch, starts a snapshot, waits until the container is paused
+// and kills the committer with SIGKILL, which leaves it paused.
+func pauseAndKill(t *testing.T, ns, snapshot string, pod *corev1.Pod, beforeKill func()) {
+	t.Helper()
+	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
+		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=384 2>/dev/null")
+	cl, err := containerd.New(containerdSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := namespaces.WithNamespace(t.Context(), "k8s.io")
+	createSnapshot(t, ns, snapshot, "sb")
+	eventually(t, "the sandbox to be paused by the commit step", 2*time.Minute, func() (bool, error) {
+		return containerPaused(ctx, cl, pod, "app"), nil
+	})
+	beforeKill()
+	t.Logf("sent SIGKILL to committer pid %d while pod %s was paused", killCommitter(t, pod), pod.Name)
+}
+
+// sandboxPaused reports whether the sandbox's app container is paused.
+func sandboxPaused(t *testing.T, pod *corev1.Pod) bool {
+	t.Helper()
+	cl, err := containerd.New(containerdSock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	return containerPaused(namespaces.WithNamespace(t.Context(), "k8s.io"), cl, pod, "app")
+}
+
+// TestThawRetriedOnceAdmitted kills the commit step mid-pause while no
+// pod can be admitted in the operator's namespace (a ResourceQuota of zero
+// pods): the unpause TaskRun times out waiting for its pod. Once the quota
+// goes, the next attempt thaws the sandbox, with no human action.
+func TestThawRetriedOnceAdmitted(t *testing.T) {
+	ns := newNamespace(t)
+	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	pod := createSandbox(t, ns, "sb")
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "e2e-no-pods", Namespace: systemNamespace},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
+	quotas := c.kube.CoreV1().ResourceQuotas(systemNamespace)
+	t.Cleanup(func() { _ = quotas.Delete(context.Background(), quota.Name, metav1.DeleteOptions{}) })
+	pauseAndKill(t, ns, "sb-snap", pod, func() {
+		if _, err := quotas.Create(t.Context(), quota, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	unpause := names.UnpauseTaskRun(s)
+	eventually(t, "the unpause TaskRun to fail, its pod never admitted", 4*time.Minute, func() (bool, error) {
+		tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), unpause, metav1.GetOptions{})
+		return err == nil && tr.IsDone() && !tr.IsSuccessful(), nil
+	})
+	if !sandboxPaused(t, pod) {
+		t.Fatal("the sandbox is not paused after the first unpause failed: the test proves nothing")
+	}
+	if err := quotas.Delete(t.Context(), quota.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, "the sandbox to be thawed", 3*time.Minute, func() (bool, error) { return !sandboxPaused(t, pod), nil })
+	t.Logf("thawed %v after the quota went", time.Since(start).Round(time.Second))
+	assertNotPaused(t, pod)
+	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
+	s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Annotations[sandbox.ThawAttemptAnnotation] != "2" {
+		t.Errorf("annotation %s = %q, want the second attempt", sandbox.ThawAttemptAnnotation, s.Annotations[sandbox.ThawAttemptAnnotation])
+	}
+	waitEvent(t, ns, "sb-snap", v1alpha1.ReasonThawFailed)
+}
+
+// TestForcedFinalizerMidPause kills the commit step mid-pause, with the
+// controller stopped, and forces the snapshot's finalizer off and deletes
+// it: nothing thaws the sandbox, and its commit TaskRun is orphaned. Once
+// the controller is back, the orphan goes, and the next snapshot of the
+// sandbox thaws it (the dead run holds no lock) and succeeds.
+func TestForcedFinalizerMidPause(t *testing.T) {
+	ns := newNamespace(t)
+	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	pod := createSandbox(t, ns, "sb")
+	scale := func(n string) {
+		run(t, "", "kubectl", "-n", systemNamespace, "scale", "deployment/sandbox-snapshot-controller", "--replicas="+n)
+		run(t, "", "kubectl", "-n", systemNamespace, "rollout", "status", "deployment/sandbox-snapshot-controller", "--timeout=120s")
+	}
+	t.Cleanup(func() { scale("1") })
+	pauseAndKill(t, ns, "sb-snap", pod, func() { scale("0") })
+	first, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, "", "kubectl", "-n", ns, "patch", "sbxsnap", "sb-snap", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	run(t, "", "kubectl", "-n", ns, "delete", "sbxsnap", "sb-snap", "--wait=true", "--timeout=60s")
+	time.Sleep(3 * time.Second) // the kubelet reports the step's death; nothing may thaw
+	if !sandboxPaused(t, pod) {
+		t.Fatal("the sandbox is not paused with the controller stopped: the test proves nothing")
+	}
+	scale("1")
+	eventually(t, "the orphaned commit TaskRun to go", 2*time.Minute, func() (bool, error) {
+		_, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), names.CommitTaskRun(first), metav1.GetOptions{})
+		return apierrs.IsNotFound(err), nil
+	})
+	createSnapshot(t, ns, "sb-snap-2", "sb")
+	waitForPhase(t, ns, "sb-snap-2", v1alpha1.PhaseSucceed)
+	assertNotPaused(t, pod)
+	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
+	if log := commitStepLog(t, &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sb-snap-2"}}); !strings.Contains(log, "holds no lock any more: thawed it") {
+		t.Errorf("the next commit did not say it thawed what the dead run left paused; its log:\n%s", log)
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
@@ -70,6 +71,12 @@ func TestSnapshotAndResume(t *testing.T) {
 	trPod, err := c.kube.CoreV1().Pods(tr.Namespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Evicted after the node's other BestEffort pods, preempting none.
+	if trPod.Spec.PriorityClassName != "sandbox-snapshot-commit" || trPod.Spec.Priority == nil || *trPod.Spec.Priority != 1000000 ||
+		trPod.Spec.PreemptionPolicy == nil || *trPod.Spec.PreemptionPolicy != corev1.PreemptNever {
+		t.Errorf("commit pod priority class %q, priority %v, preemption %v; want sandbox-snapshot-commit, 1000000, Never",
+			trPod.Spec.PriorityClassName, trPod.Spec.Priority, trPod.Spec.PreemptionPolicy)
 	}
 	if trPod.Spec.NodeName != pod.Spec.NodeName || s.Status.SourceNodeName != pod.Spec.NodeName {
 		t.Errorf("TaskRun pod ran on %q, snapshot says %q, sandbox pod is on %q", trPod.Spec.NodeName, s.Status.SourceNodeName, pod.Spec.NodeName)

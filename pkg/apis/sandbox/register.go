@@ -45,6 +45,9 @@ const (
 	// ImageMissingAnnotation marks a Succeed SandboxSnapshot whose images the
 	// registry no longer holds; its value lists them, comma-separated.
 	ImageMissingAnnotation = GroupName + "/image-missing"
+	// ThawAttemptAnnotation counts, on a Failed SandboxSnapshot, the attempts
+	// to thaw the sandbox its commit may have left paused.
+	ThawAttemptAnnotation = GroupName + "/thaw-attempt"
 
 	// AllocStatusAnnotation is the BatchSandbox annotation in which
 	// OpenSandbox records the pods allocated to a sandbox, as {"pods":[...]}.

@@ -33,7 +33,9 @@ import (
 	kubeclient "knative.dev/pkg/client/injection/kube/client"
 	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/controller"
+	"knative.dev/pkg/injection/sharedmain"
 	"knative.dev/pkg/kmeta"
+	"knative.dev/pkg/leaderelection"
 	"knative.dev/pkg/logging"
 	"knative.dev/pkg/system"
 
@@ -61,6 +63,18 @@ var TaskRunSelector = labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: 
 func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	namespace := system.Namespace()
+	// The commit gate runs the commits of one pod one at a time in this
+	// process; buckets split a pod's snapshots over replicas.
+	if !sharedmain.IsHADisabled(ctx) {
+		le, err := sharedmain.GetLeaderElectionConfig(ctx)
+		if err != nil {
+			logger.Fatalw("Failed to read the leader election configuration", zap.Error(err))
+		}
+		if le.Buckets != 1 {
+			logger.Fatalf("ConfigMap %s/%s: key \"buckets\" is %d, but must be 1: the commits of one sandbox pod run one at a time only among the snapshots one replica leads",
+				namespace, leaderelection.ConfigMapName(), le.Buckets)
+		}
+	}
 
 	// TaskRuns live only in the operator's namespace and carry our label, so
 	// the informer caches just those: a Role there is all the TaskRun access

@@ -42,6 +42,10 @@ const thawGrace = 30 * time.Second
 // informer to catch up with.
 const informerGrace = time.Minute
 
+// holderRecheck is how often a snapshot waiting for a running TaskRun of its
+// pod looks again, should the event of that TaskRun's end be lost.
+const holderRecheck = time.Minute
+
 // commitGate runs the commits of one pod one at a time: OpenSandbox makes
 // two snapshots of a sandbox at once (its pause and a public snapshot), and
 // two commits freezing and thawing one pod's containers would corrupt each
@@ -91,8 +95,8 @@ func (g *commitGate) deleted(tr *pipelinev1.TaskRun) {
 	}
 }
 
-// blocker says whom a snapshot waits for, and when to look again if no
-// TaskRun event is bound to come.
+// blocker says whom a snapshot waits for, and when to look again: when no
+// TaskRun event is bound to come, or should it be lost.
 type blocker struct {
 	holder  string
 	recheck time.Duration
@@ -107,7 +111,7 @@ func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod t
 			continue
 		}
 		if !tr.IsDone() {
-			return &blocker{holder: describe(tr)}
+			return &blocker{holder: describe(tr), recheck: holderRecheck}
 		}
 		// A commit that may have left the pod paused: its snapshot starts
 		// an unpause TaskRun (which then holds the pod) in a moment.
@@ -131,7 +135,7 @@ func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod t
 	if tr.Labels[resources.SnapshotUIDLabel] == string(s.UID) {
 		return nil
 	}
-	return &blocker{holder: describe(tr)}
+	return &blocker{holder: describe(tr), recheck: holderRecheck}
 }
 
 // describe names the snapshot a TaskRun works for, and the TaskRun.

@@ -18,8 +18,6 @@ package sandboxsnapshot
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +25,6 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
@@ -142,7 +139,7 @@ func (r *Reconciler) checkImages(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 	mark := strings.Join(missing, ",")
 	if mark != s.Annotations[sandbox.ImageMissingAnnotation] {
-		if err := r.markImagesMissing(ctx, s, mark); err != nil {
+		if err := r.patchAnnotation(ctx, s, sandbox.ImageMissingAnnotation, mark); err != nil {
 			return err
 		}
 		recorder := controller.GetEventRecorder(ctx)
@@ -155,26 +152,4 @@ func (r *Reconciler) checkImages(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 	s.Status.MarkImagesMissing(missing)
 	return again
-}
-
-// markImagesMissing sets, or with mark "" removes, the image-missing
-// annotation. s takes the patched version, so that the status write that
-// follows builds on it; the copies it replaces are stale (see ownWrites).
-func (r *Reconciler) markImagesMissing(ctx context.Context, s *v1alpha1.SandboxSnapshot, mark string) error {
-	var value any
-	if mark != "" {
-		value = mark
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{sandbox.ImageMissingAnnotation: value}}})
-	if err != nil {
-		return err
-	}
-	patched, err := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace).Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if err != nil {
-		return fmt.Errorf("annotating SandboxSnapshot %s/%s with %s: %w", s.Namespace, s.Name, sandbox.ImageMissingAnnotation, err)
-	}
-	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, s.ResourceVersion)
-	s.ResourceVersion = patched.ResourceVersion
-	s.Annotations = patched.Annotations
-	return nil
 }

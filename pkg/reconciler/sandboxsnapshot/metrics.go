@@ -67,6 +67,8 @@ type metrics struct {
 	commitDuration metric.Float64Histogram
 	// taskRunLatency is from a snapshot's creation to its commit TaskRun's.
 	taskRunLatency metric.Float64Histogram
+	// thawRetries counts the unpause TaskRuns started again.
+	thawRetries metric.Int64Counter
 }
 
 // newMetrics makes the instruments on meter, and the gauges that count, at
@@ -100,6 +102,11 @@ func newMetrics(meter metric.Meter, snapshots snapshotlisters.SandboxSnapshotLis
 	m.taskRunLatency = histogram("sandbox_snapshot_taskrun_creation_latency_seconds",
 		"Time from a SandboxSnapshot's creation to the creation of its commit TaskRun",
 		0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+	var err error
+	m.thawRetries, err = meter.Int64Counter("sandbox_snapshot_thaw_retries",
+		metric.WithDescription("Thaws of a sandbox a failed commit may have left paused, started again after the unpause TaskRun failed, timed out waiting for its pod or was deleted"),
+		metric.WithUnit("{retry}"))
+	errs = append(errs, err)
 	byPhase := gauge("sandbox_snapshot_snapshots", "SandboxSnapshots handled by this operator, by phase", "{snapshot}")
 	waiting := gauge("sandbox_snapshot_waiting_for_commit",
 		"Pending SandboxSnapshots waiting for another commit of the same sandbox to end", "{snapshot}")
@@ -108,7 +115,7 @@ func newMetrics(meter metric.Meter, snapshots snapshotlisters.SandboxSnapshotLis
 		return nil, fmt.Errorf("making the controller's metrics: %w", err)
 	}
 
-	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		all, err := snapshots.List(labels.Everything())
 		if err != nil {
 			return err
@@ -175,6 +182,11 @@ func (m *metrics) finished(ctx context.Context, s *v1alpha1.SandboxSnapshot, com
 		m.commitDuration.Record(ctx, seconds(commit.Status.CompletionTime.Sub(commit.Status.StartTime.Time)),
 			metric.WithAttributes(statusKey.String(status)))
 	}
+}
+
+// thawRetried records that a thaw was started again.
+func (m *metrics) thawRetried(ctx context.Context) {
+	m.thawRetries.Add(ctx, 1)
 }
 
 // taskRunCreated records that s's commit TaskRun was created at now.

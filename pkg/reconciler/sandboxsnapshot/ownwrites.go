@@ -17,10 +17,16 @@ limitations under the License.
 package sandboxsnapshot
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
 
 // ownWrites remembers, per snapshot, the resource versions that this
@@ -72,4 +78,26 @@ func (w *ownWrites) forget(key types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.superseded, key)
+}
+
+// patchAnnotation sets the annotation key of s to value, or removes it when
+// value is "". s takes the patched version, so that a status write that
+// follows builds on it; the copy it replaces is stale.
+func (r *Reconciler) patchAnnotation(ctx context.Context, s *v1alpha1.SandboxSnapshot, key, value string) error {
+	var v any
+	if value != "" {
+		v = value
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{key: v}}})
+	if err != nil {
+		return err
+	}
+	patched, err := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace).Patch(ctx, s.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		return fmt.Errorf("annotating SandboxSnapshot %s/%s with %s: %w", s.Namespace, s.Name, key, err)
+	}
+	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, s.ResourceVersion)
+	s.ResourceVersion = patched.ResourceVersion
+	s.Annotations = patched.Annotations
+	return nil
 }

@@ -41,17 +41,13 @@ import (
 // left the pod paused and has no unpause TaskRun, so the commit must never
 // outlive its unpause. A terminal snapshot never starts a TaskRun again (its
 // phase is frozen, and the finalizer needs a commit TaskRun to thaw after),
-// so the deterministic names stay free. before is the status the pass began
-// with: while it still reports a thaw Running, the thaw's outcome has not
-// been recorded yet and the unpause TaskRun is kept for observeThaw.
-func (r *Reconciler) retainTaskRuns(ctx context.Context, s *v1alpha1.SandboxSnapshot, before *v1alpha1.SandboxSnapshotStatus) pkgreconciler.Event {
+// so the deterministic names stay free. While a thaw goes on (observeThaw)
+// it is not called: the TaskRuns are what the thaw is followed by.
+func (r *Reconciler) retainTaskRuns(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	cfg := config.FromContext(ctx).Snapshot
 	succeeded := s.Status.Phase == v1alpha1.PhaseSucceed
 	retention := cfg.TaskRunRetention(succeeded)
 	if retention == config.KeepTaskRuns {
-		return nil
-	}
-	if before.Thaw != nil && before.Thaw.State == v1alpha1.ThawRunning {
 		return nil
 	}
 	var done []*pipelinev1.TaskRun

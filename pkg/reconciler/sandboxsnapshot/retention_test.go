@@ -162,15 +162,26 @@ func TestRetention(t *testing.T) {
 			failedCommit(3 * time.Hour), f.unpause(WithTaskRunRunning)},
 		Key: key,
 	}, {
-		Name: "an unpause TaskRun that ended is kept until the thaw's outcome is recorded",
+		Name: "the TaskRuns of a thaw that ended go once the thaw's outcome is recorded, in the same pass",
 		Ctx:  withConfig(retentionConfig(config.TaskRunRetentionFailedKey, "0")),
 		Objects: []runtime.Object{f.snap(f.committing, WithUnpauseTaskRun(f.trNamespace, f.unpauseName), failedKilled),
 			failedCommit(3 * time.Hour), f.unpause(WithTaskRunSucceeded, WithCompletedAt(Now))},
-		Key: key,
+		Key:         key,
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteTaskRun(f.trNamespace, f.trName), deleteTaskRun(f.trNamespace, f.unpauseName)},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
-			Object: f.snap(f.committing, WithUnpauseTaskRun(f.trNamespace, f.unpauseName), failedKilled, WithThawed),
+			Object: f.snap(f.committing, WithUnpauseTaskRun(f.trNamespace, f.unpauseName), failedKilled, WithThawed, withRemoved(f.trNamespace, f.trName, f.unpauseName)),
 		}},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonThawed, "TaskRun %s/%s unpaused pod sb-0", f.trNamespace, f.unpauseName)},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonThawed, "TaskRun %s/%s unpaused pod sb-0", f.trNamespace, f.unpauseName),
+			f.removedEvent(f.trName, Now.Add(-3*time.Hour).UTC().Format(time.RFC3339), "0s", config.TaskRunRetentionFailedKey),
+			f.removedEvent(f.unpauseName, Now.UTC().Format(time.RFC3339), "0s", config.TaskRunRetentionFailedKey),
+		},
+	}, {
+		Name: "the TaskRuns of a thaw under way are kept past their retention: they are what the thaw is followed by",
+		Ctx:  withConfig(retentionConfig(config.TaskRunRetentionFailedKey, "0")),
+		Objects: []runtime.Object{f.snap(f.committing, WithUnpauseTaskRun(f.trNamespace, f.unpauseName), failedKilled), runningPod,
+			failedCommit(3 * time.Hour), f.unpause(WithTaskRunRunning)},
+		Key: key,
 	}, {
 		Name: "under OpenSandbox's CRD, which prunes status.thaw, an ended unpause TaskRun is reported, then deleted with its commit",
 		Ctx:  withConfig(retentionConfig(config.TaskRunRetentionFailedKey, "0")),
@@ -275,7 +286,7 @@ func TestRetentionRequeuesWhenDue(t *testing.T) {
 			ls := NewListers(append([]runtime.Object{tc.snap}, tc.trs...))
 			r := &Reconciler{taskRunLister: ls.GetTaskRunLister(), clock: newReconcilerClock(), namespace: f.trNamespace}
 			ctx := config.ToContext(t.Context(), &config.Config{Snapshot: defaultCfg})
-			got := r.retainTaskRuns(ctx, tc.snap.DeepCopy(), &tc.snap.Status)
+			got := r.retainTaskRuns(ctx, tc.snap.DeepCopy())
 			ok, d := controller.IsRequeueKey(got)
 			if !ok || d != tc.want {
 				t.Errorf("retainTaskRuns() = %v, want a requeue after %v", got, tc.want)
@@ -309,7 +320,7 @@ func TestRetentionFreesTheCommitGate(t *testing.T) {
 	r.commits.created(tr)
 	ctx := config.ToContext(t.Context(), &config.Config{Snapshot: mustConfig(retentionConfig(config.TaskRunRetentionSucceededKey, "0"))})
 	ctx = controller.WithEventRecorder(ctx, record.NewFakeRecorder(10))
-	if err := r.retainTaskRuns(ctx, s.DeepCopy(), &s.Status); err != nil {
+	if err := r.retainTaskRuns(ctx, s.DeepCopy()); err != nil {
 		t.Fatalf("retainTaskRuns() = %v", err)
 	}
 	// The informer no longer has it; nor will it ever.

@@ -131,17 +131,19 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 
 func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	now := metav1.NewTime(r.clock.Now())
-	// A terminal phase is frozen; only the thaw of a failed commit reports
-	// on, the TaskRuns go once their retention is over, and the images of a
-	// Succeed snapshot are looked up now and then.
+	// A terminal phase is frozen; only the thaw of a failed commit goes on,
+	// the TaskRuns go once their retention is over (not while the thaw goes
+	// on), and the images of a Succeed snapshot are looked up now and then.
 	if s.Status.IsTerminal() {
-		before := s.Status.DeepCopy()
+		var thaw pkgreconciler.Event
+		thawing := false
 		if s.Status.Phase == v1alpha1.PhaseFailed {
-			if err := r.observeThaw(ctx, s); err != nil {
-				return err
-			}
+			thawing, thaw = r.observeThaw(ctx, s)
 		}
-		return sooner(r.retainTaskRuns(ctx, s, before), r.checkImages(ctx, s))
+		if thawing {
+			return thaw
+		}
+		return sooner(thaw, sooner(r.retainTaskRuns(ctx, s), r.checkImages(ctx, s)))
 	}
 	s.Status.ObservedGeneration = s.Generation
 	s.Status.InitializeConditions(now)
@@ -219,7 +221,13 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapsh
 
 // cachedCommit returns s's commit TaskRun from the informer, or nil.
 func (r *Reconciler) cachedCommit(s *v1alpha1.SandboxSnapshot) *pipelinev1.TaskRun {
-	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(names.CommitTaskRun(s))
+	return r.cachedTaskRun(s, names.CommitTaskRun(s))
+}
+
+// cachedTaskRun returns s's TaskRun of the given name from the informer, or
+// nil.
+func (r *Reconciler) cachedTaskRun(s *v1alpha1.SandboxSnapshot, name string) *pipelinev1.TaskRun {
+	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
 	if err != nil || !ownedBy(tr, s) {
 		return nil
 	}
@@ -286,10 +294,9 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	defer unlock()
 	if b := r.commits.holder(r.taskRunLister.TaskRuns(r.namespace), src.Pod.UID, s, r.clock.Now()); b != nil {
 		s.Status.MarkWaiting(now, "Waiting for %s to finish with pod %s", b.holder, src.Pod.Name)
-		if b.recheck > 0 {
-			return controller.NewRequeueAfter(b.recheck)
-		}
-		return nil
+		// The holder's end is an event; the recheck bounds the wait should
+		// that event be lost.
+		return controller.NewRequeueAfter(b.recheck)
 	}
 	tr, created, err := r.createTaskRun(ctx, s, resources.MakeTaskRun(s, src, cfg, r.namespace))
 	if err != nil {

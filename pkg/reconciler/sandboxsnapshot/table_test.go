@@ -19,6 +19,7 @@ package sandboxsnapshot
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -29,6 +30,7 @@ import (
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgotesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 	fakekubeclient "knative.dev/pkg/client/injection/kube/client/fake"
@@ -95,8 +97,8 @@ func TestReconcile(t *testing.T) {
 		return "TaskRun " + trNamespace + "/" + trName + " failed (" + reason + "): " + message +
 			"; see: tkn taskrun logs " + trName + " -n " + trNamespace
 	}
-	thawFailedMessage := "pod sb-0 may still be paused: TaskRun " + trNamespace + "/" + unpauseName +
-		" failed (TaskRunTimeout): timed out; see: tkn taskrun logs " + unpauseName + " -n " + trNamespace
+	thawFailedMessage := "attempt 1: pod sb-0 may still be paused: TaskRun " + trNamespace + "/" + unpauseName +
+		" failed (TaskRunTimeout): timed out; see: tkn taskrun logs " + unpauseName + " -n " + trNamespace + "; retrying in 10s"
 	succeededEvent := rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0 with TaskRun %s/%s", trNamespace, trName)
 	// otherSnap is a second snapshot of the same sandbox, as OpenSandbox's
 	// pause and public snapshot are.
@@ -390,6 +392,7 @@ func TestReconcile(t *testing.T) {
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
 			otherCommit(WithTaskRunRunning)},
 		Key:               key,
+		WantErr:           true, // a requeue after holderRecheck, should the commit's end be missed
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithWaiting(waitingMessage(trNamespace, otherName)))}},
 	}, {
 		Name: "a snapshot waiting for another commit starts once that commit has ended",
@@ -412,6 +415,7 @@ func TestReconcile(t *testing.T) {
 			otherCommit(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause, WithCompletedAt(Now)),
 			TaskRun(resources.MakeUnpauseTaskRun(otherSnap, runningPod, defaultCfg, trNamespace), WithTaskRunRunning)},
 		Key:               key,
+		WantErr:           true,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithWaiting(otherUnpauseMessage(trNamespace)))}},
 	}, {
 		Name: "a commit that thawed by itself frees the pod at once",
@@ -575,7 +579,7 @@ func TestReconcile(t *testing.T) {
 				WithFailed(v1alpha1.ReasonCommitJobFailed, failedMessage("Failed", "\"step-commit\" exited with code 137"))),
 		}},
 		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 1)", trNamespace, unpauseName),
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", failedMessage("Failed", "\"step-commit\" exited with code 137")),
 		},
 	}, {
@@ -648,7 +652,7 @@ func TestReconcile(t *testing.T) {
 				WithFailed(v1alpha1.ReasonCommitTaskRunMissing, "TaskRun "+trNamespace+"/"+trName+" was deleted before it completed")),
 		}},
 		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 1)", trNamespace, unpauseName),
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitTaskRunMissing, "TaskRun %s/%s was deleted before it completed", trNamespace, trName),
 		},
 	}, {
@@ -657,6 +661,7 @@ func TestReconcile(t *testing.T) {
 		Key:     key,
 	}, {
 		Name: "a succeeded unpause TaskRun marks the sandbox thawed",
+		Ctx:  withConfig(map[string]string{config.RegistryKey: registryPrefix, config.TaskRunRetentionFailedKey: "-1"}),
 		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
 			TaskRun(unpauseTaskRun, WithTaskRunSucceeded)},
 		Key: key,
@@ -665,24 +670,69 @@ func TestReconcile(t *testing.T) {
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonThawed, "TaskRun %s/%s unpaused pod sb-0", trNamespace, unpauseName)},
 	}, {
-		Name: "a failed unpause TaskRun reports that the sandbox may still be paused",
+		Name: "a failed unpause TaskRun says the sandbox may still be paused, and is retried once its backoff is over",
 		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
-			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"))},
-		Key: key,
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"), WithCompletedAt(Now))},
+		Key:     key,
+		WantErr: true, // a requeue when the backoff is over
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
 			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), WithThawFailed(thawFailedMessage)),
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawFailed, "%s", thawFailedMessage)},
 	}, {
-		Name:    "a deleted unpause TaskRun reports that the sandbox may still be paused",
-		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"))},
+		Name: "past its backoff, a failed unpause TaskRun is deleted and the next attempt counted",
+		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), WithThawFailed(thawFailedMessage)),
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"), WithCompletedAt(metav1.NewTime(Now.Add(-11*time.Second))))},
+		Key:         key,
+		WantErr:     true,
+		WantPatches: []clientgotesting.PatchActionImpl{thawAttemptPatch(2)},
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName)},
+	}, {
+		Name: "with the failed attempt gone, the next one starts",
+		Objects: []runtime.Object{snap(committing, WithAnnotation(sandbox.ThawAttemptAnnotation, "2"), WithUnpauseTaskRun(trNamespace, unpauseName),
+			WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), WithThawFailed(thawFailedMessage)),
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithAnnotation(sandbox.ThawAttemptAnnotation, "2"), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"),
+				func(s *v1alpha1.SandboxSnapshot) {
+					s.Status.MarkThawing(v1alpha1.TaskRunReference{Namespace: trNamespace, Name: unpauseName}, "sb-0", 2)
+				}),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing,
+			"The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 2)", trNamespace, unpauseName)},
+	}, {
+		Name: "the backoff doubles with each attempt: the third waits 40 seconds",
+		Objects: []runtime.Object{snap(committing, WithAnnotation(sandbox.ThawAttemptAnnotation, "3"), WithUnpauseTaskRun(trNamespace, unpauseName),
+			WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), WithThawFailed(thawFailedMessage)),
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"), WithCompletedAt(metav1.NewTime(Now.Add(-30*time.Second))))},
 		Key:     key,
+		WantErr: true,
+	}, {
+		Name: "a deleted unpause TaskRun is started again",
+		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing,
+			"The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 1)", trNamespace, unpauseName)},
+	}, {
+		Name: "a thaw whose pod went away ends: nothing of it is frozen",
+		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"), WithCompletedAt(Now))},
+		Key: key,
+		Ctx: withConfig(map[string]string{config.RegistryKey: registryPrefix, config.TaskRunRetentionFailedKey: "-1"}),
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
 			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"),
-				WithThawFailed("TaskRun "+trNamespace+"/"+unpauseName+" was deleted before it completed; pod sb-0 may still be paused")),
+				WithThawFailed("pod sb-0 went away before it was thawed; nothing is left to thaw")),
 		}},
-		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawFailed,
-			"TaskRun %s/%s was deleted before it completed; pod sb-0 may still be paused", trNamespace, unpauseName)},
 	}, {
 		Name:    "a terminal snapshot is never changed again",
 		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB)), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "late"))},
@@ -761,7 +811,7 @@ func TestReconcile(t *testing.T) {
 		WantErr:                 true,
 		WantCreates:             []runtime.Object{unpauseTaskRun},
 		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 1)", trNamespace, unpauseName),
 		},
 	}, {
 		Name: "deleting a snapshot whose cancelled commit never started needs no thaw",
@@ -930,6 +980,16 @@ func withoutOwnFields(s *v1alpha1.SandboxSnapshot) {
 	s.Status.Thaw = nil
 	s.Status.RemovedTaskRuns = nil
 	s.Status.MissingImages = nil
+}
+
+// thawAttemptPatch is the patch that counts an attempt to thaw.
+func thawAttemptPatch(attempt int) clientgotesting.PatchActionImpl {
+	return clientgotesting.PatchActionImpl{
+		ActionImpl: clientgotesting.ActionImpl{Namespace: ns},
+		Name:       snapName,
+		PatchType:  types.MergePatchType,
+		Patch:      []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, sandbox.ThawAttemptAnnotation, attempt)),
+	}
 }
 
 func orphanMessage(namespace, name string) string {

@@ -18,69 +18,141 @@ package sandboxsnapshot
 
 import (
 	"context"
+	"strconv"
+	"time"
 
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"knative.dev/pkg/apis"
 	"knative.dev/pkg/controller"
 	pkgreconciler "knative.dev/pkg/reconciler"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
+// Thaw retries wait thawBackoff after the first failed attempt, twice as
+// long after each further one, and at most maxThawBackoff.
+const (
+	thawBackoff    = 10 * time.Second
+	maxThawBackoff = 5 * time.Minute
+)
+
 // thaw starts an unpause TaskRun on the source pod's node, for a commit pod
 // that may have ended with the sandbox paused. The unpause TaskRun carries
-// the commit's run ID, so it thaws only what that commit froze.
+// the commit's run ID, so it thaws only what that commit froze. It goes
+// through the commit gate, so that no commit of the pod starts beside it.
 func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod *corev1.Pod) error {
+	unlock := r.commits.lock(pod.UID)
+	defer unlock()
 	want := resources.MakeUnpauseTaskRun(s, pod, config.FromContext(ctx).Snapshot, r.namespace)
-	tr, _, err := r.createTaskRun(ctx, s, want)
+	tr, created, err := r.createTaskRun(ctx, s, want)
 	if err != nil {
 		return err
 	}
+	if created {
+		r.commits.created(tr)
+	}
 	ref := v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}
-	s.Status.MarkThawing(ref, pod.Name)
+	attempt := thawAttempt(s)
+	s.Status.MarkThawing(ref, pod.Name, attempt)
 	controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonThawing,
-		"The commit pod may have left pod %s paused; TaskRun %s/%s is unpausing it", pod.Name, tr.Namespace, tr.Name)
+		"The commit pod may have left pod %s paused; TaskRun %s/%s is unpausing it (attempt %d)", pod.Name, tr.Namespace, tr.Name, attempt)
 	return nil
 }
 
-// observeThaw reports how the unpause TaskRun of a failed snapshot ended.
-// The TaskRun is found by its name, so this works where status.thaw is
-// pruned; there the outcome is reported by its event alone.
-func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
-	if s.Status.Thaw != nil && s.Status.Thaw.State != v1alpha1.ThawRunning {
-		return nil
+// observeThaw follows the thaw of a failed snapshot's sandbox until the
+// containers are thawed or the pod is gone. An unpause TaskRun that failed,
+// that timed out waiting for its pod (evicted, over quota, a full node) or
+// that was deleted is started again, after a backoff that doubles with each
+// attempt. The thaw's state is read from the TaskRuns and the attempt from
+// the annotation sandbox.ThawAttemptAnnotation, so this works where
+// status.thaw is pruned. It reports whether the thaw is still under way:
+// the TaskRuns are kept until it is not.
+func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapshot) (bool, pkgreconciler.Event) {
+	commit := r.cachedCommit(s)
+	unpause := r.cachedTaskRun(s, names.UnpauseTaskRun(s))
+	needed := unpause != nil || commit != nil && commit.IsDone() && !commit.IsSuccessful() && mayHavePaused(commit) ||
+		s.Status.Thaw != nil && s.Status.Thaw.State != v1alpha1.ThawSucceeded
+	if !needed {
+		return false, nil
 	}
-	tr, err := r.findTaskRun(ctx, names.UnpauseTaskRun(s), true)
-	if err != nil {
-		return err
-	}
-	if tr != nil && !ownedBy(tr, s) {
-		tr = nil
+	if unpause == nil {
+		// One created a moment ago may not be cached yet.
+		var err error
+		if unpause, err = r.ownTaskRun(ctx, s, names.UnpauseTaskRun(s)); err != nil {
+			return true, err
+		}
 	}
 	recorder := controller.GetEventRecorder(ctx)
 	switch {
-	case tr == nil && s.Status.Thaw == nil:
-		// No thaw was needed.
-		return nil
-	case tr == nil:
-		ref := s.Status.Thaw.TaskRunRef
-		s.Status.MarkThawFailed(ref, "TaskRun %s/%s was deleted before it completed; pod %s may still be paused",
-			ref.Namespace, ref.Name, s.Status.SourcePodName)
-	case !tr.IsDone():
-		return nil
-	case tr.IsSuccessful():
-		ref := v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}
-		s.Status.MarkThawed(ref)
-		recorder.Event(s, corev1.EventTypeNormal, v1alpha1.ReasonThawed, s.Status.Thaw.Message)
-		return nil
-	default:
-		ref := v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}
-		s.Status.MarkThawFailed(ref, "pod %s may still be paused: %s", s.Status.SourcePodName,
-			failureMessage(tr, tr.Status.GetCondition(apis.ConditionSucceeded)))
+	case unpause != nil && unpause.DeletionTimestamp != nil:
+		// A retry's deletion, not over yet; its end is an event.
+		return true, controller.NewRequeueAfter(cleanupWait)
+	case unpause != nil && !unpause.IsDone():
+		return true, nil
+	case unpause != nil && unpause.IsSuccessful():
+		if s.Status.Thaw == nil || s.Status.Thaw.State != v1alpha1.ThawSucceeded {
+			s.Status.MarkThawed(v1alpha1.TaskRunReference{Namespace: unpause.Namespace, Name: unpause.Name})
+			recorder.Event(s, corev1.EventTypeNormal, v1alpha1.ReasonThawed, s.Status.Thaw.Message)
+		}
+		return false, nil
 	}
-	recorder.Event(s, corev1.EventTypeWarning, v1alpha1.ReasonThawFailed, s.Status.Thaw.Message)
-	return nil
+
+	podUID := ""
+	for _, tr := range []*pipelinev1.TaskRun{commit, unpause} {
+		if tr != nil && podUID == "" {
+			podUID = tr.Labels[resources.SourcePodUIDLabel]
+		}
+	}
+	pod, err := r.sourcePod(ctx, s, types.UID(podUID))
+	if err != nil {
+		return true, err
+	}
+	if pod == nil {
+		// Deleted, replaced or moved: nothing of it is frozen any more.
+		if s.Status.Thaw != nil && s.Status.Thaw.State != v1alpha1.ThawFailed {
+			s.Status.MarkThawFailed(s.Status.Thaw.TaskRunRef, "pod %s went away before it was thawed; nothing is left to thaw", s.Status.SourcePodName)
+		}
+		return false, nil
+	}
+	attempt := thawAttempt(s)
+	if unpause != nil {
+		// Failed: say why, then retry once the backoff is over.
+		wait := min(thawBackoff<<(attempt-1), maxThawBackoff) - r.clock.Since(completedAt(unpause))
+		if wait > 0 {
+			why := failureMessage(unpause, unpause.Status.GetCondition(apis.ConditionSucceeded))
+			if s.Status.Thaw == nil || s.Status.Thaw.State != v1alpha1.ThawFailed {
+				s.Status.MarkThawFailed(v1alpha1.TaskRunReference{Namespace: unpause.Namespace, Name: unpause.Name},
+					"attempt %d: pod %s may still be paused: %s; retrying in %v", attempt, pod.Name, why, wait.Round(time.Second))
+				recorder.Event(s, corev1.EventTypeWarning, v1alpha1.ReasonThawFailed, s.Status.Thaw.Message)
+			}
+			return true, controller.NewRequeueAfter(wait)
+		}
+		// The next attempt is counted before the failed one goes, so that
+		// its backoff is longer whatever status.thaw keeps.
+		if err := r.patchAnnotation(ctx, s, sandbox.ThawAttemptAnnotation, strconv.Itoa(attempt+1)); err != nil {
+			return true, err
+		}
+		r.metrics.thawRetried(ctx)
+		if err := r.deleteTaskRun(ctx, unpause, metav1.DeletePropagationBackground); err != nil {
+			return true, err
+		}
+		return true, controller.NewRequeueAfter(time.Second)
+	}
+	return true, r.thaw(ctx, s, pod)
+}
+
+// thawAttempt is the number of the current attempt to thaw s's sandbox.
+func thawAttempt(s *v1alpha1.SandboxSnapshot) int {
+	n, err := strconv.Atoi(s.Annotations[sandbox.ThawAttemptAnnotation])
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
 }

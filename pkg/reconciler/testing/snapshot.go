@@ -133,7 +133,7 @@ func WithFailed(reason, message string) SnapshotOption {
 // WithUnpauseTaskRun records the TaskRun thawing the sandbox.
 func WithUnpauseTaskRun(namespace, name string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {
-		s.Status.MarkThawing(v1alpha1.TaskRunReference{Namespace: namespace, Name: name}, s.Status.SourcePodName)
+		s.Status.MarkThawing(v1alpha1.TaskRunReference{Namespace: namespace, Name: name}, s.Status.SourcePodName, 1)
 	}
 }
 

@@ -141,11 +141,11 @@ func (s *SandboxSnapshotStatus) MarkFailed(now metav1.Time, reason, messageForma
 	s.setCondition(ConditionFailed, metav1.ConditionTrue, reason, message, now)
 }
 
-// MarkThawing records the unpause TaskRun started for a commit pod that may
-// have ended with the sandbox paused.
-func (s *SandboxSnapshotStatus) MarkThawing(taskRun TaskRunReference, podName string) {
+// MarkThawing records the unpause TaskRun started, as the given attempt, for
+// a commit pod that may have ended with the sandbox paused.
+func (s *SandboxSnapshotStatus) MarkThawing(taskRun TaskRunReference, podName string, attempt int) {
 	s.Thaw = &ThawStatus{TaskRunRef: taskRun, State: ThawRunning,
-		Message: fmt.Sprintf("TaskRun %s/%s is unpausing pod %s", taskRun.Namespace, taskRun.Name, podName)}
+		Message: fmt.Sprintf("TaskRun %s/%s is unpausing pod %s (attempt %d)", taskRun.Namespace, taskRun.Name, podName, attempt)}
 }
 
 // MarkThawed records that the unpause TaskRun thawed the sandbox.

@@ -107,7 +107,7 @@ func TestConditionsFitOpenSandboxSchema(t *testing.T) {
 		{"MarkCommitPodPending", func() { s.MarkCommitPodPending(now, "unschedulable") }},
 		{"MarkCommitRunning", func() { s.MarkCommitRunning(ref, now) }},
 		{"MarkFailed", func() { s.MarkFailed(now, ReasonCommitJobFailed, "boom") }},
-		{"MarkThawing", func() { s.MarkThawing(ref, "sb-0") }},
+		{"MarkThawing", func() { s.MarkThawing(ref, "sb-0", 1) }},
 		{"MarkThawFailed", func() { s.MarkThawFailed(ref, "still paused") }},
 		{"MarkThawed", func() { s.MarkThawed(ref) }},
 		{"MarkSucceeded", func() { s.MarkSucceeded(nil, nil, now) }},

@@ -27,6 +27,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -47,6 +48,7 @@ const (
 	TaskNameKey         = "task-name"
 	TaskBundleKey       = "task-bundle"
 	DefaultClassKey     = "default-class"
+	PriorityClassKey    = "priority-class-name"
 
 	TaskRunRetentionSucceededKey = "taskrun-retention-succeeded"
 	TaskRunRetentionFailedKey    = "taskrun-retention-failed"
@@ -61,6 +63,7 @@ const (
 	DefaultCommitTimeout    = 10 * time.Minute
 	DefaultContainerdSocket = "/var/run/containerd/containerd.sock"
 	DefaultOverlayfsRoot    = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
+	DefaultPriorityClass    = "sandbox-snapshot-commit"
 
 	DefaultTaskRunRetentionSucceeded = 5 * time.Minute
 	DefaultTaskRunRetentionFailed    = 24 * time.Hour
@@ -125,6 +128,9 @@ type Snapshot struct {
 	TaskBundle string
 	// DefaultClass is the class of snapshots without the class annotation.
 	DefaultClass string
+	// PriorityClass is the PriorityClass of the commit, unpause and release
+	// pods; empty for none.
+	PriorityClass string
 	// TaskRunRetentionSucceeded is how long the TaskRuns of a Succeed
 	// snapshot are kept after they complete; KeepTaskRuns keeps them until
 	// the snapshot is deleted.
@@ -162,6 +168,7 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		OverlayfsRoot:    DefaultOverlayfsRoot,
 		TaskName:         task.Name,
 		DefaultClass:     sandbox.TektonClass,
+		PriorityClass:    DefaultPriorityClass,
 
 		TaskRunRetentionSucceeded: DefaultTaskRunRetentionSucceeded,
 		TaskRunRetentionFailed:    DefaultTaskRunRetentionFailed,
@@ -214,6 +221,15 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	}
 	if v := strings.TrimSpace(cm.Data[DefaultClassKey]); v != "" {
 		s.DefaultClass = v
+	}
+	if v, ok := cm.Data[PriorityClassKey]; ok {
+		// Empty sets none.
+		if v = strings.TrimSpace(v); v != "" {
+			if errs2 := validation.IsDNS1123Subdomain(v); len(errs2) > 0 {
+				errs = append(errs, fmt.Errorf("key %q: %q is not a PriorityClass name: %s", PriorityClassKey, v, strings.Join(errs2, "; ")))
+			}
+		}
+		s.PriorityClass = v
 	}
 	for key, d := range map[string]*time.Duration{
 		TaskRunRetentionSucceededKey: &s.TaskRunRetentionSucceeded,

@@ -41,6 +41,7 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		OverlayfsRoot:    "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs",
 		TaskName:         "sandbox-commit",
 		DefaultClass:     "tekton",
+		PriorityClass:    "sandbox-snapshot-commit",
 
 		TaskRunRetentionSucceeded: 5 * time.Minute,
 		TaskRunRetentionFailed:    24 * time.Hour,
@@ -62,6 +63,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		RegistryKey: "r.test", PushSecretKey: "push", InsecureRegistryKey: "true", CommitTimeoutKey: "2m",
 		ContainerdSocketKey: "/run/containerd.sock", TaskNameKey: "my-commit", DefaultClassKey: "opensandbox",
 		OverlayfsRootKey:             " /data/containerd/io.containerd.snapshotter.v1.overlayfs ",
+		PriorityClassKey:             " ",
 		TaskBundleKey:                " " + testBundle + " ",
 		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: "-1", ImageDeletionPolicyKey: "Delete",
 		ImageDeletionTimeoutKey: "30m", ImageCheckIntervalKey: "0", ImageChecksPerMinuteKey: "5",
@@ -105,6 +107,7 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"bad check rate", map[string]string{RegistryKey: "r", ImageChecksPerMinuteKey: "0"}, `key "image-checks-per-minute": "0" is not a positive whole number`},
 		{"relative socket", map[string]string{RegistryKey: "r", ContainerdSocketKey: "containerd.sock"}, `key "containerd-socket": "containerd.sock" is not an absolute path`},
 		{"relative overlayfs root", map[string]string{RegistryKey: "r", OverlayfsRootKey: "containerd/overlayfs"}, `key "containerd-overlayfs-root": "containerd/overlayfs" is not an absolute path`},
+		{"bad priority class", map[string]string{RegistryKey: "r", PriorityClassKey: "High_Priority"}, `key "priority-class-name": "High_Priority" is not a PriorityClass name`},
 		// A tag can be pushed again: the Task could change under the operator.
 		{"bundle by tag", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1" is not a bundle pinned by digest`},
 		{"bundle by tag and bad digest", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1@sha256:123"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1@sha256:123" is not a bundle pinned by digest`},

@@ -150,6 +150,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 			PodTemplate: &pipelinepod.PodTemplate{
 				Affinity:                     nodeAffinity(pod.node),
 				Tolerations:                  tolerateAll,
+				PriorityClassName:            priorityClass(cfg),
 				AutomountServiceAccountToken: ptr.To(false),
 				Volumes: []corev1.Volume{{
 					Name: task.SocketVolume,
@@ -161,6 +162,15 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 			},
 		},
 	}
+}
+
+// priorityClass is the commit pods' PriorityClass (config/150-priorityclass.yaml),
+// or nil for none.
+func priorityClass(cfg *config.Snapshot) *string {
+	if cfg.PriorityClass == "" {
+		return nil
+	}
+	return ptr.To(cfg.PriorityClass)
 }
 
 // overlayfsRoot is where the commit step mounts the overlayfs volume: the

@@ -112,6 +112,9 @@ func TestMakeTaskRun(t *testing.T) {
 	if pt.AutomountServiceAccountToken == nil || *pt.AutomountServiceAccountToken {
 		t.Error("the commit pod must not mount a service account token")
 	}
+	if pt.PriorityClassName == nil || *pt.PriorityClassName != "sandbox-snapshot-commit" {
+		t.Errorf("priorityClassName = %v, want sandbox-snapshot-commit: evicted after the node's other workloads", pt.PriorityClassName)
+	}
 	wantVolumes := []corev1.Volume{{
 		Name: "containerd-socket",
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
