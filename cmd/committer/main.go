@@ -53,6 +53,7 @@ type options struct {
 	errorPath, differ, keepLocal        string
 	keepLocalMax, copyDir, layerDir     string
 	maxPause, timeout                   time.Duration
+	maxLayers                           int
 }
 
 func main() {
@@ -158,6 +159,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.imgsP, "images-result", "", "file to write the IMAGES result to")
 	fs.StringVar(&o.errorPath, "error-result", "", "file to write the ERROR result (a one-line error) to on failure")
 	fs.DurationVar(&o.maxPause, "max-pause", committer.DefaultMaxPause, "bound on the pause window: past it the containers are thawed and the commit fails (exit 1)")
+	fs.IntVar(&o.maxLayers, "max-layers", 16, "bound on the layers a sandbox's commits stack on its base image: past it a commit squashes them and its change into one (0: never)")
 	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
 	fs.StringVar(&o.copyDir, "copy-dir", "", "directory the overlay differ copies upper directories to inside the pause, when they are readable here (else containerd tars them in the pause)")
 	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes a file of each new layer to, which the push step uploads (else it reads the layer from containerd) and removes; both steps must see the same one")
@@ -172,7 +174,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 }
 
 func execute(ctx context.Context, o options, params *committer.Params, cm *atomic.Pointer[committer.Committer]) error {
-	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause, CopyDir: o.copyDir, LayerDir: o.layerDir}
+	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause, MaxLayers: o.maxLayers, CopyDir: o.copyDir, LayerDir: o.layerDir}
 	switch o.differ {
 	case "auto":
 	case "walking":
@@ -192,6 +194,9 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 		return fmt.Errorf("invalid parameters: --keep-local-max-size %q is not a size such as 20Gi", o.keepLocalMax)
 	}
 	cfg.KeepLocalMaxBytes = q.Value()
+	if o.maxLayers < 0 {
+		return fmt.Errorf("invalid parameters: --max-layers must be 0 (never squash) or more, got %d", o.maxLayers)
+	}
 	if o.maxPause <= 0 {
 		return fmt.Errorf("invalid parameters: --max-pause must be positive, got %s", o.maxPause)
 	}

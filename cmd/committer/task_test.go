@@ -137,6 +137,7 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		"$(params.run-id)", "7244861d-0adf-4dbe-91a8-b976efd1365b",
 		"$(params.insecure-registry)", "false",
 		"$(params.max-pause)", "20s",
+		"$(params.max-layers)", "16",
 		"$(params.keep-local)", "true",
 		"$(params.keep-local-max-size)", "20Gi",
 		"$(workspaces.dockerconfig.path)", "",

@@ -362,6 +362,15 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	if p.upper != nil {
 		write = func(w io.Writer) error { return p.upper.writeLayer(ctx, cs, w) }
 	}
+	// The layers earlier commits stacked on the sandbox's original image,
+	// which this one squashes with its change past Config.MaxLayers.
+	own, squashed := ownLayers(p.config, len(p.manifest.Layers)), 0
+	if c.cfg.MaxLayers > 0 && own >= c.cfg.MaxLayers {
+		squashed = own
+		if write, err = c.squashedWrite(ctx, p, squashed, c.scratchDir(), write); err != nil {
+			return nil, fail("squashing %d layers of earlier commits: %v", squashed, err)
+		}
+	}
 	ref := fmt.Sprintf("sandbox-commit-gzip-%s-%d", l.info.ID, time.Now().UnixNano())
 	var lf *layerFileWriter
 	var also []io.Writer
@@ -374,6 +383,9 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	}
 	layer, diffID, diffSize, err := buildLayer(ctx, cs, ref, write, layerMT, also...)
 	if err != nil {
+		if squashed > 0 {
+			return nil, fail("squashing %d layers of earlier commits and this change: %v", squashed, err)
+		}
 		return nil, fail("compressing layer: %v", err)
 	}
 	defer func() {
@@ -388,8 +400,11 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	}
 
 	now := time.Now().UTC()
-	cfg, err := appendLayerToConfig(p.config, diffID, now,
-		fmt.Sprintf("sandbox-commit pod %s container %s", c.podRef(), l.target.Container))
+	createdBy := fmt.Sprintf("sandbox-commit pod %s container %s", c.podRef(), l.target.Container)
+	if squashed > 0 {
+		createdBy += fmt.Sprintf(", squashing %d earlier commits", squashed)
+	}
+	cfg, err := appendLayerToConfig(p.config, squashed, diffID, now, createdBy)
 	if err != nil {
 		return nil, fail("updating image config: %v", err)
 	}
@@ -400,7 +415,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 
 	m := p.manifest
 	m.Config = cfgDesc
-	m.Layers = append(append([]ocispec.Descriptor{}, p.manifest.Layers...), layer)
+	m.Layers = append(append([]ocispec.Descriptor{}, p.manifest.Layers[:len(p.manifest.Layers)-squashed]...), layer)
 	m.Subject = nil
 	if p.manifestMT == mediaTypeDockerManif {
 		m.MediaType = mediaTypeDockerManif
@@ -410,10 +425,16 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		for k, v := range p.manifest.Annotations {
 			ann[k] = v
 		}
-		if !strings.HasPrefix(p.baseName, "sha256:") {
-			ann[annotationBaseName] = p.baseName
+		// The base is the sandbox's original image, which an image of
+		// earlier commits names already: it stays known after any number
+		// of commits and squashes.
+		if own == 0 {
+			delete(ann, annotationBaseName)
+			if !strings.HasPrefix(p.baseName, "sha256:") {
+				ann[annotationBaseName] = p.baseName
+			}
+			ann[annotationBaseDigest] = p.manifestDgs.String()
 		}
-		ann[annotationBaseDigest] = p.manifestDgs.String()
 		m.Annotations = ann
 	}
 	mraw, err := json.Marshal(m)
@@ -449,14 +470,15 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 			return nil, fail("updating image record: %v", err)
 		}
 	}
-	c.log.Printf("pod %s %s committed as %s (manifest %s, diff %d bytes, layer %d bytes)",
-		c.podRef(), l, img.Name, mdesc.Digest, diffSize, layer.Size)
+	c.log.Printf("pod %s %s committed as %s (manifest %s, %d layers, diff %d bytes, layer %d bytes)",
+		c.podRef(), l, img.Name, mdesc.Digest, len(m.Layers), diffSize, layer.Size)
 	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
 }
 
 // appendLayerToConfig appends a diff ID and a history entry to an image
-// config, keeping every field it does not know about.
-func appendLayerToConfig(cfg map[string]json.RawMessage, diffID digest.Digest, now time.Time, createdBy string) ([]byte, error) {
+// config, in place of its last squashed ones (ownLayers), keeping every
+// field it does not know about.
+func appendLayerToConfig(cfg map[string]json.RawMessage, squashed int, diffID digest.Digest, now time.Time, createdBy string) ([]byte, error) {
 	out := make(map[string]json.RawMessage, len(cfg)+3)
 	for k, v := range cfg {
 		out[k] = v
@@ -470,14 +492,17 @@ func appendLayerToConfig(cfg map[string]json.RawMessage, diffID digest.Digest, n
 	if rfs.Type == "" {
 		rfs.Type = "layers"
 	}
-	rfs.DiffIDs = append(rfs.DiffIDs, diffID)
 	var hist []ocispec.History
 	if raw, ok := cfg["history"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &hist); err != nil {
 			return nil, fmt.Errorf("history: %w", err)
 		}
 	}
-	hist = append(hist, ocispec.History{Created: &now, CreatedBy: createdBy, Comment: historyComment})
+	if squashed > len(rfs.DiffIDs) || squashed > len(hist) {
+		return nil, fmt.Errorf("squashing %d layers of %d, with %d history entries", squashed, len(rfs.DiffIDs), len(hist))
+	}
+	rfs.DiffIDs = append(rfs.DiffIDs[:len(rfs.DiffIDs)-squashed:len(rfs.DiffIDs)-squashed], diffID)
+	hist = append(hist[:len(hist)-squashed:len(hist)-squashed], ocispec.History{Created: &now, CreatedBy: createdBy, Comment: historyComment})
 	var err error
 	if out["rootfs"], err = json.Marshal(rfs); err != nil {
 		return nil, err

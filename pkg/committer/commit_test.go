@@ -18,6 +18,7 @@ package committer
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestAppendLayerToConfigKeepsUnknownFields(t *testing.T) {
 	}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	d := digest.FromString("layer")
-	out, err := appendLayerToConfig(cfg, d, now, "sandbox-commit pod a/b container c")
+	out, err := appendLayerToConfig(cfg, 0, d, now, "sandbox-commit pod a/b container c")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,6 +60,71 @@ func TestAppendLayerToConfigKeepsUnknownFields(t *testing.T) {
 	}
 	if len(got.History) != 2 || got.History[1].CreatedBy != "sandbox-commit pod a/b container c" || got.History[1].Comment != historyComment {
 		t.Errorf("history %+v", got.History)
+	}
+}
+
+// A commit on top of earlier ones counts them from the history's end, and
+// one that squashes them leaves the base's diff IDs and history and its own.
+func TestOwnLayersAndSquashedConfig(t *testing.T) {
+	d := func(s string) string { return `"` + digest.FromString(s).String() + `"` }
+	ours := `{"created_by":"sandbox-commit pod a/b container c","comment":"` + historyComment + `"}`
+	in := `{"os":"linux","rootfs":{"type":"layers","diff_ids":[` + d("b1") + `,` + d("b2") + `,` + d("o1") + `,` + d("o2") + `,` + d("o3") + `]},
+		"history":[{"created_by":"ADD b1"},{"created_by":"ENV x","empty_layer":true},{"created_by":"ADD b2"},` + ours + `,` + ours + `,` + ours + `]}`
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(in), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownLayers(cfg, 5); got != 3 {
+		t.Errorf("ownLayers = %d, want 3", got)
+	}
+	if got := ownLayers(cfg, 6); got != 0 {
+		t.Errorf("ownLayers with a manifest of 6 layers = %d, want 0 (diff IDs do not match it)", got)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	out, err := appendLayerToConfig(cfg, 3, digest.FromString("sq"), now, "squashed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		} `json:"rootfs"`
+		History []struct {
+			CreatedBy string `json:"created_by"`
+		} `json:"history"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	wantIDs := []string{digest.FromString("b1").String(), digest.FromString("b2").String(), digest.FromString("sq").String()}
+	if strings.Join(got.RootFS.DiffIDs, ",") != strings.Join(wantIDs, ",") {
+		t.Errorf("diff_ids %v, want %v", got.RootFS.DiffIDs, wantIDs)
+	}
+	var hist []string
+	for _, h := range got.History {
+		hist = append(hist, h.CreatedBy)
+	}
+	if strings.Join(hist, "|") != "ADD b1|ENV x|ADD b2|squashed" {
+		t.Errorf("history %q", hist)
+	}
+	var sq map[string]json.RawMessage
+	if err := json.Unmarshal(out, &sq); err != nil {
+		t.Fatal(err)
+	}
+	if got := ownLayers(sq, 3); got != 1 {
+		t.Errorf("ownLayers after the squash = %d, want 1", got)
+	}
+	// Another tool's layer on top: nothing under it counts.
+	var foreign map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(in), &foreign); err != nil {
+		t.Fatal(err)
+	}
+	foreign["history"] = json.RawMessage(`[{"created_by":"ADD b1"},` + ours + `,` + ours + `,{"created_by":"RUN x"},` + ours + `]`)
+	if got := ownLayers(foreign, 5); got != 1 {
+		t.Errorf("ownLayers over a foreign layer = %d, want 1", got)
+	}
+	if _, err := appendLayerToConfig(foreign, 6, digest.FromString("sq"), now, "squashed"); err == nil {
+		t.Error("squashing more layers than the config has: no error")
 	}
 }
 

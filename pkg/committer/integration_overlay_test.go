@@ -398,9 +398,16 @@ func (e *testEnv) applyAndScan(t *testing.T, ctx context.Context, base string, l
 		t.Fatal(err)
 	}
 	apply(rc, layer.Digest.String())
+	return scanTree(t, dir)
+}
+
+// scanTree describes every entry under dir but busybox's bin, plus the
+// hardlink groups under "hardlinks".
+func scanTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
 	out := map[string]string{}
 	inodes := map[uint64][]string{}
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}

@@ -338,11 +338,28 @@ func (c *Committer) sourceRepositories(label string) []name.Repository {
 	return out
 }
 
-// blobLayer returns a v1.Layer for one blob: read from the commit step's
-// layer file or the containerd content store when present, otherwise
-// fetched lazily from a source repository; a cross-repository mount
-// candidate when a source is on the target registry.
-func (c *Committer) blobLayer(ctx context.Context, d ocispec.Descriptor, target name.Repository, sources []name.Repository, puller *remote.Puller) (l v1.Layer, local bool, err error) {
+// blobLayer returns a v1.Layer for one blob (sourcedLayer), a
+// cross-repository mount candidate when a source is on the target registry.
+func (c *Committer) blobLayer(ctx context.Context, d ocispec.Descriptor, target name.Repository, sources []name.Repository, puller *remote.Puller) (v1.Layer, bool, error) {
+	l, local, err := c.sourcedLayer(ctx, d, sources, puller)
+	if err != nil {
+		return nil, false, err
+	}
+	// A blob already on the target registry is mounted from its source
+	// repository instead of uploaded, even when containerd holds it: the
+	// upload (from the local copy) is only the fallback.
+	for _, s := range sources {
+		if s.RegistryStr() == target.RegistryStr() {
+			return &remote.MountableLayer{Layer: l, Reference: s.Digest(d.Digest.String())}, local, nil
+		}
+	}
+	return l, local, nil
+}
+
+// sourcedLayer returns a v1.Layer for one blob: read from the commit step's
+// layer file or the containerd content store when present (local), otherwise
+// fetched lazily from a source repository.
+func (c *Committer) sourcedLayer(ctx context.Context, d ocispec.Descriptor, sources []name.Repository, puller *remote.Puller) (l v1.Layer, local bool, err error) {
 	cs := c.client.ContentStore()
 	if p := c.layerFile(d.Digest); p != "" {
 		if l, err = partial.CompressedToLayer(&localLayer{desc: d, open: func() (io.ReadCloser, error) { return os.Open(p) }}); err != nil {
@@ -360,14 +377,6 @@ func (c *Committer) blobLayer(ctx context.Context, d ocispec.Descriptor, target 
 		return nil, false, fmt.Errorf("blob %s is not in containerd and the source image has no known repository", d.Digest)
 	} else if l, err = partial.CompressedToLayer(&sourceLayer{ctx: ctx, desc: d, sources: sources, puller: puller}); err != nil {
 		return nil, false, err
-	}
-	// A blob already on the target registry is mounted from its source
-	// repository instead of uploaded, even when containerd holds it: the
-	// upload (from the local copy) is only the fallback.
-	for _, s := range sources {
-		if s.RegistryStr() == target.RegistryStr() {
-			return &remote.MountableLayer{Layer: l, Reference: s.Digest(d.Digest.String())}, local, nil
-		}
 	}
 	return l, local, nil
 }

@@ -37,6 +37,9 @@ const (
 	ParamMode             = "mode"
 	// ParamOverlayfsRoot is where the commit step mounts OverlayfsVolume.
 	ParamOverlayfsRoot = "overlayfs-root"
+	// ParamMaxLayers bounds the layers a sandbox's commits stack on its
+	// base image; past it a commit squashes them into one.
+	ParamMaxLayers = "max-layers"
 )
 
 // Values of ParamMode.

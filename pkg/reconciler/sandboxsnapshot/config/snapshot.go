@@ -49,6 +49,7 @@ const (
 	TaskBundleKey       = "task-bundle"
 	DefaultClassKey     = "default-class"
 	PriorityClassKey    = "priority-class-name"
+	MaxLayersKey        = "max-layers"
 
 	TaskRunRetentionSucceededKey = "taskrun-retention-succeeded"
 	TaskRunRetentionFailedKey    = "taskrun-retention-failed"
@@ -64,6 +65,10 @@ const (
 	DefaultContainerdSocket = "/var/run/containerd/containerd.sock"
 	DefaultOverlayfsRoot    = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 	DefaultPriorityClass    = "sandbox-snapshot-commit"
+	DefaultMaxLayers        = 16
+	// MaxMaxLayers keeps a sandbox's image well within the 500 layers an
+	// overlayfs mount stacks at most.
+	MaxMaxLayers = 128
 
 	DefaultTaskRunRetentionSucceeded = 5 * time.Minute
 	DefaultTaskRunRetentionFailed    = 24 * time.Hour
@@ -131,6 +136,10 @@ type Snapshot struct {
 	// PriorityClass is the PriorityClass of the commit, unpause and release
 	// pods; empty for none.
 	PriorityClass string
+	// MaxLayers bounds the layers a sandbox's commits stack on its original
+	// image: past it a commit squashes them and its change into one. 0
+	// never squashes.
+	MaxLayers int
 	// TaskRunRetentionSucceeded is how long the TaskRuns of a Succeed
 	// snapshot are kept after they complete; KeepTaskRuns keeps them until
 	// the snapshot is deleted.
@@ -169,6 +178,7 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		TaskName:         task.Name,
 		DefaultClass:     sandbox.TektonClass,
 		PriorityClass:    DefaultPriorityClass,
+		MaxLayers:        DefaultMaxLayers,
 
 		TaskRunRetentionSucceeded: DefaultTaskRunRetentionSucceeded,
 		TaskRunRetentionFailed:    DefaultTaskRunRetentionFailed,
@@ -230,6 +240,14 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 			}
 		}
 		s.PriorityClass = v
+	}
+	if v, ok := cm.Data[MaxLayersKey]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 0 || n > MaxMaxLayers {
+			errs = append(errs, fmt.Errorf("key %q: %q is not a whole number from 0 (never squash) to %d", MaxLayersKey, v, MaxMaxLayers))
+		} else {
+			s.MaxLayers = n
+		}
 	}
 	for key, d := range map[string]*time.Duration{
 		TaskRunRetentionSucceededKey: &s.TaskRunRetentionSucceeded,

@@ -42,6 +42,7 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		TaskName:         "sandbox-commit",
 		DefaultClass:     "tekton",
 		PriorityClass:    "sandbox-snapshot-commit",
+		MaxLayers:        16,
 
 		TaskRunRetentionSucceeded: 5 * time.Minute,
 		TaskRunRetentionFailed:    24 * time.Hour,
@@ -66,7 +67,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		PriorityClassKey:             " ",
 		TaskBundleKey:                " " + testBundle + " ",
 		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: "-1", ImageDeletionPolicyKey: "Delete",
-		ImageDeletionTimeoutKey: "30m", ImageCheckIntervalKey: "0", ImageChecksPerMinuteKey: "5",
+		ImageDeletionTimeoutKey: "30m", ImageCheckIntervalKey: "0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
 		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
@@ -107,6 +108,8 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"bad check rate", map[string]string{RegistryKey: "r", ImageChecksPerMinuteKey: "0"}, `key "image-checks-per-minute": "0" is not a positive whole number`},
 		{"relative socket", map[string]string{RegistryKey: "r", ContainerdSocketKey: "containerd.sock"}, `key "containerd-socket": "containerd.sock" is not an absolute path`},
 		{"relative overlayfs root", map[string]string{RegistryKey: "r", OverlayfsRootKey: "containerd/overlayfs"}, `key "containerd-overlayfs-root": "containerd/overlayfs" is not an absolute path`},
+		{"bad max-layers", map[string]string{RegistryKey: "r", MaxLayersKey: "16 layers"}, `key "max-layers": "16 layers" is not a whole number from 0 (never squash) to 128`},
+		{"max-layers past overlayfs", map[string]string{RegistryKey: "r", MaxLayersKey: "600"}, `key "max-layers": "600" is not a whole number from 0`},
 		{"bad priority class", map[string]string{RegistryKey: "r", PriorityClassKey: "High_Priority"}, `key "priority-class-name": "High_Priority" is not a PriorityClass name`},
 		// A tag can be pushed again: the Task could change under the operator.
 		{"bundle by tag", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1" is not a bundle pinned by digest`},

@@ -72,6 +72,7 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 	tr.Spec.Params = append(tr.Spec.Params,
 		pipelinev1.Param{Name: task.ParamContainers, Value: pipelinev1.ParamValue{Type: pipelinev1.ParamTypeArray, ArrayVal: items}},
 		pipelinev1.Param{Name: task.ParamInsecureRegistry, Value: *pipelinev1.NewStructuredValues(strconv.FormatBool(cfg.InsecureRegistry))},
+		pipelinev1.Param{Name: task.ParamMaxLayers, Value: *pipelinev1.NewStructuredValues(strconv.Itoa(cfg.MaxLayers))},
 	)
 	if cfg.PushSecret != "" {
 		tr.Spec.Workspaces = []pipelinev1.WorkspaceBinding{{

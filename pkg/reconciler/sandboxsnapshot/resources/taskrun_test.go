@@ -30,6 +30,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 func testSource() (*v1alpha1.SandboxSnapshot, Source) {
@@ -85,6 +86,7 @@ func TestMakeTaskRun(t *testing.T) {
 		"mode":              *pipelinev1.NewStructuredValues("commit"),
 		"containers":        {Type: pipelinev1.ParamTypeArray, ArrayVal: []string{"app=r.test/s/sb-app:snap-gen1", "sidecar=r.test/s/sb-sidecar:snap-gen1"}},
 		"insecure-registry": *pipelinev1.NewStructuredValues("true"),
+		"max-layers":        *pipelinev1.NewStructuredValues("16"),
 		"overlayfs-root":    *pipelinev1.NewStructuredValues("/data/ctrd/io.containerd.snapshotter.v1.overlayfs"),
 	}
 	gotParams := map[string]pipelinev1.ParamValue{}
@@ -232,7 +234,11 @@ func TestSourceOf(t *testing.T) {
 		t.Errorf("SourceOf(an unpause TaskRun) = %v, want an error naming what is missing", err)
 	}
 	bad := MakeTaskRun(s, src, cfg, "ns")
-	bad.Spec.Params[len(bad.Spec.Params)-2].Value.ArrayVal = []string{"no-image"}
+	for i := range bad.Spec.Params {
+		if bad.Spec.Params[i].Name == task.ParamContainers {
+			bad.Spec.Params[i].Value.ArrayVal = []string{"no-image"}
+		}
+	}
 	if _, _, _, err := SourceOf(bad); err == nil || !strings.Contains(err.Error(), "param containers") {
 		t.Errorf("SourceOf(a malformed containers param) = %v, want an error naming the param", err)
 	}
