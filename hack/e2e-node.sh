@@ -36,6 +36,7 @@
 #      E2E_NODE_RELEASE_RUN=regexp  the tests of step 5 (default
 #                           '^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)$';
 #                           empty skips step 5)
+#      E2E_NODE_TIMEOUT=duration  go test's -timeout for each suite (default 45m)
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 #
 # The node is one per machine: hold `flock /tmp/sso-node.lock` around it when
@@ -60,7 +61,7 @@ suite() {
   listed=$(tier_pkgs ./test/e2e-node/...)
   mapfile -t pkgs <<<"${listed}"
   log "go test ${pkgs[*]} $* under SNAPSHOT_CRDS=${SNAPSHOT_CRDS} (full log: ${log#"${ROOT_DIR}"/})"
-  run_go_test "${log}" "${FILTER}" -tags "$(tier_tags e2e_node)" -count=1 -v -timeout 30m "$@" "${pkgs[@]}"
+  run_go_test "${log}" "${FILTER}" -tags "$(tier_tags e2e_node)" -count=1 -v -timeout "${E2E_NODE_TIMEOUT:-45m}" "$@" "${pkgs[@]}"
 }
 
 # use_crds SET makes SET (project or opensandbox) the node's SandboxSnapshot

@@ -215,8 +215,9 @@ func sandboxPaused(t *testing.T, pod *corev1.Pod) bool {
 
 // TestThawRetriedOnceAdmitted kills the commit step mid-pause while no
 // pod can be admitted in the operator's namespace (a ResourceQuota of zero
-// pods): the unpause TaskRun times out waiting for its pod. Once the quota
-// goes, the next attempt thaws the sandbox, with no human action.
+// pods): Tekton holds the unpause TaskRun, without a timeout, and
+// status.thaw and an event say why. Once the quota goes, the sandbox thaws
+// with no human action.
 func TestThawRetriedOnceAdmitted(t *testing.T) {
 	ns := newNamespace(t)
 	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
@@ -230,14 +231,15 @@ func TestThawRetriedOnceAdmitted(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
-	unpause := names.UnpauseTaskRun(s)
-	eventually(t, "the unpause TaskRun to fail, its pod never admitted", 4*time.Minute, func() (bool, error) {
-		tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), unpause, metav1.GetOptions{})
-		return err == nil && tr.IsDone() && !tr.IsSuccessful(), nil
+	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	eventually(t, "status.thaw to say the unpause pod is over quota", 2*time.Minute, func() (bool, error) {
+		s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		return err == nil && s.Status.Thaw != nil && s.Status.Thaw.State == v1alpha1.ThawRunning &&
+			strings.Contains(s.Status.Thaw.Message, "cannot start its pod yet") && strings.Contains(s.Status.Thaw.Message, "exceeded quota"), err
 	})
+	waitEventWith(t, ns, "sb-snap", v1alpha1.ReasonThawing, "exceeded quota")
 	if !sandboxPaused(t, pod) {
-		t.Fatal("the sandbox is not paused after the first unpause failed: the test proves nothing")
+		t.Fatal("the sandbox is not paused while no unpause pod can be admitted: the test proves nothing")
 	}
 	if err := quotas.Delete(t.Context(), quota.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -247,14 +249,39 @@ func TestThawRetriedOnceAdmitted(t *testing.T) {
 	t.Logf("thawed %v after the quota went", time.Since(start).Round(time.Second))
 	assertNotPaused(t, pod)
 	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
-	s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	eventually(t, "status.thaw to say the sandbox is thawed", time.Minute, func() (bool, error) {
+		s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		return err == nil && s.Status.Thaw != nil && s.Status.Thaw.State == v1alpha1.ThawSucceeded, err
+	})
+}
+
+// TestThawRetriedAfterFailedAttempts kills the commit step mid-pause with
+// the operator's PriorityClass setting naming a class that does not exist:
+// the apiserver refuses each unpause pod, and each attempt fails at once.
+// The thaw is retried with a growing backoff, each failure an event, until
+// the setting is fixed; then an attempt thaws the sandbox.
+func TestThawRetriedAfterFailedAttempts(t *testing.T) {
+	ns := newNamespace(t)
+	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	pod := createSandbox(t, ns, "sb")
+	pauseAndKill(t, ns, "sb-snap", pod, func() {
+		setConfig(t, map[string]string{"priority-class-name": "e2e-missing"}, `"priorityClass":"e2e-missing"`)
+	})
+	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	eventually(t, "a second attempt to thaw", 2*time.Minute, func() (bool, error) {
+		s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		return err == nil && s.Annotations[sandbox.ThawAttemptAnnotation] == "2", err
+	})
+	waitEventWith(t, ns, "sb-snap", v1alpha1.ReasonThawFailed, "e2e-missing")
+	if !sandboxPaused(t, pod) {
+		t.Fatal("the sandbox is not paused while every unpause pod is refused: the test proves nothing")
 	}
-	if s.Annotations[sandbox.ThawAttemptAnnotation] != "2" {
-		t.Errorf("annotation %s = %q, want the second attempt", sandbox.ThawAttemptAnnotation, s.Annotations[sandbox.ThawAttemptAnnotation])
-	}
-	waitEvent(t, ns, "sb-snap", v1alpha1.ReasonThawFailed)
+	setConfig(t, map[string]string{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
+	start := time.Now()
+	eventually(t, "the sandbox to be thawed", 3*time.Minute, func() (bool, error) { return !sandboxPaused(t, pod), nil })
+	t.Logf("thawed %v after the setting was fixed", time.Since(start).Round(time.Second))
+	assertNotPaused(t, pod)
+	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
 }
 
 // TestForcedFinalizerMidPause kills the commit step mid-pause, with the

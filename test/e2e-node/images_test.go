@@ -74,15 +74,27 @@ func pinnedDigests(t *testing.T, s *v1alpha1.SandboxSnapshot) []name.Digest {
 // waitEvent waits for an event of the given reason on a snapshot.
 func waitEvent(t *testing.T, ns, snapshot, reason string) *corev1.Event {
 	t.Helper()
+	return waitEventWith(t, ns, snapshot, reason, "")
+}
+
+// waitEventWith waits for an event of the given reason on a snapshot whose
+// message contains text.
+func waitEventWith(t *testing.T, ns, snapshot, reason, text string) *corev1.Event {
+	t.Helper()
 	var found *corev1.Event
-	eventually(t, "event "+reason+" on "+ns+"/"+snapshot, 2*time.Minute, func() (bool, error) {
+	eventually(t, fmt.Sprintf("event %s %q on %s/%s", reason, text, ns, snapshot), 2*time.Minute, func() (bool, error) {
 		evs, err := c.kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
 			FieldSelector: fields.Set{"involvedObject.name": snapshot, "reason": reason}.String()})
-		if err != nil || len(evs.Items) == 0 {
+		if err != nil {
 			return false, err
 		}
-		found = &evs.Items[0]
-		return true, nil
+		for i := range evs.Items {
+			if strings.Contains(evs.Items[i].Message, text) {
+				found = &evs.Items[i]
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 	t.Logf("event %s on %s: %s", reason, snapshot, found.Message)
 	return found

@@ -229,6 +229,7 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 			logger.Infow("Loaded config-snapshot", "registry", s.Registry, "pushSecret", s.PushSecret,
 				"insecureRegistry", s.InsecureRegistry, "commitTimeout", s.CommitTimeout.String(),
 				"containerdSocket", s.ContainerdSocket, "overlayfsRoot", s.OverlayfsRoot, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass,
+				"priorityClass", s.PriorityClass, "maxLayers", s.MaxLayers,
 				"taskRunRetentionSucceeded", s.TaskRunRetentionSucceeded.String(), "taskRunRetentionFailed", s.TaskRunRetentionFailed.String(),
 				"imageDeletionPolicy", s.ImageDeletionPolicy, "imageDeletionTimeout", s.ImageDeletionTimeout.String(),
 				"imageCheckInterval", s.ImageCheckInterval.String(), "imageChecksPerMinute", s.ImageChecksPerMinute)

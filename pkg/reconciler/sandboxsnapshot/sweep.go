@@ -20,16 +20,21 @@ import (
 	"context"
 
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/reconciler"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 )
 
 // goneSweeper follows each pass of the generated reconciler, which does
 // nothing for a snapshot that is gone, with the sweep of the TaskRuns left
-// for it (sweepTaskRuns). A TaskRun's events queue its snapshot's key, so
-// every TaskRun left behind is swept. It stays leader-aware.
+// for it (sweepTaskRuns). A TaskRun's events queue its snapshot's key, and
+// so does a promotion to leader for every TaskRun (events seen before it
+// are dropped), so every TaskRun left behind is swept. It stays
+// leader-aware.
 type goneSweeper struct {
 	controller.Reconciler
 	leaderAware
@@ -45,6 +50,26 @@ type leaderAware interface {
 // withSweep wraps the generated reconciler in a goneSweeper.
 func withSweep(generated controller.Reconciler, r *Reconciler) controller.Reconciler {
 	return goneSweeper{Reconciler: generated, leaderAware: generated.(leaderAware), r: r}
+}
+
+// Promote implements reconciler.LeaderAware: the generated reconciler
+// queues the snapshots that exist, and this the snapshot of each of its
+// TaskRuns, gone or not.
+func (g goneSweeper) Promote(b reconciler.Bucket, enq func(reconciler.Bucket, types.NamespacedName)) error {
+	if err := g.leaderAware.Promote(b, enq); err != nil {
+		return err
+	}
+	trs, err := g.r.taskRunLister.TaskRuns(g.r.namespace).List(labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: sandbox.ManagedByValue}))
+	if err != nil {
+		return err
+	}
+	for _, tr := range trs {
+		key := types.NamespacedName{Namespace: tr.Labels[sandbox.SnapshotNamespaceLabel], Name: tr.Labels[sandbox.SnapshotNameLabel]}
+		if key.Name != "" && b.Has(key) {
+			enq(b, key)
+		}
+	}
+	return nil
 }
 
 // Reconcile implements controller.Reconciler.

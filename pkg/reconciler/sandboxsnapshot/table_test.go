@@ -97,6 +97,7 @@ func TestReconcile(t *testing.T) {
 		return "TaskRun " + trNamespace + "/" + trName + " failed (" + reason + "): " + message +
 			"; see: tkn taskrun logs " + trName + " -n " + trNamespace
 	}
+	overQuota := `TaskRun Pod exceeded available resources: pods "x-unpause-pod" is forbidden: exceeded quota: no-pods, requested: pods=1, used: pods=0, limited: pods=0`
 	thawFailedMessage := "attempt 1: pod sb-0 may still be paused: TaskRun " + trNamespace + "/" + unpauseName +
 		" failed (TaskRunTimeout): timed out; see: tkn taskrun logs " + unpauseName + " -n " + trNamespace + "; retrying in 10s"
 	succeededEvent := rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonSucceeded, "Pushed 2 image(s) from pod sb-0 with TaskRun %s/%s", trNamespace, trName)
@@ -659,6 +660,24 @@ func TestReconcile(t *testing.T) {
 		Name:    "a running unpause TaskRun keeps the thaw pending",
 		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")), TaskRun(unpauseTaskRun, WithTaskRunRunning)},
 		Key:     key,
+	}, {
+		Name: "an unpause TaskRun whose pod a quota refuses keeps the thaw pending, saying why",
+		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			TaskRun(unpauseTaskRun, WithTaskRunWaiting("ExceededResourceQuota", overQuota))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), func(s *v1alpha1.SandboxSnapshot) {
+				s.Status.MarkThawWaiting(v1alpha1.TaskRunReference{Namespace: trNamespace, Name: unpauseName}, "sb-0", 1, overQuota)
+			}),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing,
+			"TaskRun %s/%s, unpausing pod sb-0 (attempt 1), cannot start its pod yet: %s", trNamespace, unpauseName, overQuota)},
+	}, {
+		Name: "an unpause TaskRun still over quota says nothing new",
+		Objects: []runtime.Object{snap(committing, WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), func(s *v1alpha1.SandboxSnapshot) {
+			s.Status.MarkThawWaiting(v1alpha1.TaskRunReference{Namespace: trNamespace, Name: unpauseName}, "sb-0", 1, overQuota)
+		}), TaskRun(unpauseTaskRun, WithTaskRunWaiting("ExceededResourceQuota", overQuota))},
+		Key: key,
 	}, {
 		Name: "a succeeded unpause TaskRun marks the sandbox thawed",
 		Ctx:  withConfig(map[string]string{config.RegistryKey: registryPrefix, config.TaskRunRetentionFailedKey: "-1"}),

@@ -68,9 +68,10 @@ func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod 
 
 // observeThaw follows the thaw of a failed snapshot's sandbox until the
 // containers are thawed or the pod is gone. An unpause TaskRun that failed,
-// that timed out waiting for its pod (evicted, over quota, a full node) or
-// that was deleted is started again, after a backoff that doubles with each
-// attempt. The thaw's state is read from the TaskRuns and the attempt from
+// that timed out waiting for its pod (evicted, unschedulable) or that was
+// deleted is started again, after a backoff that doubles with each
+// attempt; one whose pod cannot be created (over quota) is retried by
+// Tekton, and status.thaw says why it waits. The thaw's state is read from the TaskRuns and the attempt from
 // the annotation sandbox.ThawAttemptAnnotation, so this works where
 // status.thaw is pruned. It reports whether the thaw is still under way:
 // the TaskRuns are kept until it is not.
@@ -95,6 +96,15 @@ func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		// A retry's deletion, not over yet; its end is an event.
 		return true, controller.NewRequeueAfter(cleanupWait)
 	case unpause != nil && !unpause.IsDone():
+		// Tekton holds a TaskRun whose pod a ResourceQuota refuses, with
+		// no timeout, and tries again every minute: say why it waits.
+		if why, ok := podCannotStart(unpause.Status.GetCondition(apis.ConditionSucceeded)); ok {
+			before := s.Status.Thaw
+			s.Status.MarkThawWaiting(v1alpha1.TaskRunReference{Namespace: unpause.Namespace, Name: unpause.Name}, s.Status.SourcePodName, thawAttempt(s), why)
+			if before == nil || before.Message != s.Status.Thaw.Message {
+				recorder.Event(s, corev1.EventTypeWarning, v1alpha1.ReasonThawing, s.Status.Thaw.Message)
+			}
+		}
 		return true, nil
 	case unpause != nil && unpause.IsSuccessful():
 		if s.Status.Thaw == nil || s.Status.Thaw.State != v1alpha1.ThawSucceeded {

@@ -148,6 +148,13 @@ func (s *SandboxSnapshotStatus) MarkThawing(taskRun TaskRunReference, podName st
 		Message: fmt.Sprintf("TaskRun %s/%s is unpausing pod %s (attempt %d)", taskRun.Namespace, taskRun.Name, podName, attempt)}
 }
 
+// MarkThawWaiting records that the unpause TaskRun's pod cannot start yet,
+// and why.
+func (s *SandboxSnapshotStatus) MarkThawWaiting(taskRun TaskRunReference, podName string, attempt int, why string) {
+	s.Thaw = &ThawStatus{TaskRunRef: taskRun, State: ThawRunning,
+		Message: fmt.Sprintf("TaskRun %s/%s, unpausing pod %s (attempt %d), cannot start its pod yet: %s", taskRun.Namespace, taskRun.Name, podName, attempt, why)}
+}
+
 // MarkThawed records that the unpause TaskRun thawed the sandbox.
 func (s *SandboxSnapshotStatus) MarkThawed(taskRun TaskRunReference) {
 	s.Thaw = &ThawStatus{TaskRunRef: taskRun, State: ThawSucceeded,
