@@ -21,6 +21,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -32,19 +35,46 @@ func writeConfig(t *testing.T, body string) string {
 	return dir
 }
 
+// username returns the user a keychain signs in to registry as, "" for
+// anonymous.
+func username(t *testing.T, k authn.Keychain, registry string) string {
+	t.Helper()
+	r, err := name.NewRegistry(registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := k.Resolve(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := a.Authorization()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Username
+}
+
 func TestLoadKeychain(t *testing.T) {
 	k, err := LoadKeychain(writeConfig(t, `{"auths":{"127.0.0.1:5000":{"username":"u","password":"p"}}}`))
-	if err != nil || strings.Join(k.Registries(), ",") != "127.0.0.1:5000" {
-		t.Errorf("LoadKeychain() = %v, %v; want credentials for 127.0.0.1:5000", k, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := username(t, k, "127.0.0.1:5000"); got != "u" {
+		t.Errorf("user at 127.0.0.1:5000 = %q, want u", got)
+	}
+	if got := username(t, k, "127.0.0.1:5001"); got != "" {
+		t.Errorf("user at 127.0.0.1:5001 = %q, want anonymous", got)
 	}
 }
 
 func TestKeychainMissingAndInvalid(t *testing.T) {
-	if k, err := LoadKeychain(""); err != nil || len(k.Registries()) != 0 {
-		t.Errorf("empty dir: %v", err)
-	}
-	if k, err := LoadKeychain(t.TempDir()); err != nil || len(k.Registries()) != 0 {
-		t.Errorf("missing file: %v", err)
+	for what, dir := range map[string]string{"no directory": "", "no config.json": t.TempDir()} {
+		k, err := LoadKeychain(dir)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		} else if got := username(t, k, "127.0.0.1:5000"); got != "" {
+			t.Errorf("%s: user %q, want anonymous", what, got)
+		}
 	}
 	secret := "c2VjcmV0LXZhbHVl" // not "user:pass" once decoded
 	for _, body := range []string{`{"auths":{"r":{"auth":"` + secret + `"}}}`, `{"auths":{"r":{"auth":"!!` + secret + `"}}}`, `{not json ` + secret} {

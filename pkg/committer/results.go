@@ -17,7 +17,6 @@ limitations under the License.
 package committer
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -34,10 +33,6 @@ func FormatError(err error) string {
 	}
 	return s
 }
-
-// TerminationMessageBudget is the size Kubernetes allows for a termination
-// message, which is where Tekton stores step results.
-const TerminationMessageBudget = 4096
 
 // Pushed describes one image pushed by the push step.
 type Pushed struct {
@@ -69,25 +64,6 @@ func FormatImages(p []Pushed) string {
 // FormatPauseWindow renders the PAUSE_WINDOW_MS result.
 func FormatPauseWindow(ms int64) string {
 	return strconv.FormatInt(ms, 10)
-}
-
-// terminationEntry mirrors the JSON Tekton writes per result into the
-// termination message.
-type terminationEntry struct {
-	Key   string `json:"key"`
-	Value string `json:"value"`
-	Type  int    `json:"type"`
-}
-
-// TerminationSize estimates the termination-message bytes the given results
-// occupy once Tekton serialises them.
-func TerminationSize(results map[string]string) int {
-	entries := make([]terminationEntry, 0, len(results))
-	for k, v := range results {
-		entries = append(entries, terminationEntry{Key: k, Value: v, Type: 1})
-	}
-	b, _ := json.Marshal(entries)
-	return len(b)
 }
 
 // WriteResult writes one result file. An empty path means the caller did not

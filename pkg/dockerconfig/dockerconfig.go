@@ -100,15 +100,6 @@ func normalizeRegistryKey(k string) string {
 	return k
 }
 
-// Registries lists the hosts credentials are known for (no secrets).
-func (k *Keychain) Registries() []string {
-	out := make([]string, 0, len(k.auths))
-	for h := range k.auths {
-		out = append(out, h)
-	}
-	return out
-}
-
 // Resolve implements authn.Keychain.
 func (k *Keychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
 	if ac, ok := k.auths[normalizeRegistryKey(r.RegistryStr())]; ok {

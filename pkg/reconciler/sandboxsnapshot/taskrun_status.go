@@ -93,7 +93,8 @@ func resultValue(tr *pipelinev1.TaskRun, name string) string {
 	return ""
 }
 
-// Reasons Tekton (pkg/pod) gives a running TaskRun whose pod cannot start.
+// Reasons Tekton gives a running TaskRun whose pod cannot start. Its
+// pkg/pod exports them, but importing it brings SPIRE and k8schain along.
 const (
 	tektonPodPending            = "Pending"
 	tektonExceededNodeResources = "ExceededNodeResources"

@@ -97,11 +97,6 @@ func WithSandboxLabel(sandboxName string) PodOption {
 	}
 }
 
-// WithTolerations sets the pod's tolerations.
-func WithTolerations(tolerations ...corev1.Toleration) PodOption {
-	return func(p *corev1.Pod) { p.Spec.Tolerations = tolerations }
-}
-
 // PushSecret returns a Secret of the given type.
 func PushSecret(namespace, name string, secretType corev1.SecretType) *corev1.Secret {
 	return &corev1.Secret{
