@@ -36,6 +36,7 @@ main() {
 # summarize REPORT prints the table and the goals.
 summarize() {
   local report=$1 ref=$((STEP < CYCLES ? STEP : 1))
+  (($(wc -l <"${report}") > 1)) || die "bench-cycles: no cycle recorded in ${report}"
   echo
   echo "bench-cycles: ${CYCLES} cycles, max-layers ${MAX_LAYERS} ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores)"
   awk -F'\t' -v step="${STEP}" -v last="${CYCLES}" 'NR > 1 && ($1 == 1 || $1 % step == 0 || $1 == last) {
