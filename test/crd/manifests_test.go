@@ -568,7 +568,7 @@ func TestConfigSnapshot(t *testing.T) {
 	keys := []string{config.RegistryKey, config.PushSecretKey, config.RegistrySecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey, config.PriorityClassKey,
 		config.ContainerdSocketKey, config.OverlayfsRootKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
-		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey}
+		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey, config.MaxLayersKey}
 	if got := sets.KeySet(documented); !got.Equal(sets.New(keys...)) {
 		t.Errorf("%s documents %v, want exactly the keys %v", configmap.ExampleKey, sets.List(got), keys)
 	}
