@@ -195,8 +195,8 @@ func limitOne(ctx context.Context, c *clients, ns string, i int, cfg *config.Sna
 	now := metav1.Now()
 	s.Status.ObservedGeneration = s.Generation
 	s.Status.InitializeConditions(now)
-	s.Status.MarkCommitting(pod.Name, pod.Spec.NodeName, src.Containers,
-		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp, now)
+	s.Status.MarkCommitting(now, pod.Name, pod.Spec.NodeName, src.Containers,
+		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp)
 	if s, err = snapshots.UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return 2, err
 	}
@@ -211,7 +211,7 @@ func limitOne(ctx context.Context, c *clients, ns string, i int, cfg *config.Sna
 		digests[j] = "sha256:" + fmt.Sprintf("%064x", j)
 	}
 	pause := int64(250)
-	s.Status.MarkSucceeded(digests, &pause, metav1.Now())
+	s.Status.MarkSucceeded(metav1.Now(), digests, &pause)
 	if _, err := snapshots.UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return 3, err
 	}

@@ -202,7 +202,7 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 	pending.InitializeConditions(now)
 
 	committing := *pending.DeepCopy()
-	committing.MarkCommitting("demo-0", "node-1", append([]v1alpha1.ContainerSnapshot(nil), containers...), tr, now, now)
+	committing.MarkCommitting(now, "demo-0", "node-1", append([]v1alpha1.ContainerSnapshot(nil), containers...), tr, now)
 
 	waiting := *pending.DeepCopy()
 	waiting.MarkWaiting(now, "Waiting for SandboxSnapshot team-a/demo-pause (TaskRun %s/team-a-demo-pause-commit) to finish with pod demo-0", tr.Namespace)
@@ -212,10 +212,10 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 
 	succeeded := *committing.DeepCopy()
 	pause := int64(812)
-	succeeded.MarkSucceeded([]string{
+	succeeded.MarkSucceeded(later, []string{
 		"sha256:" + strings.Repeat("a", 64),
 		"sha256:" + strings.Repeat("b", 64),
-	}, &pause, later)
+	}, &pause)
 
 	failed := *committing.DeepCopy()
 	unpause := v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: "team-a-osb-snap-0123-unpause"}
@@ -228,7 +228,7 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 	thawed.MarkThawed(unpause)
 
 	removed := *succeeded.DeepCopy()
-	removed.MarkTaskRunRemoved(tr, later)
+	removed.MarkTaskRunRemoved(later, tr)
 	removed.MarkImagesMissing([]string{"registry.example.com/snap/team-a/demo/app@sha256:" + strings.Repeat("a", 64)})
 
 	configFailed := v1alpha1.SandboxSnapshotStatus{ObservedGeneration: 1}

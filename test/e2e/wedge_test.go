@@ -50,7 +50,7 @@ import (
 
 const (
 	// snapshotUIDLabel is the TaskRun label naming the UID of the snapshot
-	// it works for (the operator's resources.SnapshotUIDLabel).
+	// it works for (the operator's sandbox.SnapshotUIDLabel).
 	snapshotUIDLabel = sandbox.GroupName + "/sandbox-snapshot-uid"
 	// finalizerName is the operator's finalizer on the snapshots it handles.
 	finalizerName = sandbox.GroupName + "/taskrun-cleanup"

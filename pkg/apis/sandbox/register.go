@@ -26,8 +26,16 @@ const (
 	SnapshotNameLabel = GroupName + "/sandbox-snapshot-name"
 	// SnapshotNamespaceLabel names the namespace of the SandboxSnapshot a TaskRun works for.
 	SnapshotNamespaceLabel = GroupName + "/sandbox-snapshot-namespace"
+	// SnapshotUIDLabel records the UID of the SandboxSnapshot a TaskRun works
+	// for, so that a TaskRun left by an earlier snapshot of the same name is
+	// never adopted.
+	SnapshotUIDLabel = GroupName + "/sandbox-snapshot-uid"
 	// SandboxNameLabel names the BatchSandbox a TaskRun snapshots.
 	SandboxNameLabel = GroupName + "/sandbox-name"
+	// SourcePodUIDLabel records the UID of the pod a TaskRun commits or
+	// thaws, so that the commits of one pod can be found and run one at a
+	// time.
+	SourcePodUIDLabel = GroupName + "/source-pod-uid"
 	// ManagedByLabel is the standard Kubernetes label naming the managing app.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// ManagedByValue is this operator's value for ManagedByLabel.

@@ -65,9 +65,9 @@ var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 // deleted is the deleted snapshot whose image the rows' record names.
 func deleted() *v1alpha1.SandboxSnapshot {
 	s := Snapshot(ns, "sb-pause", "sb")
-	s.Status.MarkCommitting("sb-0", "node-1", []v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: repo + ":" + tag}},
-		v1alpha1.TaskRunReference{}, metav1.NewTime(now), metav1.NewTime(now))
-	s.Status.MarkSucceeded([]string{digest}, nil, metav1.NewTime(now))
+	s.Status.MarkCommitting(metav1.NewTime(now), "sb-0", "node-1", []v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: repo + ":" + tag}},
+		v1alpha1.TaskRunReference{}, metav1.NewTime(now))
+	s.Status.MarkSucceeded(metav1.NewTime(now), []string{digest}, nil)
 	return s
 }
 

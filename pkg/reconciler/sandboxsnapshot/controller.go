@@ -125,26 +125,26 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			SkipStatusUpdates: true,
 		}
 	})
-	// New snapshots wait in the admission, the rest go straight to the
-	// work queue: see admission for why. A pass on a copy of a snapshot
+	// New snapshots wait in the intake, the rest go straight to the
+	// work queue: see intake for why. A pass on a copy of a snapshot
 	// that the controller's own write has replaced is skipped: see ownWrites.
 	impl.Reconciler = withSweep(impl.Reconciler, r)
-	admit := newAdmission(impl)
-	gatePasses(impl, func(key string) bool {
+	newSnapshots := newIntake(impl)
+	filterPasses(impl, func(key string) bool {
 		ns, name, err := cache.SplitMetaNamespaceKey(key)
 		if err != nil {
 			return false
 		}
 		s, err := snapshots.Lister().SandboxSnapshots(ns).Get(name)
 		return err == nil && r.writes.stale(types.NamespacedName{Namespace: ns, Name: name}, s.ResourceVersion)
-	}, admit.notify)
-	go admit.run(ctx)
+	}, newSnapshots.notify)
+	go newSnapshots.run(ctx)
 	snapshots.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: ours,
 		Handler: cache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				if s, ok := obj.(*v1alpha1.SandboxSnapshot); ok && isNew(s) {
-					admit.add(s)
+					newSnapshots.add(s)
 					return
 				}
 				impl.Enqueue(obj)

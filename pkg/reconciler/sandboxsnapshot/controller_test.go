@@ -144,11 +144,11 @@ func waitForQueue(t *testing.T, length func() int, want int) {
 	}
 }
 
-// TestNewControllerAdmitsNewSnapshotsBehindOtherWork checks the admission:
+// TestNewControllerQueuesNewSnapshotsBehindOtherWork checks the intake:
 // new snapshots enter the work queue only while it holds fewer keys than
 // there are workers, a TaskRun's snapshot goes ahead of those still held, and
 // each finished pass lets the next ones in.
-func TestNewControllerAdmitsNewSnapshotsBehindOtherWork(t *testing.T) {
+func TestNewControllerQueuesNewSnapshotsBehindOtherWork(t *testing.T) {
 	ctx, impl := startController(t, map[string]string{config.RegistryKey: "r.test"})
 	if impl.Concurrency != 2 {
 		t.Fatalf("the controller has %d workers, this test is written for 2", impl.Concurrency)
@@ -190,7 +190,7 @@ func TestPassGateSkipsAndNotifies(t *testing.T) {
 	inner := &recordingReconciler{}
 	impl := &controller.Impl{Reconciler: inner}
 	done := 0
-	gatePasses(impl, func(key string) bool { return key == "ns/stale" }, func() { done++ })
+	filterPasses(impl, func(key string) bool { return key == "ns/stale" }, func() { done++ })
 
 	for _, key := range []string{"ns/stale", "ns/fresh"} {
 		if err := impl.Reconciler.Reconcile(context.Background(), key); err != nil {

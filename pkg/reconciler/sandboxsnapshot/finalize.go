@@ -18,16 +18,13 @@ package sandboxsnapshot
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"knative.dev/pkg/controller"
 	pkgreconciler "knative.dev/pkg/reconciler"
 
@@ -66,8 +63,8 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 		}
 		return controller.NewRequeueAfter(cleanupWait)
 	}
-	if commit != nil && commit.IsDone() && unpause == nil && !commit.IsSuccessful() && mayHavePaused(commit) && deleting < resources.UnpauseTimeout {
-		pod, err := r.sourcePod(ctx, s, types.UID(commit.Labels[resources.SourcePodUIDLabel]))
+	if commit != nil && commit.IsDone() && unpause == nil && !commit.IsSuccessful() && resources.MayHavePaused(commit) && deleting < resources.UnpauseTimeout {
+		pod, err := r.sourcePod(ctx, s, types.UID(commit.Labels[sandbox.SourcePodUIDLabel]))
 		if err != nil {
 			return err
 		}
@@ -112,20 +109,6 @@ func (r *Reconciler) release(ctx context.Context, s *v1alpha1.SandboxSnapshot) e
 	return err
 }
 
-// cancelTaskRun cancels a running TaskRun. Cancelling lets Tekton stop the
-// step gracefully and record why; the committer thaws the sandbox on the
-// SIGTERM that follows.
-func (r *Reconciler) cancelTaskRun(ctx context.Context, tr *pipelinev1.TaskRun) error {
-	if tr.IsCancelled() {
-		return nil
-	}
-	patch := []byte(`{"spec":{"status":"` + pipelinev1.TaskRunSpecStatusCancelled + `","statusMessage":"SandboxSnapshot deleted"}}`)
-	if _, err := r.pipelineClient.TektonV1().TaskRuns(tr.Namespace).Patch(ctx, tr.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrs.IsNotFound(err) {
-		return fmt.Errorf("cancelling TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
-	}
-	return nil
-}
-
 // sweepTaskRuns cleans up the TaskRuns left for a snapshot of this name
 // that is gone: its finalizer was forced off, or its release TaskRun ended
 // after the finalizer came off. Done ones are deleted; a running commit is
@@ -142,7 +125,7 @@ func (r *Reconciler) sweepTaskRuns(ctx context.Context, namespace, name string) 
 		case tr.DeletionTimestamp != nil:
 		case tr.IsDone():
 			err = r.deleteTaskRun(ctx, tr, metav1.DeletePropagationBackground)
-		case isCommit(tr):
+		case resources.IsCommit(tr):
 			err = r.cancelTaskRun(ctx, tr)
 		}
 		if err != nil {
@@ -163,38 +146,5 @@ func (r *Reconciler) deleteTaskRunsOf(ctx context.Context, s *v1alpha1.SandboxSn
 			return err
 		}
 	}
-	return nil
-}
-
-// ownTaskRun returns the TaskRun of the given name if it was made for s, or
-// nil. It asks the API on an informer miss, so that a snapshot deleted right
-// after its TaskRun was created does not leave that TaskRun running.
-func (r *Reconciler) ownTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, name string) (*pipelinev1.TaskRun, error) {
-	tr, err := r.findTaskRun(ctx, name, true)
-	if err != nil || tr == nil || !ownedBy(tr, s) {
-		return nil, err
-	}
-	return tr, nil
-}
-
-// deleteOrphan deletes a TaskRun whose snapshot is gone. Its pod goes first
-// (foreground deletion), so the TaskRun stays visible, and its pod's commits
-// keep others waiting, until that pod has stopped and thawed what it froze.
-func (r *Reconciler) deleteOrphan(ctx context.Context, tr *pipelinev1.TaskRun) error {
-	if tr.DeletionTimestamp != nil {
-		return nil
-	}
-	return r.deleteTaskRun(ctx, tr, metav1.DeletePropagationForeground)
-}
-
-func (r *Reconciler) deleteTaskRun(ctx context.Context, tr *pipelinev1.TaskRun, propagation metav1.DeletionPropagation) error {
-	err := r.pipelineClient.TektonV1().TaskRuns(tr.Namespace).Delete(ctx, tr.Name, metav1.DeleteOptions{
-		Preconditions:     &metav1.Preconditions{UID: &tr.UID},
-		PropagationPolicy: ptr.To(propagation),
-	})
-	if err != nil && !apierrs.IsNotFound(err) {
-		return fmt.Errorf("deleting TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
-	}
-	r.commits.deleted(tr)
 	return nil
 }

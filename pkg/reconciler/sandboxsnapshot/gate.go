@@ -31,7 +31,6 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // thawGrace is how long a failed commit that may have left its pod paused
@@ -80,7 +79,7 @@ func (g *commitGate) lock(pod types.UID) func() {
 func (g *commitGate) created(tr *pipelinev1.TaskRun) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.recent[types.UID(tr.Labels[resources.SourcePodUIDLabel])] = tr
+	g.recent[types.UID(tr.Labels[sandbox.SourcePodUIDLabel])] = tr
 }
 
 // deleted forgets a TaskRun this controller deleted, so that a TaskRun
@@ -89,7 +88,7 @@ func (g *commitGate) created(tr *pipelinev1.TaskRun) {
 func (g *commitGate) deleted(tr *pipelinev1.TaskRun) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	pod := types.UID(tr.Labels[resources.SourcePodUIDLabel])
+	pod := types.UID(tr.Labels[sandbox.SourcePodUIDLabel])
 	if recent, ok := g.recent[pod]; ok && recent.Name == tr.Name {
 		delete(g.recent, pod)
 	}
@@ -105,9 +104,9 @@ type blocker struct {
 // holder returns what keeps s from committing pod now, or nil. Call it with
 // pod's lock held.
 func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod types.UID, s *v1alpha1.SandboxSnapshot, now time.Time) *blocker {
-	trs, _ := lister.List(labels.SelectorFromSet(labels.Set{resources.SourcePodUIDLabel: string(pod)}))
+	trs, _ := lister.List(labels.SelectorFromSet(labels.Set{sandbox.SourcePodUIDLabel: string(pod)}))
 	for _, tr := range trs {
-		if tr.Labels[resources.SnapshotUIDLabel] == string(s.UID) {
+		if tr.Labels[sandbox.SnapshotUIDLabel] == string(s.UID) {
 			continue
 		}
 		if !tr.IsDone() {
@@ -115,7 +114,7 @@ func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod t
 		}
 		// A commit that may have left the pod paused: its snapshot starts
 		// an unpause TaskRun (which then holds the pod) in a moment.
-		if end := tr.Status.CompletionTime; isCommit(tr) && !tr.IsSuccessful() && mayHavePaused(tr) &&
+		if end := tr.Status.CompletionTime; resources.IsCommit(tr) && !tr.IsSuccessful() && resources.MayHavePaused(tr) &&
 			end != nil && now.Sub(end.Time) < thawGrace && !hasUnpause(trs, tr) {
 			return &blocker{holder: describe(tr), recheck: thawGrace - now.Sub(end.Time)}
 		}
@@ -132,7 +131,7 @@ func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod t
 		delete(g.recent, pod)
 		return nil
 	}
-	if tr.Labels[resources.SnapshotUIDLabel] == string(s.UID) {
+	if tr.Labels[sandbox.SnapshotUIDLabel] == string(s.UID) {
 		return nil
 	}
 	return &blocker{holder: describe(tr), recheck: holderRecheck}
@@ -144,17 +143,10 @@ func describe(tr *pipelinev1.TaskRun) string {
 		tr.Labels[sandbox.SnapshotNameLabel], tr.Namespace, tr.Name)
 }
 
-// isCommit reports whether tr is a commit TaskRun, not an unpause or a
-// release one.
-func isCommit(tr *pipelinev1.TaskRun) bool {
-	mode := paramValue(tr, task.ParamMode)
-	return mode == "" || mode == task.ModeCommit
-}
-
 // hasUnpause reports whether trs hold an unpause TaskRun of commit's snapshot.
 func hasUnpause(trs []*pipelinev1.TaskRun, commit *pipelinev1.TaskRun) bool {
 	for _, tr := range trs {
-		if !isCommit(tr) && tr.Labels[resources.SnapshotUIDLabel] == commit.Labels[resources.SnapshotUIDLabel] {
+		if !resources.IsCommit(tr) && tr.Labels[sandbox.SnapshotUIDLabel] == commit.Labels[sandbox.SnapshotUIDLabel] {
 			return true
 		}
 	}

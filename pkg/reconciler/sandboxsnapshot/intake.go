@@ -27,19 +27,19 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
 
-// admission holds new snapshots back from the work queue until it has room.
+// intake holds new snapshots back from the work queue until it has room.
 //
 // The work queue is one FIFO. A burst of new snapshots fills it, and every
 // later pass of a snapshot (its TaskRun appeared, its TaskRun completed)
 // queues behind all of them: each stage of each snapshot waits for that
 // stage of every other, and a snapshot's latency is the whole burst's.
 // knative's slow lane does not help, because its consumer moves each key
-// into that one FIFO as soon as the key arrives. The admission lets a new
+// into that one FIFO as soon as the key arrives. The intake lets a new
 // snapshot in only while fewer keys than workers wait in the queue, so a
 // pass that finishes a snapshot waits behind at most that many new ones,
 // and the workers never run dry while new snapshots wait. Each finished
-// pass makes room, so the admission needs no timer.
-type admission struct {
+// pass makes room, so the intake needs no timer.
+type intake struct {
 	impl *controller.Impl
 	room int
 
@@ -49,10 +49,10 @@ type admission struct {
 	wake chan struct{}
 }
 
-// newAdmission makes the admission of impl's work queue. Each finished pass
-// must notify it (see passGate).
-func newAdmission(impl *controller.Impl) *admission {
-	return &admission{impl: impl, room: impl.Concurrency, held: map[types.NamespacedName]bool{}, wake: make(chan struct{}, 1)}
+// newIntake makes the intake of impl's work queue. Each finished pass
+// must notify it (see passFilter).
+func newIntake(impl *controller.Impl) *intake {
+	return &intake{impl: impl, room: impl.Concurrency, held: map[types.NamespacedName]bool{}, wake: make(chan struct{}, 1)}
 }
 
 // isNew reports whether s has not been reconciled yet.
@@ -61,7 +61,7 @@ func isNew(s *v1alpha1.SandboxSnapshot) bool {
 }
 
 // add queues s's key behind the new snapshots already waiting.
-func (a *admission) add(s *v1alpha1.SandboxSnapshot) {
+func (a *intake) add(s *v1alpha1.SandboxSnapshot) {
 	key := types.NamespacedName{Namespace: s.Namespace, Name: s.Name}
 	a.mu.Lock()
 	if !a.held[key] {
@@ -72,15 +72,15 @@ func (a *admission) add(s *v1alpha1.SandboxSnapshot) {
 	a.notify()
 }
 
-func (a *admission) notify() {
+func (a *intake) notify() {
 	select {
 	case a.wake <- struct{}{}:
 	default:
 	}
 }
 
-// run admits new snapshots whenever it is woken, until ctx is done.
-func (a *admission) run(ctx context.Context) {
+// run lets new snapshots in whenever it is woken, until ctx is done.
+func (a *intake) run(ctx context.Context) {
 	for {
 		select {
 		case <-a.wake:
@@ -98,7 +98,7 @@ func (a *admission) run(ctx context.Context) {
 }
 
 // next takes the longest-waiting key.
-func (a *admission) next() (types.NamespacedName, bool) {
+func (a *intake) next() (types.NamespacedName, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if len(a.keys) == 0 {
@@ -111,22 +111,22 @@ func (a *admission) next() (types.NamespacedName, bool) {
 	return key, true
 }
 
-// passGate wraps the generated reconciler: it skips the passes that skip
+// passFilter wraps the generated reconciler: it skips the passes that skip
 // says to skip, and calls done after each pass. It stays leader-aware.
-type passGate struct {
+type passFilter struct {
 	controller.Reconciler
 	reconciler.LeaderAware
 	skip func(key string) bool
 	done func()
 }
 
-// gatePasses wraps impl's reconciler in a passGate.
-func gatePasses(impl *controller.Impl, skip func(key string) bool, done func()) {
+// filterPasses wraps impl's reconciler in a passFilter.
+func filterPasses(impl *controller.Impl, skip func(key string) bool, done func()) {
 	// The generated reconciler is leader-aware.
-	impl.Reconciler = passGate{Reconciler: impl.Reconciler, LeaderAware: impl.Reconciler.(reconciler.LeaderAware), skip: skip, done: done}
+	impl.Reconciler = passFilter{Reconciler: impl.Reconciler, LeaderAware: impl.Reconciler.(reconciler.LeaderAware), skip: skip, done: done}
 }
 
-func (p passGate) Reconcile(ctx context.Context, key string) error {
+func (p passFilter) Reconcile(ctx context.Context, key string) error {
 	defer p.done()
 	if p.skip(key) {
 		return nil

@@ -30,6 +30,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	snapshotlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 )
 
 // meterName is the instrumentation scope of the controller's own metrics
@@ -147,7 +148,7 @@ func newMetrics(meter metric.Meter, snapshots snapshotlisters.SandboxSnapshotLis
 		}
 		var running int64
 		for _, tr := range trs {
-			if isCommit(tr) && !tr.IsDone() {
+			if resources.IsCommit(tr) && !tr.IsDone() {
 				running++
 			}
 		}

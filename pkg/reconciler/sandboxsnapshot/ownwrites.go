@@ -23,8 +23,11 @@ import (
 	"slices"
 	"sync"
 
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"knative.dev/pkg/logging"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
@@ -34,7 +37,7 @@ import (
 //
 // A snapshot's pass writes it (the finalizer, then the status), and the
 // events of that pass (the finalizer patch seen, the TaskRun created or
-// completed) queue the next pass at once: the admission puts no new
+// completed) queue the next pass at once: the intake puts no new
 // snapshots ahead of it. That pass may come before the informer holds the
 // pass's last write, and acting on the older copy would write over it and
 // conflict. A pass whose copy is one that was written over is skipped: the
@@ -100,4 +103,42 @@ func (r *Reconciler) patchAnnotation(ctx context.Context, s *v1alpha1.SandboxSna
 	s.ResourceVersion = patched.ResourceVersion
 	s.Annotations = patched.Annotations
 	return nil
+}
+
+// updateStatus writes s's status, onto the latest version of s when another
+// writer got there first, and gives s the version written. A terminal
+// status written meanwhile is kept: a stale pass never overwrites it. It
+// reports whether the write moved the snapshot into a terminal phase:
+// whether the status it wrote over (before on the first try, the latest
+// read after a conflict) was not terminal. So a resync, a retry or a second
+// pass over a terminal snapshot reports false.
+func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot, before *v1alpha1.SandboxSnapshotStatus) (bool, error) {
+	snapshots := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace)
+	desired := s.Status
+	current := s
+	wasTerminal := before.IsTerminal()
+	written := false
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		updated, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
+		if err == nil {
+			s.ResourceVersion = updated.ResourceVersion
+			written = true
+			return nil
+		}
+		if apierrs.IsConflict(err) {
+			latest, getErr := snapshots.Get(ctx, s.Name, metav1.GetOptions{})
+			if getErr != nil {
+				return getErr
+			}
+			if latest.Status.IsTerminal() && !s.Status.IsTerminal() || latest.UID != s.UID {
+				logging.FromContext(ctx).Infow("Dropping a stale status write", "phase", latest.Status.Phase)
+				return nil
+			}
+			wasTerminal = latest.Status.IsTerminal()
+			latest.Status = desired
+			current = latest
+		}
+		return fmt.Errorf("updating the status of SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
+	})
+	return written && desired.IsTerminal() && !wasTerminal, err
 }

@@ -88,7 +88,7 @@ func (r *Reconciler) retainTaskRuns(ctx context.Context, s *v1alpha1.SandboxSnap
 		if err := r.deleteTaskRun(ctx, tr, metav1.DeletePropagationBackground); err != nil {
 			return err
 		}
-		s.Status.MarkTaskRunRemoved(v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, now)
+		s.Status.MarkTaskRunRemoved(now, v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name})
 		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, v1alpha1.ReasonTaskRunRemoved,
 			"Deleted TaskRun %s/%s and its pod, complete since %s, after the %v of config-snapshot %s; status.containers keeps the image digests",
 			tr.Namespace, tr.Name, completedAt(tr).UTC().Format(time.RFC3339), retention, key)
@@ -106,26 +106,4 @@ func completedAt(tr *pipelinev1.TaskRun) time.Time {
 		return c.LastTransitionTime.Inner.Time
 	}
 	return tr.CreationTimestamp.Time
-}
-
-// sooner combines the outcomes of two parts of one pass: an error wins, and
-// of two requeues the sooner one.
-func sooner(a, b pkgreconciler.Event) pkgreconciler.Event {
-	switch {
-	case a == nil:
-		return b
-	case b == nil:
-		return a
-	}
-	aq, ad := controller.IsRequeueKey(a)
-	bq, bd := controller.IsRequeueKey(b)
-	switch {
-	case !aq:
-		return a
-	case !bq:
-		return b
-	case bd < ad:
-		return b
-	}
-	return a
 }

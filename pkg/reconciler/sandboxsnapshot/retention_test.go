@@ -32,6 +32,7 @@ import (
 	rtesting "knative.dev/pkg/reconciler/testing"
 	"knative.dev/pkg/system"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
@@ -83,7 +84,7 @@ func (f retentionFixture) removedEvent(name, completed, retention, key string) s
 func withRemoved(namespace string, names ...string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {
 		for _, n := range names {
-			s.Status.MarkTaskRunRemoved(v1alpha1.TaskRunReference{Namespace: namespace, Name: n}, Now)
+			s.Status.MarkTaskRunRemoved(Now, v1alpha1.TaskRunReference{Namespace: namespace, Name: n})
 		}
 	}
 }
@@ -209,7 +210,7 @@ func TestRetention(t *testing.T) {
 		Name: "a TaskRun of an earlier snapshot of the same name is not this snapshot's to remove",
 		Ctx:  withConfig(retentionConfig(config.TaskRunRetentionSucceededKey, "0")),
 		Objects: []runtime.Object{f.snap(f.committing, succeed), TaskRun(f.succeededCommit(time.Hour), func(tr *pipelinev1.TaskRun) {
-			tr.Labels[resources.SnapshotUIDLabel] = "earlier-uid"
+			tr.Labels[sandbox.SnapshotUIDLabel] = "earlier-uid"
 		})},
 		Key: key,
 	}, {

@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
@@ -32,16 +31,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
-	"knative.dev/pkg/apis"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
 	pkgreconciler "knative.dev/pkg/reconciler"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	sandboxclientset "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
@@ -161,7 +158,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 		}
 		if !committing {
 			s.Status.MarkWaiting(now, "Waiting for TaskRun %s/%s of an earlier SandboxSnapshot %s/%s (uid %s) to be deleted",
-				tr.Namespace, tr.Name, s.Namespace, s.Name, tr.Labels[resources.SnapshotUIDLabel])
+				tr.Namespace, tr.Name, s.Namespace, s.Name, tr.Labels[sandbox.SnapshotUIDLabel])
 			return nil
 		}
 		tr = nil
@@ -179,83 +176,6 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 	default:
 		return r.startCommit(ctx, s, now)
 	}
-}
-
-// updateStatus writes s's status, onto the latest version of s when another
-// writer got there first, and gives s the version written. A terminal
-// status written meanwhile is kept: a stale pass never overwrites it. It
-// reports whether the write moved the snapshot into a terminal phase:
-// whether the status it wrote over (before on the first try, the latest
-// read after a conflict) was not terminal. So a resync, a retry or a second
-// pass over a terminal snapshot reports false.
-func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot, before *v1alpha1.SandboxSnapshotStatus) (bool, error) {
-	snapshots := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace)
-	desired := s.Status
-	current := s
-	wasTerminal := before.IsTerminal()
-	written := false
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		updated, err := snapshots.UpdateStatus(ctx, current, metav1.UpdateOptions{})
-		if err == nil {
-			s.ResourceVersion = updated.ResourceVersion
-			written = true
-			return nil
-		}
-		if apierrs.IsConflict(err) {
-			latest, getErr := snapshots.Get(ctx, s.Name, metav1.GetOptions{})
-			if getErr != nil {
-				return getErr
-			}
-			if latest.Status.IsTerminal() && !s.Status.IsTerminal() || latest.UID != s.UID {
-				logging.FromContext(ctx).Infow("Dropping a stale status write", "phase", latest.Status.Phase)
-				return nil
-			}
-			wasTerminal = latest.Status.IsTerminal()
-			latest.Status = desired
-			current = latest
-		}
-		return fmt.Errorf("updating the status of SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
-	})
-	return written && desired.IsTerminal() && !wasTerminal, err
-}
-
-// cachedCommit returns s's commit TaskRun from the informer, or nil.
-func (r *Reconciler) cachedCommit(s *v1alpha1.SandboxSnapshot) *pipelinev1.TaskRun {
-	return r.cachedTaskRun(s, names.CommitTaskRun(s))
-}
-
-// cachedTaskRun returns s's TaskRun of the given name from the informer, or
-// nil.
-func (r *Reconciler) cachedTaskRun(s *v1alpha1.SandboxSnapshot, name string) *pipelinev1.TaskRun {
-	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
-	if err != nil || !ownedBy(tr, s) {
-		return nil
-	}
-	return tr
-}
-
-// findTaskRun reads the TaskRun of the given name from the informer, or nil
-// when there is none. With live set it asks the API on an informer miss: a
-// TaskRun created a moment ago may not be cached yet, and must not be taken
-// for a deleted one.
-func (r *Reconciler) findTaskRun(ctx context.Context, name string, live bool) (*pipelinev1.TaskRun, error) {
-	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
-	if apierrs.IsNotFound(err) && live {
-		tr, err = r.pipelineClient.TektonV1().TaskRuns(r.namespace).Get(ctx, name, metav1.GetOptions{})
-	}
-	switch {
-	case apierrs.IsNotFound(err):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("getting TaskRun %s/%s: %w", r.namespace, name, err)
-	}
-	return tr, nil
-}
-
-// ownedBy reports whether tr was made for this very snapshot, not for an
-// earlier one of the same name.
-func ownedBy(tr *pipelinev1.TaskRun, s *v1alpha1.SandboxSnapshot) bool {
-	return tr.Labels[resources.SnapshotUIDLabel] == string(s.UID)
 }
 
 // startCommit resolves the source and creates the commit TaskRun, unless
@@ -308,8 +228,8 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 	// No event: the status names the TaskRun, and the one event of a
 	// snapshot that succeeds is Succeeded.
-	s.Status.MarkCommitting(src.Pod.Name, src.Pod.Spec.NodeName, src.Containers,
-		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp, now)
+	s.Status.MarkCommitting(now, src.Pod.Name, src.Pod.Spec.NodeName, src.Containers,
+		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp)
 	return nil
 }
 
@@ -320,159 +240,8 @@ func (r *Reconciler) adopt(s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, 
 	if err != nil {
 		return err
 	}
-	s.Status.MarkCommitting(pod, node, containers, v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp, now)
+	s.Status.MarkCommitting(now, pod, node, containers, v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp)
 	return nil
-}
-
-// createTaskRun creates want, or adopts the TaskRun of that name when
-// another pass made it for this same snapshot meanwhile. One that an earlier
-// snapshot of the same name left is deleted, and the creation retried. It
-// reports whether it created the TaskRun.
-func (r *Reconciler) createTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, bool, error) {
-	taskRuns := r.pipelineClient.TektonV1().TaskRuns(want.Namespace)
-	tr, err := taskRuns.Create(ctx, want, metav1.CreateOptions{})
-	if err == nil {
-		return tr, true, nil
-	}
-	if !apierrs.IsAlreadyExists(err) {
-		return nil, false, fmt.Errorf("creating TaskRun %s/%s: %w", want.Namespace, want.Name, err)
-	}
-	tr, err = taskRuns.Get(ctx, want.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, false, fmt.Errorf("getting TaskRun %s/%s: %w", want.Namespace, want.Name, err)
-	}
-	if !ownedBy(tr, s) {
-		// Left by an earlier snapshot of the same name, which is gone.
-		if err := r.deleteOrphan(ctx, tr); err != nil {
-			return nil, false, err
-		}
-		return nil, false, fmt.Errorf("TaskRun %s/%s of an earlier SandboxSnapshot of the same name (uid %q) is being deleted",
-			tr.Namespace, tr.Name, tr.Labels[resources.SnapshotUIDLabel])
-	}
-	return tr, false, nil
-}
-
-// mirror copies the commit TaskRun's Succeeded condition into the snapshot.
-func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, now metav1.Time) pkgreconciler.Event {
-	cond := tr.Status.GetCondition(apis.ConditionSucceeded)
-	switch {
-	case cond == nil || cond.IsUnknown():
-		return r.mirrorRunning(ctx, s, tr, cond, now)
-	case cond.IsTrue():
-		digests, pause, err := commitResults(tr, len(s.Status.Containers))
-		if err != nil {
-			s.Status.MarkFailed(now, v1alpha1.ReasonCommitResultsInvalid, "%v", err)
-			return r.failed(ctx, s)
-		}
-		s.Status.MarkSucceeded(digests, pause, now)
-		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, v1alpha1.ReasonSucceeded,
-			"Pushed %d image(s) from pod %s with TaskRun %s/%s", len(digests), s.Status.SourcePodName, tr.Namespace, tr.Name)
-		return nil
-	default:
-		pod, err := r.sourcePod(ctx, s, types.UID(tr.Labels[resources.SourcePodUIDLabel]))
-		if err != nil {
-			return err
-		}
-		reason, message := failureReason(tr, cond), failureMessage(tr, cond)
-		switch {
-		case pod == nil:
-			reason = v1alpha1.ReasonSourcePodNotFound
-			message = fmt.Sprintf("pod %s/%s went away during the commit; %s", s.Namespace, s.Status.SourcePodName, message)
-		case mayHavePaused(tr):
-			if err := r.thaw(ctx, s, pod); err != nil {
-				return err
-			}
-		}
-		s.Status.MarkFailed(now, reason, "%s", message)
-		return r.failed(ctx, s)
-	}
-}
-
-// mirrorRunning reports, while the commit TaskRun runs, whether its pod
-// cannot start. The scheduler's reason is in the TaskRun's condition at
-// once. The kubelet's (a volume that does not mount, say) is only in the
-// pod's events, which are read once the pod has been pending for
-// podStartGrace: Tekton does not update the TaskRun for them, so the
-// snapshot is looked at again then.
-func (r *Reconciler) mirrorRunning(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, cond *apis.Condition, now metav1.Time) pkgreconciler.Event {
-	why, blocked := podCannotStart(cond)
-	var recheck time.Duration
-	if !blocked && cond != nil && cond.Reason == tektonPodPending && tr.Status.PodName != "" {
-		if waited := now.Sub(tr.CreationTimestamp.Time); waited < podStartGrace {
-			return controller.NewRequeueAfter(podStartGrace - waited)
-		}
-		warning, err := r.podWarning(ctx, tr.Status.PodName)
-		if err != nil {
-			return err
-		}
-		why, blocked = warning, warning != ""
-		if !blocked {
-			recheck = podStartGrace
-		}
-	}
-	ready := s.Status.GetCondition(v1alpha1.ConditionReady)
-	switch {
-	case blocked:
-		s.Status.MarkCommitPodPending(now, "TaskRun %s/%s cannot start its pod on node %s yet (%s): %s",
-			tr.Namespace, tr.Name, s.Status.SourceNodeName, cond.Reason, why)
-	case ready != nil && ready.Reason == v1alpha1.ReasonCommitPodPending:
-		s.Status.MarkCommitRunning(v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, now)
-	}
-	if recheck > 0 {
-		return controller.NewRequeueAfter(recheck)
-	}
-	return nil
-}
-
-// podWarning returns the latest Warning event of a commit pod in the TaskRun
-// namespace, as "<reason>: <message>", or "".
-func (r *Reconciler) podWarning(ctx context.Context, pod string) (string, error) {
-	events, err := r.kubeClient.CoreV1().Events(r.namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": pod, "type": corev1.EventTypeWarning}.String(),
-	})
-	if err != nil {
-		return "", fmt.Errorf("listing the events of pod %s/%s: %w", r.namespace, pod, err)
-	}
-	var latest *corev1.Event
-	for i := range events.Items {
-		e := &events.Items[i]
-		if e.InvolvedObject.Name != pod || e.Type != corev1.EventTypeWarning {
-			continue
-		}
-		if latest == nil || lastSeen(e).After(lastSeen(latest)) {
-			latest = e
-		}
-	}
-	if latest == nil {
-		return "", nil
-	}
-	return latest.Reason + ": " + latest.Message, nil
-}
-
-// lastSeen is when an event last happened.
-func lastSeen(e *corev1.Event) time.Time {
-	if !e.LastTimestamp.IsZero() {
-		return e.LastTimestamp.Time
-	}
-	return e.EventTime.Time
-}
-
-// taskRunMissing fails a Committing snapshot whose commit TaskRun is gone,
-// and thaws the sandbox: the TaskRun's pod went with it, maybe before the
-// committer could thaw.
-func (r *Reconciler) taskRunMissing(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
-	pod, err := r.sourcePod(ctx, s, "")
-	if err != nil {
-		return err
-	}
-	if pod != nil {
-		if err := r.thaw(ctx, s, pod); err != nil {
-			return err
-		}
-	}
-	s.Status.MarkFailed(now, v1alpha1.ReasonCommitTaskRunMissing,
-		"TaskRun %s/%s was deleted before it completed", r.namespace, names.CommitTaskRun(s))
-	return r.failed(ctx, s)
 }
 
 // sourcePod returns the pod being committed, or nil when it is gone:
@@ -496,4 +265,26 @@ func (r *Reconciler) failed(ctx context.Context, s *v1alpha1.SandboxSnapshot) pk
 	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
 	controller.GetEventRecorder(ctx).Event(s, corev1.EventTypeWarning, failed.Reason, failed.Message)
 	return nil
+}
+
+// sooner combines the outcomes of two parts of one pass: an error wins, and
+// of two requeues the sooner one.
+func sooner(a, b pkgreconciler.Event) pkgreconciler.Event {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	aq, ad := controller.IsRequeueKey(a)
+	bq, bd := controller.IsRequeueKey(b)
+	switch {
+	case !aq:
+		return a
+	case !bq:
+		return b
+	case bd < ad:
+		return b
+	}
+	return a
 }

@@ -379,14 +379,14 @@ func TestReconcile(t *testing.T) {
 	}, {
 		Name: "a TaskRun left by an earlier snapshot of the same name is deleted, pod first, and the snapshot waits for it",
 		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
-			commitTaskRun(WithTaskRunRunning, func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+			commitTaskRun(WithTaskRunRunning, func(tr *pipelinev1.TaskRun) { tr.Labels[sandbox.SnapshotUIDLabel] = "old-uid" })},
 		Key:               key,
 		WantDeletes:       []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithWaiting(orphanMessage(trNamespace, trName)))}},
 	}, {
 		Name: "a snapshot keeps waiting while the earlier snapshot's TaskRun is being deleted",
 		Objects: []runtime.Object{snap(WithWaiting(orphanMessage(trNamespace, trName))), BatchSandbox(ns, sbName, 1), runningPod,
-			commitTaskRun(WithTaskRunDeleting, func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+			commitTaskRun(WithTaskRunDeleting, func(tr *pipelinev1.TaskRun) { tr.Labels[sandbox.SnapshotUIDLabel] = "old-uid" })},
 		Key: key,
 	}, {
 		Name: "a second snapshot of the same pod waits for the commit in flight",
@@ -587,7 +587,7 @@ func TestReconcile(t *testing.T) {
 		Name: "an unpause TaskRun left by an earlier snapshot of the same name is deleted, and the thaw retried",
 		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause),
-			TaskRun(unpauseTaskRun, WithTaskRunSucceeded, func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+			TaskRun(unpauseTaskRun, WithTaskRunSucceeded, func(tr *pipelinev1.TaskRun) { tr.Labels[sandbox.SnapshotUIDLabel] = "old-uid" })},
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WantErr:                 true,
@@ -869,7 +869,7 @@ func TestReconcile(t *testing.T) {
 	}, {
 		Name: "deleting a snapshot leaves a TaskRun of another snapshot alone",
 		Objects: []runtime.Object{snap(WithDeletionTimestamp),
-			commitTaskRun(func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+			commitTaskRun(func(tr *pipelinev1.TaskRun) { tr.Labels[sandbox.SnapshotUIDLabel] = "old-uid" })},
 		Key:         key,
 		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 	}, {
@@ -911,7 +911,7 @@ func TestReconcile(t *testing.T) {
 	}, {
 		Name: "the TaskRuns of an earlier snapshot of a name that another snapshot holds now are left to that snapshot's passes",
 		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB)),
-			TaskRun(releaseTaskRun, WithTaskRunSucceeded, func(tr *pipelinev1.TaskRun) { tr.Labels[resources.SnapshotUIDLabel] = "old-uid" })},
+			TaskRun(releaseTaskRun, WithTaskRunSucceeded, func(tr *pipelinev1.TaskRun) { tr.Labels[sandbox.SnapshotUIDLabel] = "old-uid" })},
 		Key: key,
 	}, {
 		Name:                    "a failed TaskRun delete keeps the finalizer",

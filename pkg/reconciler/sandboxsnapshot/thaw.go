@@ -78,7 +78,7 @@ func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod 
 func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapshot) (bool, pkgreconciler.Event) {
 	commit := r.cachedCommit(s)
 	unpause := r.cachedTaskRun(s, names.UnpauseTaskRun(s))
-	needed := unpause != nil || commit != nil && commit.IsDone() && !commit.IsSuccessful() && mayHavePaused(commit) ||
+	needed := unpause != nil || commit != nil && commit.IsDone() && !commit.IsSuccessful() && resources.MayHavePaused(commit) ||
 		s.Status.Thaw != nil && s.Status.Thaw.State != v1alpha1.ThawSucceeded
 	if !needed {
 		return false, nil
@@ -98,7 +98,7 @@ func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	case unpause != nil && !unpause.IsDone():
 		// Tekton holds a TaskRun whose pod a ResourceQuota refuses, with
 		// no timeout, and tries again every minute: say why it waits.
-		if why, ok := podCannotStart(unpause.Status.GetCondition(apis.ConditionSucceeded)); ok {
+		if why, ok := resources.PodCannotStart(unpause.Status.GetCondition(apis.ConditionSucceeded)); ok {
 			before := s.Status.Thaw
 			s.Status.MarkThawWaiting(v1alpha1.TaskRunReference{Namespace: unpause.Namespace, Name: unpause.Name}, s.Status.SourcePodName, thawAttempt(s), why)
 			if before == nil || before.Message != s.Status.Thaw.Message {
@@ -117,7 +117,7 @@ func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	podUID := ""
 	for _, tr := range []*pipelinev1.TaskRun{commit, unpause} {
 		if tr != nil && podUID == "" {
-			podUID = tr.Labels[resources.SourcePodUIDLabel]
+			podUID = tr.Labels[sandbox.SourcePodUIDLabel]
 		}
 	}
 	pod, err := r.sourcePod(ctx, s, types.UID(podUID))
@@ -136,7 +136,7 @@ func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		// Failed: say why, then retry once the backoff is over.
 		wait := min(thawBackoff<<(attempt-1), maxThawBackoff) - r.clock.Since(completedAt(unpause))
 		if wait > 0 {
-			why := failureMessage(unpause, unpause.Status.GetCondition(apis.ConditionSucceeded))
+			why := resources.FailureMessage(unpause, unpause.Status.GetCondition(apis.ConditionSucceeded))
 			if s.Status.Thaw == nil || s.Status.Thaw.State != v1alpha1.ThawFailed {
 				s.Status.MarkThawFailed(v1alpha1.TaskRunReference{Namespace: unpause.Namespace, Name: unpause.Name},
 					"attempt %d: pod %s may still be paused: %s; retrying in %v", attempt, pod.Name, why, wait.Round(time.Second))

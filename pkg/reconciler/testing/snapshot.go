@@ -94,7 +94,7 @@ func WithPending(s *v1alpha1.SandboxSnapshot) {
 func WithCommitting(pod, node string, containers []v1alpha1.ContainerSnapshot, taskRunNamespace, taskRunName string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {
 		WithPending(s)
-		s.Status.MarkCommitting(pod, node, containers, v1alpha1.TaskRunReference{Namespace: taskRunNamespace, Name: taskRunName}, metav1.Time{}, Now)
+		s.Status.MarkCommitting(Now, pod, node, containers, v1alpha1.TaskRunReference{Namespace: taskRunNamespace, Name: taskRunName}, metav1.Time{})
 	}
 }
 
@@ -116,7 +116,7 @@ func WithCommitPodPending(message string) SnapshotOption {
 func WithSucceeded(pauseWindowMillis int64, digests ...string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {
 		s.Status.Containers = append([]v1alpha1.ContainerSnapshot(nil), s.Status.Containers...)
-		s.Status.MarkSucceeded(digests, &pauseWindowMillis, Now)
+		s.Status.MarkSucceeded(Now, digests, &pauseWindowMillis)
 	}
 }
 

@@ -93,18 +93,18 @@ func (s *SandboxSnapshotStatus) MarkWaiting(now metav1.Time, messageFormat strin
 
 // MarkCommitting records the source and the TaskRun committing it, created
 // at start.
-func (s *SandboxSnapshotStatus) MarkCommitting(podName, nodeName string, containers []ContainerSnapshot, taskRun TaskRunReference, start, now metav1.Time) {
+func (s *SandboxSnapshotStatus) MarkCommitting(now metav1.Time, podName, nodeName string, containers []ContainerSnapshot, taskRun TaskRunReference, start metav1.Time) {
 	s.Phase = PhaseCommitting
 	s.SourcePodName = podName
 	s.SourceNodeName = nodeName
 	s.Containers = containers
 	s.TaskRunRef = &taskRun
 	s.StartTime = &start
-	s.MarkCommitRunning(taskRun, now)
+	s.MarkCommitRunning(now, taskRun)
 }
 
 // MarkCommitRunning records that the commit TaskRun's pod is under way.
-func (s *SandboxSnapshotStatus) MarkCommitRunning(taskRun TaskRunReference, now metav1.Time) {
+func (s *SandboxSnapshotStatus) MarkCommitRunning(now metav1.Time, taskRun TaskRunReference) {
 	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonCommitting,
 		fmt.Sprintf("TaskRun %s/%s is committing pod %s on node %s", taskRun.Namespace, taskRun.Name, s.SourcePodName, s.SourceNodeName), now)
 }
@@ -117,7 +117,7 @@ func (s *SandboxSnapshotStatus) MarkCommitPodPending(now metav1.Time, messageFor
 // MarkSucceeded records the digests (in the order of Containers) and the
 // pause window, and pins each imageUri to its digest: <image>:<tag>@<digest>
 // resumes exactly the bytes pushed, wherever the tag points later.
-func (s *SandboxSnapshotStatus) MarkSucceeded(digests []string, pauseWindowMillis *int64, now metav1.Time) {
+func (s *SandboxSnapshotStatus) MarkSucceeded(now metav1.Time, digests []string, pauseWindowMillis *int64) {
 	for i := range s.Containers {
 		tagged, _, _ := strings.Cut(s.Containers[i].ImageURI, "@")
 		s.Containers[i].ImageURI = tagged + "@" + digests[i]
@@ -189,7 +189,7 @@ func (s *SandboxSnapshotStatus) setCondition(conditionType string, status metav1
 
 // MarkTaskRunRemoved records that a completed TaskRun was deleted after its
 // retention. Containers keeps the digests it pushed.
-func (s *SandboxSnapshotStatus) MarkTaskRunRemoved(taskRun TaskRunReference, now metav1.Time) {
+func (s *SandboxSnapshotStatus) MarkTaskRunRemoved(now metav1.Time, taskRun TaskRunReference) {
 	for _, r := range s.RemovedTaskRuns {
 		if r.Namespace == taskRun.Namespace && r.Name == taskRun.Name {
 			return

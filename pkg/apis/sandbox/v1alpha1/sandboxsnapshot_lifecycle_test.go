@@ -34,7 +34,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	containers := []ContainerSnapshot{{ContainerName: "app", ImageURI: "r/ns/sb/app:t"}, {ContainerName: "side", ImageURI: "r/ns/sb/side:t"}}
-	s.MarkCommitting("sb-0", "node-1", containers, TaskRunReference{Namespace: "sys", Name: "tr"}, now, now)
+	s.MarkCommitting(now, "sb-0", "node-1", containers, TaskRunReference{Namespace: "sys", Name: "tr"}, now)
 	if s.Phase != PhaseCommitting || s.SourcePodName != "sb-0" || s.SourceNodeName != "node-1" || s.TaskRunRef.Name != "tr" || !s.StartTime.Equal(&now) {
 		t.Fatalf("after MarkCommitting: %+v", s)
 	}
@@ -48,7 +48,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	pause := int64(300)
-	s.MarkSucceeded([]string{"sha256:a", "sha256:b"}, &pause, now)
+	s.MarkSucceeded(now, []string{"sha256:a", "sha256:b"}, &pause)
 	if s.Phase != PhaseSucceed || !s.IsTerminal() || s.Containers[0].ImageDigest != "sha256:a" || s.Containers[1].ImageDigest != "sha256:b" || *s.PauseWindowMilliseconds != 300 {
 		t.Fatalf("after MarkSucceeded: %+v", s)
 	}
@@ -103,14 +103,14 @@ func TestConditionsFitOpenSandboxSchema(t *testing.T) {
 	}{
 		{"InitializeConditions", func() { s.InitializeConditions(now) }},
 		{"MarkWaiting", func() { s.MarkWaiting(now, "waiting for %s", "other") }},
-		{"MarkCommitting", func() { s.MarkCommitting("sb-0", "node-1", nil, ref, now, now) }},
+		{"MarkCommitting", func() { s.MarkCommitting(now, "sb-0", "node-1", nil, ref, now) }},
 		{"MarkCommitPodPending", func() { s.MarkCommitPodPending(now, "unschedulable") }},
-		{"MarkCommitRunning", func() { s.MarkCommitRunning(ref, now) }},
+		{"MarkCommitRunning", func() { s.MarkCommitRunning(now, ref) }},
 		{"MarkFailed", func() { s.MarkFailed(now, ReasonCommitJobFailed, "boom") }},
 		{"MarkThawing", func() { s.MarkThawing(ref, "sb-0", 1) }},
 		{"MarkThawFailed", func() { s.MarkThawFailed(ref, "still paused") }},
 		{"MarkThawed", func() { s.MarkThawed(ref) }},
-		{"MarkSucceeded", func() { s.MarkSucceeded(nil, nil, now) }},
+		{"MarkSucceeded", func() { s.MarkSucceeded(now, nil, nil) }},
 	}
 	for _, step := range steps {
 		step.mark()
@@ -132,12 +132,12 @@ func TestWaitingAndPodPending(t *testing.T) {
 	if c := s.GetCondition(ConditionReady); s.Phase != PhasePending || c.Reason != ReasonWaitingForCommit || c.Message != "waiting for SandboxSnapshot ns/first" {
 		t.Errorf("after MarkWaiting: phase %q, Ready %+v", s.Phase, c)
 	}
-	s.MarkCommitting("sb-0", "node-1", nil, TaskRunReference{Namespace: "sys", Name: "tr"}, now, now)
+	s.MarkCommitting(now, "sb-0", "node-1", nil, TaskRunReference{Namespace: "sys", Name: "tr"}, now)
 	s.MarkCommitPodPending(now, "0/1 nodes are available")
 	if c := s.GetCondition(ConditionReady); s.Phase != PhaseCommitting || c.Reason != ReasonCommitPodPending || c.Message != "0/1 nodes are available" {
 		t.Errorf("after MarkCommitPodPending: phase %q, Ready %+v", s.Phase, c)
 	}
-	s.MarkCommitRunning(TaskRunReference{Namespace: "sys", Name: "tr"}, now)
+	s.MarkCommitRunning(now, TaskRunReference{Namespace: "sys", Name: "tr"})
 	if c := s.GetCondition(ConditionReady); c.Reason != ReasonCommitting || c.Message != "TaskRun sys/tr is committing pod sb-0 on node node-1" {
 		t.Errorf("after MarkCommitRunning: Ready %+v", c)
 	}

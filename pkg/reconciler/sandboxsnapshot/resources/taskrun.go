@@ -39,14 +39,6 @@ import (
 // UnpauseTimeout bounds an unpause TaskRun; thawing takes milliseconds.
 const UnpauseTimeout = 2 * time.Minute
 
-// SnapshotUIDLabel records the UID of the snapshot a TaskRun works for, so
-// that a TaskRun left by an earlier snapshot of the same name is never adopted.
-const SnapshotUIDLabel = sandbox.GroupName + "/sandbox-snapshot-uid"
-
-// SourcePodUIDLabel records the UID of the pod a TaskRun commits or thaws, so
-// that the commits of one pod can be found and run one at a time.
-const SourcePodUIDLabel = sandbox.GroupName + "/source-pod-uid"
-
 // tolerateAll lets the commit and unpause pods run on the sandbox's node
 // whatever its taints: cordoned, draining or tainted after the sandbox
 // started. Node affinity already confines them to that one node.
@@ -120,7 +112,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 		sandbox.SnapshotNamespaceLabel: s.Namespace,
 		sandbox.SandboxNameLabel:       s.Spec.SandboxName,
 		sandbox.ManagedByLabel:         sandbox.ManagedByValue,
-		SnapshotUIDLabel:               string(s.UID),
+		sandbox.SnapshotUIDLabel:       string(s.UID),
 	}
 	params := pipelinev1.Params{
 		{Name: task.ParamPodName, Value: *pipelinev1.NewStructuredValues(pod.name)},
@@ -128,7 +120,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 	}
 	if pod.uid != "" {
 		// The commit gate finds a pod's TaskRuns by this label.
-		labels[SourcePodUIDLabel] = pod.uid
+		labels[sandbox.SourcePodUIDLabel] = pod.uid
 		params = append(params, pipelinev1.Param{Name: task.ParamPodUID, Value: *pipelinev1.NewStructuredValues(pod.uid)})
 	}
 	params = append(params,

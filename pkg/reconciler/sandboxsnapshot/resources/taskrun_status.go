@@ -14,13 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package sandboxsnapshot
+package resources
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	"knative.dev/pkg/apis"
@@ -40,8 +39,8 @@ var failureReasons = map[pipelinev1.TaskRunReason]string{
 	pipelinev1.TaskRunReasonFailedResolution: v1alpha1.ReasonCommitResolutionFailed,
 }
 
-// failureReason returns the snapshot's reason for a failed TaskRun.
-func failureReason(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
+// FailureReason returns the snapshot's reason for a failed TaskRun.
+func FailureReason(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
 	if t := commitStep(tr); t != nil && t.Terminated != nil && t.Terminated.ExitCode == task.ExitCodeFrozenElsewhere {
 		return v1alpha1.ReasonCommitConflict
 	}
@@ -51,9 +50,9 @@ func failureReason(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
 	return v1alpha1.ReasonCommitJobFailed
 }
 
-// failureMessage describes a failed TaskRun: its condition, the committer's
+// FailureMessage describes a failed TaskRun: its condition, the committer's
 // own error when it wrote one, and how to read the logs.
-func failureMessage(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
+func FailureMessage(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "TaskRun %s/%s failed (%s): %s", tr.Namespace, tr.Name, cond.Reason, cond.Message)
 	if msg := resultValue(tr, task.ResultError); msg != "" {
@@ -66,9 +65,9 @@ func failureMessage(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
 	return b.String()
 }
 
-// commitResults parses the digests, one for each of want containers, and the
+// CommitResults parses the digests, one for each of want containers, and the
 // pause window of a successful TaskRun.
-func commitResults(tr *pipelinev1.TaskRun, want int) ([]string, *int64, error) {
+func CommitResults(tr *pipelinev1.TaskRun, want int) ([]string, *int64, error) {
 	digests, err := task.ParseDigests(resultValue(tr, task.ResultDigests), want)
 	if err != nil {
 		return nil, nil, fmt.Errorf("TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
@@ -84,6 +83,7 @@ func commitResults(tr *pipelinev1.TaskRun, want int) ([]string, *int64, error) {
 	return digests, pause, nil
 }
 
+// resultValue returns the trimmed value of one of tr's results.
 func resultValue(tr *pipelinev1.TaskRun, name string) string {
 	for _, r := range tr.Status.Results {
 		if r.Name == name {
@@ -102,15 +102,16 @@ const (
 	tektonPullImageFailed       = "PullImageFailed"
 )
 
-// podStartGrace is how long a commit pod may stay pending before its events
-// are read for why.
-const podStartGrace = 10 * time.Second
+// PodPending reports whether Tekton says a running TaskRun's pod is pending.
+func PodPending(cond *apis.Condition) bool {
+	return cond != nil && cond.Reason == tektonPodPending
+}
 
-// podCannotStart reports, for a TaskRun still running, why its pod cannot
+// PodCannotStart reports, for a TaskRun still running, why its pod cannot
 // start: the scheduler or the kubelet holds it back. Tekton reports an
 // unschedulable pod as reason Pending with the PodScheduled condition in its
 // message; the ordinary moments before the pod runs are not reported.
-func podCannotStart(cond *apis.Condition) (string, bool) {
+func PodCannotStart(cond *apis.Condition) (string, bool) {
 	if cond == nil {
 		return "", false
 	}
@@ -123,14 +124,14 @@ func podCannotStart(cond *apis.Condition) (string, bool) {
 	return "", false
 }
 
-// mayHavePaused reports whether a failed TaskRun's commit step started and
+// MayHavePaused reports whether a failed TaskRun's commit step started and
 // ended without thawing the containers itself: it was killed, ran out of
 // memory, or was stopped by a timeout or cancellation. A step that found the
 // pod frozen by another run touched nothing, and so did one that never ran:
 // Tekton marks a step still waiting when it stops the TaskRun as terminated
 // with the TaskRun's reason, and that step has no image ID, which a
 // container gets once it is created.
-func mayHavePaused(tr *pipelinev1.TaskRun) bool {
+func MayHavePaused(tr *pipelinev1.TaskRun) bool {
 	step := commitStep(tr)
 	switch {
 	case step == nil || step.Running == nil && step.Terminated == nil:
@@ -145,6 +146,13 @@ func mayHavePaused(tr *pipelinev1.TaskRun) bool {
 	}
 	ended := t.Reason == "Completed" || t.Reason == "Error"
 	return !ended || (t.ExitCode != 0 && t.ExitCode != task.ExitCodeThawed && t.ExitCode != task.ExitCodeFrozenElsewhere)
+}
+
+// IsCommit reports whether tr is a commit TaskRun, not an unpause or a
+// release one.
+func IsCommit(tr *pipelinev1.TaskRun) bool {
+	mode := paramValue(tr, task.ParamMode)
+	return mode == "" || mode == task.ModeCommit
 }
 
 // commitStep returns the state of tr's commit step, or nil.

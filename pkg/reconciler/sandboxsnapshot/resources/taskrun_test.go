@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
@@ -194,7 +195,7 @@ func TestMakeUnpauseTaskRun(t *testing.T) {
 func TestMakeReleaseTaskRun(t *testing.T) {
 	s, src := testSource()
 	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
-	s.Status.MarkCommitting(src.Pod.Name, src.Pod.Spec.NodeName, src.Containers, v1alpha1.TaskRunReference{}, metav1.Now(), metav1.Now())
+	s.Status.MarkCommitting(metav1.Now(), src.Pod.Name, src.Pod.Spec.NodeName, src.Containers, v1alpha1.TaskRunReference{}, metav1.Now())
 	tr := MakeReleaseTaskRun(s, cfg, "ns")
 	if tr.Name != "team-a-snap-05307b-release" || tr.Namespace != "ns" {
 		t.Errorf("TaskRun %s/%s", tr.Namespace, tr.Name)
@@ -212,8 +213,8 @@ func TestMakeReleaseTaskRun(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("params missing: %v", want)
 	}
-	if _, ok := tr.Labels[SourcePodUIDLabel]; ok {
-		t.Errorf("a release TaskRun carries %s, which makes the pod's commits wait for it", SourcePodUIDLabel)
+	if _, ok := tr.Labels[sandbox.SourcePodUIDLabel]; ok {
+		t.Errorf("a release TaskRun carries %s, which makes the pod's commits wait for it", sandbox.SourcePodUIDLabel)
 	}
 	if tr.Spec.Timeout.Duration != UnpauseTimeout {
 		t.Errorf("timeout %v, want %v", tr.Spec.Timeout.Duration, UnpauseTimeout)

@@ -1,0 +1,146 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package sandboxsnapshot
+
+import (
+	"context"
+	"fmt"
+
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+)
+
+// cachedCommit returns s's commit TaskRun from the informer, or nil.
+func (r *Reconciler) cachedCommit(s *v1alpha1.SandboxSnapshot) *pipelinev1.TaskRun {
+	return r.cachedTaskRun(s, names.CommitTaskRun(s))
+}
+
+// cachedTaskRun returns s's TaskRun of the given name from the informer, or
+// nil.
+func (r *Reconciler) cachedTaskRun(s *v1alpha1.SandboxSnapshot, name string) *pipelinev1.TaskRun {
+	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
+	if err != nil || !ownedBy(tr, s) {
+		return nil
+	}
+	return tr
+}
+
+// findTaskRun reads the TaskRun of the given name from the informer, or nil
+// when there is none. With live set it asks the API on an informer miss: a
+// TaskRun created a moment ago may not be cached yet, and must not be taken
+// for a deleted one.
+func (r *Reconciler) findTaskRun(ctx context.Context, name string, live bool) (*pipelinev1.TaskRun, error) {
+	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
+	if apierrs.IsNotFound(err) && live {
+		tr, err = r.pipelineClient.TektonV1().TaskRuns(r.namespace).Get(ctx, name, metav1.GetOptions{})
+	}
+	switch {
+	case apierrs.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("getting TaskRun %s/%s: %w", r.namespace, name, err)
+	}
+	return tr, nil
+}
+
+// ownedBy reports whether tr was made for this very snapshot, not for an
+// earlier one of the same name.
+func ownedBy(tr *pipelinev1.TaskRun, s *v1alpha1.SandboxSnapshot) bool {
+	return tr.Labels[sandbox.SnapshotUIDLabel] == string(s.UID)
+}
+
+// createTaskRun creates want, or adopts the TaskRun of that name when
+// another pass made it for this same snapshot meanwhile. One that an earlier
+// snapshot of the same name left is deleted, and the creation retried. It
+// reports whether it created the TaskRun.
+func (r *Reconciler) createTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, bool, error) {
+	taskRuns := r.pipelineClient.TektonV1().TaskRuns(want.Namespace)
+	tr, err := taskRuns.Create(ctx, want, metav1.CreateOptions{})
+	if err == nil {
+		return tr, true, nil
+	}
+	if !apierrs.IsAlreadyExists(err) {
+		return nil, false, fmt.Errorf("creating TaskRun %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	tr, err = taskRuns.Get(ctx, want.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, false, fmt.Errorf("getting TaskRun %s/%s: %w", want.Namespace, want.Name, err)
+	}
+	if !ownedBy(tr, s) {
+		// Left by an earlier snapshot of the same name, which is gone.
+		if err := r.deleteOrphan(ctx, tr); err != nil {
+			return nil, false, err
+		}
+		return nil, false, fmt.Errorf("TaskRun %s/%s of an earlier SandboxSnapshot of the same name (uid %q) is being deleted",
+			tr.Namespace, tr.Name, tr.Labels[sandbox.SnapshotUIDLabel])
+	}
+	return tr, false, nil
+}
+
+// cancelTaskRun cancels a running TaskRun. Cancelling lets Tekton stop the
+// step gracefully and record why; the committer thaws the sandbox on the
+// SIGTERM that follows.
+func (r *Reconciler) cancelTaskRun(ctx context.Context, tr *pipelinev1.TaskRun) error {
+	if tr.IsCancelled() {
+		return nil
+	}
+	patch := []byte(`{"spec":{"status":"` + pipelinev1.TaskRunSpecStatusCancelled + `","statusMessage":"SandboxSnapshot deleted"}}`)
+	if _, err := r.pipelineClient.TektonV1().TaskRuns(tr.Namespace).Patch(ctx, tr.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrs.IsNotFound(err) {
+		return fmt.Errorf("cancelling TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
+	}
+	return nil
+}
+
+// ownTaskRun returns the TaskRun of the given name if it was made for s, or
+// nil. It asks the API on an informer miss, so that a snapshot deleted right
+// after its TaskRun was created does not leave that TaskRun running.
+func (r *Reconciler) ownTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, name string) (*pipelinev1.TaskRun, error) {
+	tr, err := r.findTaskRun(ctx, name, true)
+	if err != nil || tr == nil || !ownedBy(tr, s) {
+		return nil, err
+	}
+	return tr, nil
+}
+
+// deleteOrphan deletes a TaskRun whose snapshot is gone. Its pod goes first
+// (foreground deletion), so the TaskRun stays visible, and its pod's commits
+// keep others waiting, until that pod has stopped and thawed what it froze.
+func (r *Reconciler) deleteOrphan(ctx context.Context, tr *pipelinev1.TaskRun) error {
+	if tr.DeletionTimestamp != nil {
+		return nil
+	}
+	return r.deleteTaskRun(ctx, tr, metav1.DeletePropagationForeground)
+}
+
+func (r *Reconciler) deleteTaskRun(ctx context.Context, tr *pipelinev1.TaskRun, propagation metav1.DeletionPropagation) error {
+	err := r.pipelineClient.TektonV1().TaskRuns(tr.Namespace).Delete(ctx, tr.Name, metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &tr.UID},
+		PropagationPolicy: ptr.To(propagation),
+	})
+	if err != nil && !apierrs.IsNotFound(err) {
+		return fmt.Errorf("deleting TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
+	}
+	r.commits.deleted(tr)
+	return nil
+}
