@@ -13,7 +13,7 @@
 # redeployed from the tree), else one is brought up and torn down again.
 # Figures per cycle: _output/bench-cycles.tsv. Needs root.
 #
-#   hack/bench-cycles.sh                      # 200 cycles, about half an hour
+#   hack/bench-cycles.sh                      # 200 cycles, about an hour
 #   CYCLES=40 MAX_LAYERS=8 hack/bench-cycles.sh
 set -euo pipefail
 # shellcheck source=hack/lib.sh
