@@ -71,9 +71,10 @@ func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod 
 // that timed out waiting for its pod (evicted, unschedulable) or that was
 // deleted is started again, after a backoff that doubles with each
 // attempt; one whose pod cannot be created (over quota) is retried by
-// Tekton, and status.thaw says why it waits. The thaw's state is read from the TaskRuns and the attempt from
-// the annotation sandbox.ThawAttemptAnnotation, so this works where
-// status.thaw is pruned. It reports whether the thaw is still under way:
+// Tekton, and status.thaw says why it waits. The thaw's state is read from
+// the TaskRuns and the attempt from the annotation
+// sandbox.ThawAttemptAnnotation, so this works where status.thaw is
+// pruned. It reports whether the thaw is still under way:
 // the TaskRuns are kept until it is not.
 func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapshot) (bool, pkgreconciler.Event) {
 	commit := r.cachedCommit(s)
@@ -134,7 +135,7 @@ func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	attempt := thawAttempt(s)
 	if unpause != nil {
 		// Failed: say why, then retry once the backoff is over.
-		wait := min(thawBackoff<<(attempt-1), maxThawBackoff) - r.clock.Since(completedAt(unpause))
+		wait := thawBackoffAfter(attempt) - r.clock.Since(completedAt(unpause))
 		if wait > 0 {
 			why := resources.FailureMessage(unpause, unpause.Status.GetCondition(apis.ConditionSucceeded))
 			if s.Status.Thaw == nil || s.Status.Thaw.State != v1alpha1.ThawFailed {
@@ -156,6 +157,18 @@ func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		return true, controller.NewRequeueAfter(time.Second)
 	}
 	return true, r.thaw(ctx, s, pod)
+}
+
+// thawBackoffAfter is how long the given failed attempt waits before the
+// next: thawBackoff, doubled for each earlier attempt, at most
+// maxThawBackoff. A sandbox may wait hours for room on its node, so the
+// doubling stops at the bound rather than overflow.
+func thawBackoffAfter(attempt int) time.Duration {
+	d := thawBackoff
+	for i := 1; i < attempt && d < maxThawBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxThawBackoff)
 }
 
 // thawAttempt is the number of the current attempt to thaw s's sandbox.
