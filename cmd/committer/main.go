@@ -159,7 +159,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.imgsP, "images-result", "", "file to write the IMAGES result to")
 	fs.StringVar(&o.errorPath, "error-result", "", "file to write the ERROR result (a one-line error) to on failure")
 	fs.DurationVar(&o.maxPause, "max-pause", committer.DefaultMaxPause, "bound on the pause window: past it the containers are thawed and the commit fails (exit 1)")
-	fs.IntVar(&o.maxLayers, "max-layers", 16, "bound on the layers a sandbox's commits stack on its base image: past it a commit squashes them and its change into one (0: never)")
+	fs.IntVar(&o.maxLayers, "max-layers", task.DefaultMaxLayers, "bound on the layers a sandbox's commits stack on its base image: past it a commit squashes them and its change into one (0: never)")
 	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
 	fs.StringVar(&o.copyDir, "copy-dir", "", "directory the overlay differ copies upper directories to inside the pause, when they are readable here (else containerd tars them in the pause)")
 	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes a file of each new layer to, which the push step uploads (else it reads the layer from containerd) and removes; both steps must see the same one")

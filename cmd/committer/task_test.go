@@ -20,6 +20,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -78,6 +79,9 @@ func TestTaskMatchesContract(t *testing.T) {
 	}
 	if d := params[task.ParamMode].Default; d == nil || d.StringVal != task.ModeCommit {
 		t.Error("mode must default to commit")
+	}
+	if d := params[task.ParamMaxLayers].Default; d == nil || d.StringVal != strconv.Itoa(task.DefaultMaxLayers) {
+		t.Errorf("max-layers must default to %d", task.DefaultMaxLayers)
 	}
 	results := map[string]bool{}
 	for _, r := range tk.Spec.Results {

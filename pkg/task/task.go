@@ -42,6 +42,10 @@ const (
 	ParamMaxLayers = "max-layers"
 )
 
+// DefaultMaxLayers is the default of ParamMaxLayers, of the committer's
+// --max-layers and of config-snapshot's max-layers.
+const DefaultMaxLayers = 16
+
 // Values of ParamMode.
 const (
 	ModeCommit  = "commit"

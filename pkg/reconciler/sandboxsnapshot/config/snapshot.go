@@ -65,7 +65,7 @@ const (
 	DefaultContainerdSocket = "/var/run/containerd/containerd.sock"
 	DefaultOverlayfsRoot    = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 	DefaultPriorityClass    = "sandbox-snapshot-commit"
-	DefaultMaxLayers        = 16
+	DefaultMaxLayers        = task.DefaultMaxLayers
 	// MaxMaxLayers keeps a sandbox's image well within the 500 layers an
 	// overlayfs mount stacks at most.
 	MaxMaxLayers = 128
