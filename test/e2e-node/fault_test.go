@@ -53,22 +53,7 @@ func TestCommitPodKilledMidPause(t *testing.T) {
 	// to catch, where the step's own copy takes a tenth of the time.
 	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
 	pod := createSandbox(t, ns, "sb")
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
-		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=384 2>/dev/null")
-
-	cl, err := containerd.New(containerdSock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := namespaces.WithNamespace(t.Context(), "k8s.io")
-
-	createSnapshot(t, ns, "sb-snap", "sb")
-	eventually(t, "the sandbox to be paused by the commit step", 2*time.Minute, func() (bool, error) {
-		return containerPaused(ctx, cl, pod, "app"), nil
-	})
-	killed := killCommitter(t, pod)
-	t.Logf("sent SIGKILL to committer pid %d while pod %s was paused", killed, pod.Name)
+	pauseAndKill(t, ns, "sb-snap", pod, nil)
 
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
 	if s.Status.Thaw == nil {
@@ -183,22 +168,19 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 // pauseAndKill fills the sandbox's app container with a large change, so
 // that the commit step, without the node's snapshots, keeps it paused long
 // enough to catch, starts a snapshot, waits until the container is paused
-// and kills the committer with SIGKILL, which leaves it paused.
+// and kills the committer with SIGKILL, which leaves it paused. beforeKill,
+// when set, runs just before the kill.
 func pauseAndKill(t *testing.T, ns, snapshot string, pod *corev1.Pod, beforeKill func()) {
 	t.Helper()
 	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
 		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=384 2>/dev/null")
-	cl, err := containerd.New(containerdSock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx := namespaces.WithNamespace(t.Context(), "k8s.io")
 	createSnapshot(t, ns, snapshot, "sb")
 	eventually(t, "the sandbox to be paused by the commit step", 2*time.Minute, func() (bool, error) {
-		return containerPaused(ctx, cl, pod, "app"), nil
+		return sandboxPaused(t, pod), nil
 	})
-	beforeKill()
+	if beforeKill != nil {
+		beforeKill()
+	}
 	t.Logf("sent SIGKILL to committer pid %d while pod %s was paused", killCommitter(t, pod), pod.Name)
 }
 
