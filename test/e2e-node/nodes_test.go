@@ -127,13 +127,14 @@ func TestSnapshotOnFullNode(t *testing.T) {
 		if freeMem > 0 {
 			requests[corev1.ResourceMemory] = *resource.NewQuantity(freeMem, resource.BinarySI)
 		}
+		image, command := pauseImage(t, n)
 		hog := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "hog", Namespace: ns},
 			Spec: corev1.PodSpec{
 				NodeSelector:                  map[string]string{corev1.LabelHostname: node},
 				TerminationGracePeriodSeconds: new(int64),
 				Containers: []corev1.Container{{
-					Name: "hog", Image: pauseImage(t, n),
+					Name: "hog", Image: image, Command: command,
 					Resources: corev1.ResourceRequirements{Requests: requests},
 				}},
 			},
@@ -263,17 +264,19 @@ func podRequests(p *corev1.Pod) (cpu, mem int64) {
 }
 
 // pauseImage returns the node's pause image (the pod sandbox image, on the
-// local registry), or busybox if the node lists none.
-func pauseImage(t *testing.T, n *corev1.Node) string {
+// local registry), or busybox if the node lists none, with a command that
+// keeps the container running.
+func pauseImage(t *testing.T, n *corev1.Node) (string, []string) {
 	for _, img := range n.Status.Images {
 		for _, name := range img.Names {
 			if strings.HasPrefix(name, localRegistry+"/pause:") {
-				return name
+				return name, nil
 			}
 		}
 	}
 	t.Logf("node %s lists no %s/pause image; using busybox", n.Name, localRegistry)
-	return localRegistry + "/busybox:latest"
+	// busybox's own command, sh, exits at once: the pod would never be Ready.
+	return localRegistry + "/busybox:latest", []string{"sleep", "2147483647"}
 }
 
 // createPod creates a pod and deletes it (and waits until it is gone) when
