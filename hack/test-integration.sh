@@ -4,7 +4,9 @@
 # (/usr/bin/containerd), once on containerd v2.1.3 built from its module and
 # cached under _output/tools. The first failing run fails the tier.
 # The resumable-upload tests also run distribution's registry (built and
-# cached under _output/tools), which reports upload status.
+# cached under _output/tools), which reports upload status. The memory
+# snapshot tests run CRIU 4.2 (hack/criu-build.sh): they restore on
+# containerd 2.1.3 and expect a clear refusal from containerd 1.6.
 #
 # env: TIER_PKGS, TIER_TAGS (hack/lib.sh; only hack/verify-tiers.sh sets them)
 set -euo pipefail
@@ -19,6 +21,8 @@ main() {
   need_tools distribution
   export DISTRIBUTION_BIN
   DISTRIBUTION_BIN=$(tool_bin distribution)
+  export CRIU_DIR
+  CRIU_DIR=$(hack/criu-build.sh)
   listed=$(tier_pkgs ./pkg/committer/...)
   mapfile -t pkgs <<<"${listed}"
 

@@ -461,18 +461,26 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 			LabelSnapshotter:   l.info.Snapshotter,
 		},
 	}
-	is := c.client.ImageService()
-	if _, err := is.Create(ctx, img); err != nil {
-		if !errdefs.IsAlreadyExists(err) {
-			return nil, fail("creating image record: %v", err)
-		}
-		if _, err := is.Update(ctx, img, "target", "labels"); err != nil {
-			return nil, fail("updating image record: %v", err)
-		}
+	if err := c.saveImage(ctx, img); err != nil {
+		return nil, fail("%v", err)
 	}
 	c.log.Printf("pod %s %s committed as %s (manifest %s, %d layers, diff %d bytes, layer %d bytes)",
 		c.podRef(), l, img.Name, mdesc.Digest, len(m.Layers), diffSize, layer.Size)
 	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
+}
+
+// saveImage creates img's record, or points an existing one at img.
+func (c *Committer) saveImage(ctx context.Context, img images.Image) error {
+	is := c.client.ImageService()
+	if _, err := is.Create(ctx, img); err != nil {
+		if !errdefs.IsAlreadyExists(err) {
+			return fmt.Errorf("creating image record: %w", err)
+		}
+		if _, err := is.Update(ctx, img, "target", "labels"); err != nil {
+			return fmt.Errorf("updating image record: %w", err)
+		}
+	}
+	return nil
 }
 
 // appendLayerToConfig appends a diff ID and a history entry to an image

@@ -85,6 +85,10 @@ type Config struct {
 	// in containerd; the push step uploads from it and removes it (see
 	// layerdir.go). Both steps must see the same directory.
 	LayerDir string
+	// CheckpointDir is where containerd writes memory snapshot archives
+	// for Checkpoint; containerd and this process must both see it at
+	// this path.
+	CheckpointDir string
 	// MaxLayers bounds the layers a sandbox's commits stack on its base
 	// image: a commit on top of MaxLayers of them squashes them and its
 	// change into one layer (see squash.go). 0 means no bound.

@@ -83,8 +83,16 @@ func Bin() string {
 }
 
 // Start launches containerd with a version-2 config whose root, state,
-// sockets and plugin directories all live under a new temp directory.
+// sockets and plugin directories all live under a new temp directory, with
+// its CRI plugin off.
 func Start(bin string) (*Containerd, error) {
+	return start(bin, nil, nil)
+}
+
+// start launches containerd; cri, when set, turns the CRI plugin on with
+// the configuration it returns for the daemon's directory, and path is put
+// on the daemon's PATH (after the shim's directory).
+func start(bin string, cri func(dir string) string, path []string) (*Containerd, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("containerd needs root")
 	}
@@ -105,10 +113,14 @@ func Start(bin string) (*Containerd, error) {
 			return nil, err
 		}
 	}
+	disabled := `"io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"`
+	if cri == nil {
+		disabled = `"io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime", ` + disabled
+	}
 	cfg := fmt.Sprintf(`version = 2
 root = %q
 state = %q
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", "io.containerd.cri.v1.runtime", "io.containerd.nri.v1.nri", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
+disabled_plugins = [%s]
 
 [grpc]
   address = %q
@@ -121,7 +133,10 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", 
 
 [plugins."io.containerd.internal.v1.opt"]
   path = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.Address, c.Address+".ttrpc", filepath.Join(dir, "opt"))
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), disabled, c.Address, c.Address+".ttrpc", filepath.Join(dir, "opt"))
+	if cri != nil {
+		cfg += cri(dir)
+	}
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
@@ -137,7 +152,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.cri.v1.images", 
 	c.cmd.Stdout, c.cmd.Stderr = c.logFile, c.logFile
 	// containerd finds its shim on PATH first: put the shim built with this
 	// containerd ahead of the system one.
-	c.cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
+	c.cmd.Env = append(os.Environ(), "PATH="+strings.Join(append(append([]string{filepath.Dir(bin)}, path...), os.Getenv("PATH")), ":"))
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Shim sockets (/run/containerd/s/<hash of address>) are the only state
 	// outside dir; the shims are killed by Stop.

@@ -1,0 +1,278 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package committer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// A memory snapshot is the archive containerd's CRI CheckpointContainer
+// writes, the call behind kubelet's checkpoint API (KEP-2008): CRIU's dump
+// of the processes, their spec and status, and the container's filesystem
+// change. containerd freezes the container for the dump and the filesystem
+// change and lets it run on. The archive becomes the one layer of a
+// checkpoint image, the format containerd's CRI (2.1 and later) restores a
+// container from and CRI-O reads too. containerd's task checkpoint API was
+// not chosen: its image is containerd's own format, which the CRI does not
+// restore.
+
+// ErrMemorySnapshotUnsupported reports a node that cannot checkpoint a
+// container's processes: a containerd without CRI checkpoint, no CRIU on its
+// PATH, or a process CRIU refuses. Nothing is left frozen.
+var ErrMemorySnapshotUnsupported = errors.New("MemorySnapshotUnsupported")
+
+// Annotations on a checkpoint image's manifest: containerd's CRI restores an
+// image carrying the first, CRI-O one carrying the second.
+const (
+	AnnotationCheckpointName     = "org.criu.checkpoint.container.name"
+	AnnotationCRIOCheckpointName = "io.kubernetes.cri-o.annotations.checkpoint.name"
+)
+
+// checkpointSlack is how long a checkpoint call may run past max-pause,
+// so that containerd, not a cancelled call, ends CRIU's dump and resumes
+// the container.
+const checkpointSlack = 30 * time.Second
+
+// Checkpoint takes a memory snapshot of each target container, one after
+// the other, and stores each as a checkpoint image under its working name
+// (workingName) for the push step. CheckpointDir must be the same
+// directory for containerd and this process. Containers are thawed on
+// every return path; PauseWindow is the time of the checkpoint calls,
+// which hold each container frozen for its dump.
+func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
+	ctx = c.nsCtx(ctx)
+	if c.cfg.CheckpointDir == "" {
+		return nil, fmt.Errorf("pod %s: no checkpoint directory", c.podRef())
+	}
+	lock, err := c.tryLockPod(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if rerr := lock.release(rctx); rerr != nil {
+			c.log.Printf("pod %s: releasing the containerd lock: %v", c.podRef(), rerr)
+		}
+	}()
+	live, err := c.findLive(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkOwnership(ctx, live); err != nil {
+		return nil, err
+	}
+	ctx, doneLease, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: creating containerd lease: %w", c.podRef(), err)
+	}
+	defer func() {
+		if derr := doneLease(context.WithoutCancel(ctx)); derr != nil {
+			c.log.Printf("pod %s: deleting lease: %v", c.podRef(), derr)
+		}
+	}()
+
+	res = &CommitResult{}
+	archives := make([]string, len(live))
+	defer func() {
+		for _, a := range archives {
+			if a != "" {
+				os.Remove(a)
+			}
+		}
+	}()
+	for i, l := range live {
+		archives[i] = filepath.Join(c.cfg.CheckpointDir, fmt.Sprintf("%s-%s.tar", c.cfg.Params.RunID, l.target.Container))
+		took, err := c.checkpointOne(ctx, l, archives[i])
+		res.PauseWindow += took
+		if err != nil {
+			return nil, err
+		}
+		c.log.Printf("pod %s %s: checkpointed in %d ms", c.podRef(), l, took.Milliseconds())
+	}
+	for i, l := range live {
+		ci, err := c.checkpointImage(ctx, l, archives[i])
+		if err != nil {
+			c.removeImages(ctx, res.Images)
+			return nil, err
+		}
+		res.Images = append(res.Images, *ci)
+	}
+	return res, nil
+}
+
+// checkpointOne writes the checkpoint archive of l to archive and makes
+// sure l runs afterwards, whatever happened to the call.
+func (c *Committer) checkpointOne(ctx context.Context, l *liveContainer, archive string) (time.Duration, error) {
+	if l.foundPaused {
+		if _, err := c.resume(ctx, l); err != nil {
+			return 0, err
+		}
+	}
+	rs := runtimeapi.NewRuntimeServiceClient(c.client.Conn().(*grpc.ClientConn))
+	cctx, cancel := context.WithTimeout(ctx, c.cfg.MaxPause+checkpointSlack)
+	start := time.Now()
+	_, err := rs.CheckpointContainer(cctx, &runtimeapi.CheckpointContainerRequest{
+		ContainerId: l.info.ID,
+		Location:    archive,
+		Timeout:     int64(c.cfg.MaxPause.Seconds() + 1),
+	})
+	took := time.Since(start)
+	cancel()
+	// containerd resumes the container after the dump, but not with the
+	// call's context cancelled: resume anything still frozen.
+	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	_, terr := c.resume(tctx, l)
+	tcancel()
+	if terr != nil {
+		terr = fmt.Errorf("%w: %w", ErrThawFailed, terr)
+	}
+	if err == nil {
+		return took, terr
+	}
+	return took, errors.Join(c.checkpointError(l, err), terr)
+}
+
+// checkpointError names why a checkpoint call failed: the node cannot take
+// memory snapshots (ErrMemorySnapshotUnsupported, with containerd's and
+// CRIU's own words), or something else went wrong.
+func (c *Committer) checkpointError(l *liveContainer, err error) error {
+	st := status.Convert(err)
+	msg := st.Message()
+	switch {
+	case st.Code() == codes.Unimplemented:
+		return fmt.Errorf("pod %s %s: %w: the node's containerd does not checkpoint containers (CRI CheckpointContainer needs containerd 2.1 or later with CRIU 4 on its PATH): %s",
+			c.podRef(), l, ErrMemorySnapshotUnsupported, msg)
+	case strings.Contains(msg, "CRIU binary not found"), strings.Contains(msg, "checkpointing container"):
+		return fmt.Errorf("pod %s %s: %w: %s", c.podRef(), l, ErrMemorySnapshotUnsupported, msg)
+	}
+	return fmt.Errorf("pod %s %s: checkpointing: %w", c.podRef(), l, err)
+}
+
+// checkpointImage stores the archive of l as a checkpoint image: one
+// gzipped layer holding the archive's files as they are, and on the
+// manifest the annotations that make containerd's CRI restore from it.
+func (c *Committer) checkpointImage(ctx context.Context, l *liveContainer, archive string) (_ *Committed, err error) {
+	fail := func(format string, a ...any) error {
+		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
+	}
+	cs := c.client.ContentStore()
+	write := func(w io.Writer) error {
+		f, err := os.Open(archive)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.CopyBuffer(w, f, make([]byte, 1<<20))
+		return err
+	}
+	var lf *layerFileWriter
+	var also []io.Writer
+	if c.cfg.LayerDir != "" {
+		if lf, err = newLayerFile(c.cfg.LayerDir); err != nil {
+			return nil, fail("creating layer file: %v", err)
+		}
+		defer lf.Close()
+		also = append(also, lf)
+	}
+	ref := fmt.Sprintf("sandbox-checkpoint-gzip-%s-%d", l.info.ID, time.Now().UnixNano())
+	layer, diffID, size, err := buildLayer(ctx, cs, ref, write, ocispec.MediaTypeImageLayerGzip, also...)
+	if err != nil {
+		return nil, fail("compressing the checkpoint: %v", err)
+	}
+	defer func() {
+		if err != nil {
+			c.removeLayerFiles(layer)
+		}
+	}()
+	if lf != nil {
+		if err := lf.commit(layer); err != nil {
+			return nil, fail("writing layer file: %v", err)
+		}
+	}
+	now := time.Now().UTC()
+	cfg, err := json.Marshal(ocispec.Image{
+		Created:  &now,
+		Platform: ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"},
+		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
+		History: []ocispec.History{{Created: &now, Comment: historyComment,
+			CreatedBy: fmt.Sprintf("sandbox-checkpoint pod %s container %s", c.podRef(), l.target.Container)}},
+	})
+	if err != nil {
+		return nil, fail("encoding image config: %v", err)
+	}
+	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
+	if err := writeBlob(ctx, cs, cfgDesc, cfg, nil); err != nil {
+		return nil, fail("writing config: %v", err)
+	}
+	m := ocispec.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config:    cfgDesc,
+		Layers:    []ocispec.Descriptor{layer},
+		Annotations: map[string]string{
+			AnnotationCheckpointName:     l.target.Container,
+			AnnotationCRIOCheckpointName: l.target.Container,
+			annotationBaseName:           l.info.Image,
+		},
+	}
+	mraw, err := json.Marshal(m)
+	if err != nil {
+		return nil, fail("encoding manifest: %v", err)
+	}
+	mdesc := ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(mraw), Size: int64(len(mraw))}
+	gc := map[string]string{labelGCRefContent + ".config": cfgDesc.Digest.String(), labelGCRefContent + ".l.0": layer.Digest.String()}
+	if err := writeBlob(ctx, cs, mdesc, mraw, gc); err != nil {
+		return nil, fail("writing manifest: %v", err)
+	}
+	img := images.Image{
+		Name:   c.workingName(l.target),
+		Target: mdesc,
+		Labels: map[string]string{
+			LabelSourceImage:   l.info.Image,
+			LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
+			LabelLocalBytes:    strconv.FormatInt(size+layer.Size, 10),
+			LabelSnapshotter:   l.info.Snapshotter,
+		},
+	}
+	if err := c.saveImage(ctx, img); err != nil {
+		return nil, fail("%v", err)
+	}
+	c.log.Printf("pod %s %s checkpointed as %s (manifest %s, checkpoint %d bytes, layer %d bytes)",
+		c.podRef(), l, img.Name, mdesc.Digest, size, layer.Size)
+	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: size, Layer: layer}, nil
+}

@@ -1,0 +1,281 @@
+//go:build integration
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package committer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
+)
+
+// criuDir is where hack/test-integration.sh put CRIU 4 (hack/criu-build.sh).
+func criuDir(t *testing.T) string {
+	d := os.Getenv("CRIU_DIR")
+	if d == "" {
+		t.Fatal("CRIU_DIR is not set: run the integration tier with hack/test-integration.sh, which builds CRIU")
+	}
+	return d
+}
+
+// startCRI starts a containerd of this run's version with its CRI plugin
+// on, pulling from regB, with the directories in path on its PATH.
+func (e *testEnv) startCRI(t *testing.T, path ...string) *ctrharness.Containerd {
+	t.Helper()
+	sandboxImage := e.regB.Host + "/base/pause:sleep"
+	img, err := ctrharness.BusyboxImage(true)
+	if err == nil {
+		cf, cerr := img.ConfigFile()
+		if err = cerr; err == nil {
+			cf = cf.DeepCopy()
+			cf.Config.Cmd = []string{"sleep", "2147483647"}
+			if img, err = mutate.ConfigFile(img, cf); err == nil {
+				err = ctrharness.PushImage(sandboxImage, img)
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("pushing the pod sandbox image: %v", err)
+	}
+	cri, err := ctrharness.StartCRI(ctrharness.Bin(), ctrharness.CRIOptions{SandboxImage: sandboxImage, Registry: e.regB.Host, Path: path})
+	if err != nil {
+		t.Fatalf("starting containerd with CRI: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := cri.Stop(); err != nil {
+			t.Logf("stopping containerd: %v", err)
+		}
+	})
+	return cri
+}
+
+// freePort returns a loopback TCP port nothing listens on.
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// hibernating runs, in one shell: a web server listening on port, and a
+// counter held only in a shell variable, written with a random run mark
+// through one open file descriptor (no append), ten times a second. A
+// process that restarted would draw a new mark and truncate the file; one
+// restored with the wrong offset would overwrite earlier lines.
+func hibernating(port int) []string {
+	return []string{"sh", "-c", fmt.Sprintf(`mkdir -p /tmp/www && echo pong >/tmp/www/ping
+busybox httpd -f -p 127.0.0.1:%d -h /tmp/www &
+mark=$(head -c 16 /dev/urandom | sha256sum | head -c 16)
+exec 3>/tmp/counter
+i=0
+while :; do i=$((i+1)); echo "$mark $i" >&3; sleep 0.1; done`, port)}
+}
+
+// counterLines reads /tmp/counter of container id: its mark, and its
+// counts, which must be 1, 2, 3, ... under one mark.
+func counterLines(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, id string) (string, int) {
+	t.Helper()
+	out, err := cri.ExecSync(ctx, id, "cat", "/tmp/counter")
+	if err != nil {
+		t.Fatalf("reading the counter: %v", err)
+	}
+	mark, n := "", 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		m, count, _ := strings.Cut(line, " ")
+		if mark == "" {
+			mark = m
+		}
+		if m != mark || count != strconv.Itoa(n+1) {
+			t.Fatalf("counter line %d is %q after mark %s: the counter restarted or the file offset moved:\n%s", n+1, line, mark, out)
+		}
+		n++
+	}
+	return mark, n
+}
+
+func ping(port int) (string, error) {
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/ping", port))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return strings.TrimSpace(string(b)), err
+}
+
+// removePod stops and removes a pod sandbox and its containers, as kubelet
+// does when OpenSandbox deletes a paused sandbox's pod.
+func removePod(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, p *ctrharness.Pod) {
+	t.Helper()
+	if _, err := cri.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.ID}); err != nil {
+		t.Fatalf("stopping pod: %v", err)
+	}
+	if _, err := cri.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.ID}); err != nil {
+		t.Fatalf("removing pod: %v", err)
+	}
+}
+
+// checkpointer returns a Committer of container app of pod p, pushing to
+// regB.
+func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string) *Committer {
+	t.Helper()
+	tgt, err := ParseTarget("app="+target, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := p.Config.Metadata
+	return New(cri.Client, Config{
+		Params:        &Params{PodName: md.Name, PodNamespace: md.Namespace, PodUID: md.Uid, RunID: "run-" + randSuffix(), Targets: []Target{tgt}, Insecure: true},
+		CheckpointDir: t.TempDir(),
+		LayerDir:      t.TempDir(),
+		Log:           testLogWriter{},
+	})
+}
+
+// TestCheckpointRestore takes a memory snapshot of a running container
+// through containerd's CRI with CRIU, pushes it, deletes the pod, and
+// restores a new pod's container from the pushed image, as kubelet does for
+// a pod whose image is a checkpoint: the processes go on. On containerd 1.x,
+// which cannot checkpoint, the snapshot fails as unsupported and the
+// container runs on.
+func TestCheckpointRestore(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRI(t, criuDir(t))
+	ctx := context.Background()
+	port := freePort(t)
+	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, hibernating(port)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n0 int
+	deadline := time.Now().Add(20 * time.Second)
+	for n0 < 10 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		_, n0 = counterLines(t, ctx, cri, id)
+	}
+	if got, err := ping(port); err != nil || got != "pong" {
+		t.Fatalf("before the checkpoint the server answers %q, %v", got, err)
+	}
+	target := e.regB.Host + "/hibernate/" + pod.Config.Metadata.Name + "/app:mem"
+	cm := e.checkpointer(t, cri, pod, target)
+	res, err := cm.Checkpoint(ctx)
+	if strings.HasPrefix(cri.Version, "containerd github.com/containerd/containerd 1.") {
+		if !errors.Is(err, ErrMemorySnapshotUnsupported) {
+			t.Fatalf("checkpoint on %s: got %v, want %v", cri.Version, err, ErrMemorySnapshotUnsupported)
+		}
+		t.Logf("as expected on %s: %v", cri.Version, err)
+		_, n1 := counterLines(t, ctx, cri, id)
+		time.Sleep(500 * time.Millisecond)
+		if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
+			t.Fatalf("the container is not running after the refused checkpoint: counter %d then %d", n1, n2)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("checkpoint: %v\n%s", err, cri.Log())
+	}
+	mark, atCheckpoint := counterLines(t, ctx, cri, id)
+	t.Logf("checkpointed in %d ms; the counter was at %d", res.PauseWindow.Milliseconds(), atCheckpoint)
+	pushed, _, err := cm.Push(ctx)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	removePod(t, ctx, cri, pod)
+	if _, err := ping(port); err == nil {
+		t.Fatal("the server still answers after its pod was removed")
+	}
+
+	resumed, err := cri.RunPod(ctx, pod.Config.Metadata.Name+"-resumed", "default", "uid-"+randSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := pushed[0].Target.Repository() + "@" + pushed[0].Digest
+	start := time.Now()
+	rid, err := cri.StartContainer(ctx, resumed, "app", ref)
+	if err != nil {
+		t.Fatalf("restoring from %s: %v\n%s", ref, err, cri.Log())
+	}
+	if _, err := cri.ExecSync(ctx, rid, "true"); err != nil {
+		t.Fatalf("exec in the restored container: %v", err)
+	}
+	t.Logf("restored from %s to a first exec in %d ms", ref, time.Since(start).Milliseconds())
+	time.Sleep(time.Second)
+	rmark, n := counterLines(t, ctx, cri, rid)
+	if rmark != mark || n <= atCheckpoint {
+		t.Fatalf("after the restore: mark %s with %d lines, want mark %s past %d lines", rmark, n, mark, atCheckpoint)
+	}
+	if got, err := ping(port); err != nil || got != "pong" {
+		t.Fatalf("after the restore the listening socket answers %q, %v", got, err)
+	}
+}
+
+// TestCheckpointWithoutCRIU fails a memory snapshot on a node whose
+// containerd finds no CRIU as unsupported, with containerd's words, and
+// leaves the container running.
+func TestCheckpointWithoutCRIU(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRI(t)
+	ctx := context.Background()
+	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, hibernating(freePort(t))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/nocriu/app:mem")
+	_, err = cm.Checkpoint(ctx)
+	if !errors.Is(err, ErrMemorySnapshotUnsupported) {
+		t.Fatalf("checkpoint without CRIU: got %v, want %v", err, ErrMemorySnapshotUnsupported)
+	}
+	t.Logf("refused: %v", err)
+	task, err := cri.Client.LoadContainer(cri.Ctx(ctx), id)
+	if err == nil {
+		var tk client.Task
+		if tk, err = task.Task(cri.Ctx(ctx), nil); err == nil {
+			var st client.Status
+			if st, err = tk.Status(cri.Ctx(ctx)); err == nil && st.Status != client.Running {
+				err = fmt.Errorf("status %s", st.Status)
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("the container does not run after the refused checkpoint: %v", err)
+	}
+}
