@@ -52,6 +52,8 @@ type options struct {
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath, differ, keepLocal        string
 	keepLocalMax, copyDir, layerDir     string
+	snapshotMode, memoryFallback        string
+	checkpointDir, snapshotModePath     string
 	maxPause, timeout                   time.Duration
 	maxLayers                           int
 }
@@ -68,7 +70,7 @@ func run(args []string) int {
 	}
 	params, err := committer.ParseParams(committer.RawParams{
 		PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID, Containers: fs.Args(),
-		InsecureRegistry: o.insecure, Mode: o.mode,
+		InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback,
 	})
 	if err == nil && o.step != stepCommit && o.step != stepPush && o.step != stepAll {
 		err = fmt.Errorf("--step must be commit, push or all, got %q", o.step)
@@ -116,14 +118,17 @@ func run(args []string) int {
 	return 0
 }
 
-// Exit codes. exitFailed (task.ExitCodeThawed) means nothing is left paused
-// and exitFrozenElsewhere (task.ExitCodeFrozenElsewhere) that another run
-// holds the pod and nothing was touched; the operator runs mode=unpause after
-// any other failure of the commit step.
+// Exit codes. exitFailed (task.ExitCodeThawed) means nothing is left paused,
+// exitFrozenElsewhere (task.ExitCodeFrozenElsewhere) that another run holds
+// the pod and nothing was touched, and exitMemoryUnsupported
+// (task.ExitCodeMemoryUnsupported) that the node cannot take a memory
+// snapshot, nothing left paused; the operator runs mode=unpause after any
+// other failure of the commit step.
 const (
-	exitFailed          = task.ExitCodeThawed
-	exitMaybePaused     = 3
-	exitFrozenElsewhere = task.ExitCodeFrozenElsewhere
+	exitFailed            = task.ExitCodeThawed
+	exitMaybePaused       = 3
+	exitFrozenElsewhere   = task.ExitCodeFrozenElsewhere
+	exitMemoryUnsupported = task.ExitCodeMemoryUnsupported
 )
 
 // fail reports err on stderr and in the ERROR result and picks the exit code.
@@ -137,6 +142,8 @@ func fail(o options, err error) int {
 		return exitMaybePaused
 	case errors.Is(err, committer.ErrFrozenElsewhere):
 		return exitFrozenElsewhere
+	case errors.Is(err, committer.ErrMemorySnapshotUnsupported):
+		return exitMemoryUnsupported
 	}
 	return exitFailed
 }
@@ -165,6 +172,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes a file of each new layer to, which the push step uploads (else it reads the layer from containerd) and removes; both steps must see the same one")
 	fs.StringVar(&o.keepLocal, "keep-local", "true", "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", "20Gi", "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
+	fs.StringVar(&o.snapshotMode, "snapshot-mode", task.SnapshotModeFilesystem, "Filesystem (commit the root filesystems) or Memory (checkpoint processes and memory too, through containerd's CRI and CRIU)")
+	fs.StringVar(&o.memoryFallback, "memory-fallback", task.MemoryFallbackNone, "None (a node that cannot take a memory snapshot fails it, exit 5) or Filesystem (take a filesystem snapshot instead)")
+	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory, at the same path for containerd, where memory snapshots are written (snapshot-mode=Memory)")
+	fs.StringVar(&o.snapshotModePath, "snapshot-mode-result", "", "file to write the SNAPSHOT_MODE result (the mode taken) to")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "overall timeout")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: committer [flags] <container>=<image> ...\n")
@@ -174,7 +185,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 }
 
 func execute(ctx context.Context, o options, params *committer.Params, cm *atomic.Pointer[committer.Committer]) error {
-	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause, MaxLayers: o.maxLayers, CopyDir: o.copyDir, LayerDir: o.layerDir}
+	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause, MaxLayers: o.maxLayers,
+		CopyDir: o.copyDir, LayerDir: o.layerDir, CheckpointDir: o.checkpointDir}
 	switch o.differ {
 	case "auto":
 	case "walking":
@@ -243,11 +255,12 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	}
 
 	if o.step == stepCommit || o.step == stepAll {
-		res, err := c.Commit(ctx)
+		res, mode, err := commit(ctx, c, params)
 		if err != nil {
 			return err
 		}
-		if err := committer.WriteResult(o.pauseWindowPath, committer.FormatPauseWindow(res.PauseWindow.Milliseconds())); err != nil {
+		if err := errors.Join(committer.WriteResult(o.pauseWindowPath, committer.FormatPauseWindow(res.PauseWindow.Milliseconds())),
+			committer.WriteResult(o.snapshotModePath, mode)); err != nil {
 			return err
 		}
 	}
@@ -262,4 +275,22 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 		}
 	}
 	return nil
+}
+
+// commit takes the snapshot params ask for and returns the mode it took: a
+// memory snapshot, or a filesystem one where the node cannot take that and
+// params allow the fallback.
+func commit(ctx context.Context, c *committer.Committer, params *committer.Params) (*committer.CommitResult, string, error) {
+	if params.SnapshotMode != task.SnapshotModeMemory {
+		res, err := c.Commit(ctx)
+		return res, task.SnapshotModeFilesystem, err
+	}
+	res, err := c.Checkpoint(ctx)
+	if errors.Is(err, committer.ErrMemorySnapshotUnsupported) && !errors.Is(err, committer.ErrThawFailed) &&
+		params.MemoryFallback == task.MemoryFallbackFilesystem {
+		fmt.Fprintf(os.Stderr, "committer: %v; taking a filesystem snapshot instead (memory-fallback=%s)\n", err, params.MemoryFallback)
+		res, err = c.Commit(ctx)
+		return res, task.SnapshotModeFilesystem, err
+	}
+	return res, task.SnapshotModeMemory, err
 }

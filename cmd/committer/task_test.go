@@ -83,11 +83,20 @@ func TestTaskMatchesContract(t *testing.T) {
 	if d := params[task.ParamMaxLayers].Default; d == nil || d.StringVal != strconv.Itoa(task.DefaultMaxLayers) {
 		t.Errorf("max-layers must default to %d", task.DefaultMaxLayers)
 	}
+	if d := params[task.ParamSnapshotMode].Default; d == nil || d.StringVal != task.SnapshotModeFilesystem {
+		t.Errorf("snapshot-mode must default to %s", task.SnapshotModeFilesystem)
+	}
+	if d := params[task.ParamMemoryFallback].Default; d == nil || d.StringVal != task.MemoryFallbackNone {
+		t.Errorf("memory-fallback must default to %s", task.MemoryFallbackNone)
+	}
+	if d := params[task.ParamCheckpointDir].Default; d == nil || d.StringVal != task.DefaultCheckpointDir {
+		t.Errorf("checkpoint-dir must default to %s", task.DefaultCheckpointDir)
+	}
 	results := map[string]bool{}
 	for _, r := range tk.Spec.Results {
 		results[r.Name] = true
 	}
-	for _, n := range []string{task.ResultDigests, task.ResultImages, task.ResultPauseWindowMS, task.ResultError} {
+	for _, n := range []string{task.ResultDigests, task.ResultImages, task.ResultPauseWindowMS, task.ResultSnapshotMode, task.ResultError} {
 		if !results[n] {
 			t.Errorf("result %s missing", n)
 		}
@@ -119,9 +128,9 @@ func TestTaskMatchesContract(t *testing.T) {
 }
 
 // TestTaskArgsParse substitutes the Task's variables like Tekton does and
-// checks that the committer accepts every step's arguments, for a commit run,
-// for an unpause run, which passes no containers, and for a release run,
-// which passes no pod UID either.
+// checks that the committer accepts every step's arguments, for a commit run
+// (a memory snapshot with the fallback), for an unpause run, which passes no
+// containers, and for a release run, which passes no pod UID either.
 func TestTaskArgsParse(t *testing.T) {
 	const podUID = "0f4c1f4e-7d0a-4a51-9d3b-2f7e0c1a9b11"
 	t.Run("commit", func(t *testing.T) {
@@ -144,6 +153,10 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		"$(params.max-layers)", "16",
 		"$(params.keep-local)", "true",
 		"$(params.keep-local-max-size)", "20Gi",
+		"$(params.snapshot-mode)", task.SnapshotModeMemory,
+		"$(params.memory-fallback)", task.MemoryFallbackFilesystem,
+		"$(params.checkpoint-dir)", task.DefaultCheckpointDir,
+		"$(results.SNAPSHOT_MODE.path)", "/tekton/results/SNAPSHOT_MODE",
 		"$(workspaces.dockerconfig.path)", "",
 		"$(results.PAUSE_WINDOW_MS.path)", "/tekton/results/PAUSE_WINDOW_MS",
 		"$(results.DIGESTS.path)", "/tekton/results/DIGESTS",
@@ -172,7 +185,7 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 			t.Errorf("step %s runs --step=%s", s.Name, o.step)
 		}
 		p, err := committer.ParseParams(committer.RawParams{PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID,
-			Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode})
+			Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback})
 		if err != nil {
 			t.Fatalf("step %s: %v", s.Name, err)
 		}
@@ -181,6 +194,10 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		}
 		if len(p.Targets) != len(containers) || p.Mode != mode || o.errorPath == "" {
 			t.Errorf("step %s: %+v", s.Name, o)
+		}
+		if s.Name == task.StepCommit && (p.SnapshotMode != task.SnapshotModeMemory || p.MemoryFallback != task.MemoryFallbackFilesystem ||
+			o.checkpointDir != task.DefaultCheckpointDir || o.snapshotModePath == "") {
+			t.Errorf("step commit does not pass the snapshot mode, its fallback, the checkpoint dir and the SNAPSHOT_MODE result: %+v", o)
 		}
 	}
 }

@@ -42,6 +42,8 @@ type RawParams struct {
 	Containers       []string
 	InsecureRegistry string
 	Mode             string
+	SnapshotMode     string
+	MemoryFallback   string
 }
 
 // Target is one "<containerName>=<imageURI>" item of the containers param.
@@ -70,6 +72,10 @@ type Params struct {
 	Targets  []Target
 	Insecure bool
 	Mode     string
+	// SnapshotMode is task.SnapshotModeFilesystem or task.SnapshotModeMemory.
+	SnapshotMode string
+	// MemoryFallback is task.MemoryFallbackNone or task.MemoryFallbackFilesystem.
+	MemoryFallback string
 }
 
 // ParseParams validates raw Task parameters. It never touches containerd, so
@@ -108,6 +114,20 @@ func ParseParams(in RawParams) (*Params, error) {
 		p.Mode = in.Mode
 	default:
 		return nil, fmt.Errorf("param mode must be %q, %q or %q, got %q", ModeCommit, ModeUnpause, ModeRelease, in.Mode)
+	}
+	switch p.SnapshotMode = in.SnapshotMode; p.SnapshotMode {
+	case "":
+		p.SnapshotMode = task.SnapshotModeFilesystem
+	case task.SnapshotModeFilesystem, task.SnapshotModeMemory:
+	default:
+		return nil, fmt.Errorf("param %s must be %q or %q, got %q", task.ParamSnapshotMode, task.SnapshotModeFilesystem, task.SnapshotModeMemory, in.SnapshotMode)
+	}
+	switch p.MemoryFallback = in.MemoryFallback; p.MemoryFallback {
+	case "":
+		p.MemoryFallback = task.MemoryFallbackNone
+	case task.MemoryFallbackNone, task.MemoryFallbackFilesystem:
+	default:
+		return nil, fmt.Errorf("param %s must be %q or %q, got %q", task.ParamMemoryFallback, task.MemoryFallbackNone, task.MemoryFallbackFilesystem, in.MemoryFallback)
 	}
 	if len(in.Containers) == 0 && p.Mode == ModeCommit {
 		return nil, fmt.Errorf("param containers is empty: pod %s/%s needs at least one \"<container>=<image>\" item", in.PodNamespace, in.PodName)

@@ -40,7 +40,34 @@ const (
 	// ParamMaxLayers bounds the layers a sandbox's commits stack on its
 	// base image; past it a commit squashes them into one.
 	ParamMaxLayers = "max-layers"
+	// ParamSnapshotMode selects what a commit captures: SnapshotModeFilesystem
+	// or SnapshotModeMemory.
+	ParamSnapshotMode = "snapshot-mode"
+	// ParamMemoryFallback says what a memory snapshot does on a node that
+	// cannot take one: MemoryFallbackNone fails, MemoryFallbackFilesystem
+	// takes a filesystem snapshot instead.
+	ParamMemoryFallback = "memory-fallback"
+	// ParamCheckpointDir is the node directory where containerd writes
+	// checkpoint archives; CheckpointVolume is mounted at the same path.
+	ParamCheckpointDir = "checkpoint-dir"
 )
+
+// Values of ParamSnapshotMode, and of the snapshot-mode annotation.
+const (
+	// SnapshotModeFilesystem commits the containers' root filesystems.
+	SnapshotModeFilesystem = "Filesystem"
+	// SnapshotModeMemory checkpoints their processes and memory too.
+	SnapshotModeMemory = "Memory"
+)
+
+// Values of ParamMemoryFallback.
+const (
+	MemoryFallbackNone       = "None"
+	MemoryFallbackFilesystem = "Filesystem"
+)
+
+// DefaultCheckpointDir is the default of ParamCheckpointDir.
+const DefaultCheckpointDir = "/var/lib/sandbox-snapshot-operator/checkpoints"
 
 // DefaultMaxLayers is the default of ParamMaxLayers, of the committer's
 // --max-layers and of config-snapshot's max-layers.
@@ -60,6 +87,9 @@ const (
 	ResultImages        = "IMAGES"
 	ResultPauseWindowMS = "PAUSE_WINDOW_MS"
 	ResultError         = "ERROR"
+	// ResultSnapshotMode is the mode the commit step took: the one asked
+	// for, or SnapshotModeFilesystem after a memory fallback.
+	ResultSnapshotMode = "SNAPSHOT_MODE"
 )
 
 // MaxErrorLength bounds the ERROR result, so that it fits Tekton's 4 KiB
@@ -84,6 +114,11 @@ const ExitCodeThawed = 1
 // step paused, thawed and relabelled nothing.
 const ExitCodeFrozenElsewhere = 4
 
+// ExitCodeMemoryUnsupported is the commit step's exit code when the node
+// cannot take a memory snapshot and no fallback was asked for; nothing is
+// left paused.
+const ExitCodeMemoryUnsupported = 5
+
 // WorkspaceDockerConfig is the optional workspace holding config.json.
 const WorkspaceDockerConfig = "dockerconfig"
 
@@ -95,3 +130,8 @@ const SocketVolume = "containerd-socket"
 // holds the node's containerd overlayfs snapshots (an emptyDir turns the
 // commit step's copy of upper directories off).
 const OverlayfsVolume = "containerd-overlayfs"
+
+// CheckpointVolume is the volume, supplied by the TaskRun's pod template,
+// holding the node's ParamCheckpointDir for a memory snapshot (an emptyDir
+// otherwise).
+const CheckpointVolume = "checkpoints"

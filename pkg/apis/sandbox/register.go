@@ -50,6 +50,11 @@ const (
 	// ImageDeletionPolicyAnnotation overrides, on one SandboxSnapshot, the
 	// image-deletion-policy of config-snapshot: Retain or Delete.
 	ImageDeletionPolicyAnnotation = GroupName + "/image-deletion-policy"
+	// SnapshotModeAnnotation asks, on one SandboxSnapshot, for a Filesystem
+	// or a Memory snapshot (processes and memory too), overriding the
+	// snapshot-mode of config-snapshot. An annotation, because OpenSandbox's
+	// CRD prunes spec fields it does not know.
+	SnapshotModeAnnotation = GroupName + "/snapshot-mode"
 	// ImageMissingAnnotation marks a Succeed SandboxSnapshot whose images the
 	// registry no longer holds; its value lists them, comma-separated.
 	ImageMissingAnnotation = GroupName + "/image-missing"

@@ -200,6 +200,11 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		s.Status.MarkFailed(now, v1alpha1.ReasonInvalidSpec, "%v", err)
 		return r.failed(ctx, s)
 	}
+	mode, err := cfg.SnapshotModeOf(s.Namespace, s.Name, s.Annotations)
+	if err != nil {
+		s.Status.MarkFailed(now, v1alpha1.ReasonInvalidSpec, "%v", err)
+		return r.failed(ctx, s)
+	}
 	src, err := r.resolveSource(ctx, s, cfg)
 	if err != nil {
 		var pe *permanentError
@@ -209,6 +214,7 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		s.Status.MarkFailed(now, pe.reason, "%v", pe)
 		return r.failed(ctx, s)
 	}
+	src.Mode = mode
 
 	unlock := r.commits.lock(src.Pod.UID)
 	defer unlock()

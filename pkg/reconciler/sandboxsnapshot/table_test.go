@@ -89,6 +89,13 @@ func TestReconcile(t *testing.T) {
 		src := resources.Source{Pod: runningPod, Containers: committed}
 		return TaskRun(resources.MakeTaskRun(snap(), src, defaultCfg, trNamespace), opts...)
 	}
+	memory := WithAnnotation(sandbox.SnapshotModeAnnotation, task.SnapshotModeMemory)
+	memoryCfg := map[string]string{config.RegistryKey: registryPrefix, config.SnapshotModeKey: "Memory", config.MemoryFallbackKey: "Filesystem"}
+	memoryTaskRun := func(cfg *config.Snapshot, opts ...TaskRunOption) *pipelinev1.TaskRun {
+		src := resources.Source{Pod: runningPod, Containers: committed, Mode: task.SnapshotModeMemory}
+		return TaskRun(resources.MakeTaskRun(snap(), src, cfg, trNamespace), opts...)
+	}
+	unsupported := `pod team-a/sb-0 container "app": MemorySnapshotUnsupported: CRIU binary not found or too old`
 	unpauseTaskRun := resources.MakeUnpauseTaskRun(snap(), runningPod, defaultCfg, trNamespace)
 	releaseName := "team-a-snap-05307b-release"
 	releaseTaskRun := resources.MakeReleaseTaskRun(snap(committing), defaultCfg, trNamespace)
@@ -244,6 +251,38 @@ func TestReconcile(t *testing.T) {
 		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{Pod: runningPod, Containers: committed},
 			mustConfig(map[string]string{config.RegistryKey: registryPrefix, config.PushSecretKey: "push"}), trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name:                    "a snapshot annotated snapshot-mode Memory gets a memory snapshot TaskRun",
+		Objects:                 []runtime.Object{snap(memory), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{memoryTaskRun(defaultCfg)},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(memory, committing)}},
+	}, {
+		Name:                    "snapshot-mode Memory in config-snapshot applies to snapshots without the annotation, with its fallback",
+		Ctx:                     withConfig(memoryCfg),
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{memoryTaskRun(mustConfig(memoryCfg))},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name:                    "the snapshot-mode annotation Filesystem overrides config-snapshot's Memory",
+		Ctx:                     withConfig(memoryCfg),
+		Objects:                 []runtime.Object{snap(WithAnnotation(sandbox.SnapshotModeAnnotation, "Filesystem")), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{Pod: runningPod, Containers: committed},
+			mustConfig(memoryCfg), trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithAnnotation(sandbox.SnapshotModeAnnotation, "Filesystem"), committing)}},
+	}, {
+		Name:    "an unknown snapshot-mode annotation fails with InvalidSpec, naming it",
+		Objects: []runtime.Object{snap(WithAnnotation(sandbox.SnapshotModeAnnotation, "memory")), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(WithAnnotation(sandbox.SnapshotModeAnnotation, "memory"), WithFailed(v1alpha1.ReasonInvalidSpec, badModeMessage)),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "%s", badModeMessage)},
 	}, {
 		Name:    "missing BatchSandbox fails without a TaskRun",
 		Objects: []runtime.Object{snap(), runningPod},
@@ -568,6 +607,38 @@ func TestReconcile(t *testing.T) {
 			Object: snap(committing, WithFailed(v1alpha1.ReasonCommitConflict, failedMessage("Failed", "\"step-commit\" exited with code 4"))),
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitConflict, "%s", failedMessage("Failed", "\"step-commit\" exited with code 4"))},
+	}, {
+		Name: "a node that cannot take a memory snapshot fails it with MemorySnapshotUnsupported and needs no unpause",
+		Objects: []runtime.Object{snap(committing), runningPod, memoryTaskRun(defaultCfg,
+			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 5"),
+			WithStep(task.StepCommit, corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: task.ExitCodeMemoryUnsupported, Reason: "Error"}}),
+			WithResult(task.ResultError, unsupported))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithFailed(v1alpha1.ReasonMemorySnapshotUnsupported, failedMessage("Failed", "\"step-commit\" exited with code 5; committer: "+unsupported))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonMemorySnapshotUnsupported, "%s",
+			failedMessage("Failed", "\"step-commit\" exited with code 5; committer: "+unsupported))},
+	}, {
+		Name: "a memory snapshot whose node fell back to a filesystem one is Succeed, and says so",
+		Objects: []runtime.Object{snap(committing), memoryTaskRun(mustConfig(memoryCfg), WithTaskRunSucceeded,
+			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "412"),
+			WithResult(task.ResultSnapshotMode, task.SnapshotModeFilesystem))},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB), WithFellBackToFilesystem)}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonMemorySnapshotFellBack,
+				"Node %s cannot take memory snapshots (see: tkn taskrun logs %s -n %s); took a filesystem snapshot, as memory-fallback allows", node, trName, trNamespace),
+			succeededEvent,
+		},
+	}, {
+		Name: "a memory snapshot taken is Succeed like any other",
+		Objects: []runtime.Object{snap(committing), memoryTaskRun(defaultCfg, WithTaskRunSucceeded,
+			WithResult(task.ResultDigests, digestA+","+digestB), WithResult(task.ResultPauseWindowMS, "180"),
+			WithResult(task.ResultSnapshotMode, task.SnapshotModeMemory))},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(180, digestA, digestB))}},
+		WantEvents:        []string{succeededEvent},
 	}, {
 		Name: "a commit pod killed mid-pause gets an unpause TaskRun on the same node",
 		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
@@ -974,6 +1045,7 @@ var (
 	bundleByTagMessage = "ConfigMap config-snapshot: key \"task-bundle\": \"registry.test/tasks/sandbox-commit:v1\" is not a bundle pinned by digest, <registry>/<repository>@sha256:<hex> (tkn bundle push prints it): a digest must contain exactly one '@' separator (e.g. registry/repository@digest) saw: registry.test/tasks/sandbox-commit:v1"
 	invalidSpecMessage = "SandboxSnapshot team-a/snap: invalid value: Not_A_Name: spec.sandboxName\n" +
 		"a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+	badModeMessage  = "SandboxSnapshot team-a/snap: annotation " + sandbox.SnapshotModeAnnotation + ": \"memory\" is neither \"Filesystem\" nor \"Memory\""
 	badImageMessage = "BatchSandbox team-a/sb: image \"registry.test/Snapshots/team-a/sb/app:" + tag +
 		"\" for container \"app\" is not a valid OCI reference: repository can only contain the characters `abcdefghijklmnopqrstuvwxyz0123456789_-./`: Snapshots/team-a/sb/app"
 )

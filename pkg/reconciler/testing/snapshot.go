@@ -120,6 +120,12 @@ func WithSucceeded(pauseWindowMillis int64, digests ...string) SnapshotOption {
 	}
 }
 
+// WithFellBackToFilesystem notes that a Succeed snapshot's memory snapshot
+// fell back to a filesystem one.
+func WithFellBackToFilesystem(s *v1alpha1.SandboxSnapshot) {
+	s.Status.MarkFellBackToFilesystem(Now)
+}
+
 // WithFailed marks the snapshot Failed.
 func WithFailed(reason, message string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {

@@ -44,10 +44,15 @@ const (
 	ReasonCommitTaskRunMissing   = "CommitTaskRunMissing"
 	ReasonCommitResultsInvalid   = "CommitResultsInvalid"
 	ReasonCommitConflict         = "CommitConflict"
-	ReasonWaitingForCommit       = "WaitingForCommit"
-	ReasonCommitting             = "Committing"
-	ReasonCommitPodPending       = "CommitPodPending"
-	ReasonSucceeded              = "Succeeded"
+	// ReasonMemorySnapshotUnsupported fails a memory snapshot on a node
+	// that cannot take one; ReasonMemorySnapshotFellBack marks a Succeed
+	// one that took a filesystem snapshot there instead.
+	ReasonMemorySnapshotUnsupported = "MemorySnapshotUnsupported"
+	ReasonMemorySnapshotFellBack    = "MemorySnapshotFellBack"
+	ReasonWaitingForCommit          = "WaitingForCommit"
+	ReasonCommitting                = "Committing"
+	ReasonCommitPodPending          = "CommitPodPending"
+	ReasonSucceeded                 = "Succeeded"
 )
 
 // Reasons on the events that report a thaw.
@@ -129,6 +134,15 @@ func (s *SandboxSnapshotStatus) MarkSucceeded(now metav1.Time, digests []string,
 	s.setCondition(ConditionReady, metav1.ConditionTrue, ReasonSucceeded,
 		fmt.Sprintf("Committed and pushed %d container image(s)", len(s.Containers)), now)
 	s.setCondition(ConditionFailed, metav1.ConditionFalse, ReasonSucceeded, "", now)
+}
+
+// MarkFellBackToFilesystem notes, on a Succeed snapshot that asked for a
+// memory snapshot, that its node could not take one and a filesystem
+// snapshot was taken instead.
+func (s *SandboxSnapshotStatus) MarkFellBackToFilesystem(now metav1.Time) {
+	s.setCondition(ConditionReady, metav1.ConditionTrue, ReasonMemorySnapshotFellBack,
+		fmt.Sprintf("Node %s cannot take memory snapshots: committed and pushed %d filesystem image(s) instead, whose processes start afresh on resume",
+			s.SourceNodeName, len(s.Containers)), now)
 }
 
 // MarkFailed fails the snapshot for good with a reason and a message that

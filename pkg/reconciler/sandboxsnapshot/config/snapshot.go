@@ -50,6 +50,9 @@ const (
 	DefaultClassKey     = "default-class"
 	PriorityClassKey    = "priority-class-name"
 	MaxLayersKey        = "max-layers"
+	SnapshotModeKey     = "snapshot-mode"
+	MemoryFallbackKey   = "memory-fallback"
+	CheckpointDirKey    = "checkpoint-dir"
 
 	TaskRunRetentionSucceededKey = "taskrun-retention-succeeded"
 	TaskRunRetentionFailedKey    = "taskrun-retention-failed"
@@ -140,6 +143,16 @@ type Snapshot struct {
 	// image: past it a commit squashes them and its change into one. 0
 	// never squashes.
 	MaxLayers int
+	// SnapshotMode applies to snapshots without the
+	// sandbox.SnapshotModeAnnotation: task.SnapshotModeFilesystem or
+	// task.SnapshotModeMemory.
+	SnapshotMode string
+	// MemoryFallback is what a memory snapshot does on a node that cannot
+	// take one: task.MemoryFallbackNone or task.MemoryFallbackFilesystem.
+	MemoryFallback string
+	// CheckpointDir is the node directory containerd writes memory
+	// snapshots to, for the commit step.
+	CheckpointDir string
 	// TaskRunRetentionSucceeded is how long the TaskRuns of a Succeed
 	// snapshot are kept after they complete; KeepTaskRuns keeps them until
 	// the snapshot is deleted.
@@ -179,6 +192,9 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		DefaultClass:     sandbox.TektonClass,
 		PriorityClass:    DefaultPriorityClass,
 		MaxLayers:        DefaultMaxLayers,
+		SnapshotMode:     task.SnapshotModeFilesystem,
+		MemoryFallback:   task.MemoryFallbackNone,
+		CheckpointDir:    task.DefaultCheckpointDir,
 
 		TaskRunRetentionSucceeded: DefaultTaskRunRetentionSucceeded,
 		TaskRunRetentionFailed:    DefaultTaskRunRetentionFailed,
@@ -249,6 +265,27 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 			s.MaxLayers = n
 		}
 	}
+	if v, ok := cm.Data[SnapshotModeKey]; ok {
+		if m, err := ParseSnapshotMode(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", SnapshotModeKey, err))
+		} else {
+			s.SnapshotMode = m
+		}
+	}
+	if v, ok := cm.Data[MemoryFallbackKey]; ok {
+		switch v = strings.TrimSpace(v); v {
+		case task.MemoryFallbackNone, task.MemoryFallbackFilesystem:
+			s.MemoryFallback = v
+		default:
+			errs = append(errs, fmt.Errorf("key %q: %q is neither %q nor %q", MemoryFallbackKey, v, task.MemoryFallbackNone, task.MemoryFallbackFilesystem))
+		}
+	}
+	if v := strings.TrimSpace(cm.Data[CheckpointDirKey]); v != "" {
+		if !strings.HasPrefix(v, "/") {
+			errs = append(errs, fmt.Errorf("key %q: %q is not an absolute path", CheckpointDirKey, v))
+		}
+		s.CheckpointDir = v
+	}
 	for key, d := range map[string]*time.Duration{
 		TaskRunRetentionSucceededKey: &s.TaskRunRetentionSucceeded,
 		TaskRunRetentionFailedKey:    &s.TaskRunRetentionFailed,
@@ -316,6 +353,29 @@ func (s *Snapshot) ImageDeletionPolicyOf(namespace, name string, annotations map
 		return "", fmt.Errorf("SandboxSnapshot %s/%s: annotation %s: %w", namespace, name, sandbox.ImageDeletionPolicyAnnotation, err)
 	}
 	return p, nil
+}
+
+// ParseSnapshotMode parses task.SnapshotModeFilesystem or task.SnapshotModeMemory.
+func ParseSnapshotMode(v string) (string, error) {
+	switch v = strings.TrimSpace(v); v {
+	case task.SnapshotModeFilesystem, task.SnapshotModeMemory:
+		return v, nil
+	}
+	return "", fmt.Errorf("%q is neither %q nor %q", v, task.SnapshotModeFilesystem, task.SnapshotModeMemory)
+}
+
+// SnapshotModeOf returns the mode of a snapshot: its annotation
+// sandbox.SnapshotModeAnnotation, else the configured one.
+func (s *Snapshot) SnapshotModeOf(namespace, name string, annotations map[string]string) (string, error) {
+	v, ok := annotations[sandbox.SnapshotModeAnnotation]
+	if !ok {
+		return s.SnapshotMode, nil
+	}
+	m, err := ParseSnapshotMode(v)
+	if err != nil {
+		return "", fmt.Errorf("SandboxSnapshot %s/%s: annotation %s: %w", namespace, name, sandbox.SnapshotModeAnnotation, err)
+	}
+	return m, nil
 }
 
 // ControllerSecret names the Secret whose credentials the controller uses

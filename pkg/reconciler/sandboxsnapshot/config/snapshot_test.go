@@ -43,6 +43,9 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		DefaultClass:     "tekton",
 		PriorityClass:    "sandbox-snapshot-commit",
 		MaxLayers:        16,
+		SnapshotMode:     "Filesystem",
+		MemoryFallback:   "None",
+		CheckpointDir:    "/var/lib/sandbox-snapshot-operator/checkpoints",
 
 		TaskRunRetentionSucceeded: 5 * time.Minute,
 		TaskRunRetentionFailed:    24 * time.Hour,
@@ -68,12 +71,14 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		TaskBundleKey:                " " + testBundle + " ",
 		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: "-1", ImageDeletionPolicyKey: "Delete",
 		ImageDeletionTimeoutKey: "30m", ImageCheckIntervalKey: "0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
+		SnapshotModeKey: " Memory ", MemoryFallbackKey: "Filesystem", CheckpointDirKey: "/srv/checkpoints",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
 		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
 		OverlayfsRoot:             "/data/containerd/io.containerd.snapshotter.v1.overlayfs",
 		TaskRunRetentionSucceeded: 0, TaskRunRetentionFailed: KeepTaskRuns, ImageDeletionPolicy: ImageDeletionDelete,
-		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5}
+		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5,
+		SnapshotMode: "Memory", MemoryFallback: "Filesystem", CheckpointDir: "/srv/checkpoints"}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
 	}
@@ -98,6 +103,9 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 	}{
 		{"missing registry", map[string]string{}, `set key "registry"`},
 		{"bad timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "ten minutes"}, `key "commit-timeout": "ten minutes" is not a duration`},
+		{"bad snapshot mode", map[string]string{RegistryKey: "r", SnapshotModeKey: "memory"}, `key "snapshot-mode": "memory" is neither "Filesystem" nor "Memory"`},
+		{"bad memory fallback", map[string]string{RegistryKey: "r", MemoryFallbackKey: "Fail"}, `key "memory-fallback": "Fail" is neither "None" nor "Filesystem"`},
+		{"relative checkpoint dir", map[string]string{RegistryKey: "r", CheckpointDirKey: "checkpoints"}, `key "checkpoint-dir": "checkpoints" is not an absolute path`},
 		{"negative timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "-1m"}, `key "commit-timeout": "-1m" must be positive`},
 		{"bad insecure flag", map[string]string{RegistryKey: "r", InsecureRegistryKey: "maybe"}, `key "insecure-registry": "maybe" is not a boolean`},
 		{"bad retention", map[string]string{RegistryKey: "r", TaskRunRetentionSucceededKey: "soon"}, `key "taskrun-retention-succeeded": "soon" is not a duration such as 5m, or -1`},

@@ -50,6 +50,9 @@ type Source struct {
 	Pod *corev1.Pod
 	// Containers are the containers to commit and the images they go to.
 	Containers []v1alpha1.ContainerSnapshot
+	// Mode is task.SnapshotModeMemory for a memory snapshot; anything
+	// else takes a filesystem snapshot.
+	Mode string
 }
 
 // MakeTaskRun builds the TaskRun that commits and pushes the source's
@@ -66,6 +69,20 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 		pipelinev1.Param{Name: task.ParamInsecureRegistry, Value: *pipelinev1.NewStructuredValues(strconv.FormatBool(cfg.InsecureRegistry))},
 		pipelinev1.Param{Name: task.ParamMaxLayers, Value: *pipelinev1.NewStructuredValues(strconv.Itoa(cfg.MaxLayers))},
 	)
+	if src.Mode == task.SnapshotModeMemory {
+		tr.Spec.Params = append(tr.Spec.Params,
+			pipelinev1.Param{Name: task.ParamSnapshotMode, Value: *pipelinev1.NewStructuredValues(task.SnapshotModeMemory)},
+			pipelinev1.Param{Name: task.ParamMemoryFallback, Value: *pipelinev1.NewStructuredValues(cfg.MemoryFallback)},
+			pipelinev1.Param{Name: task.ParamCheckpointDir, Value: *pipelinev1.NewStructuredValues(cfg.CheckpointDir)},
+		)
+		tr.Spec.PodTemplate.Volumes = append(tr.Spec.PodTemplate.Volumes[:2], corev1.Volume{
+			Name: task.CheckpointVolume,
+			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+				Path: cfg.CheckpointDir,
+				Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+			}},
+		})
+	}
 	if cfg.PushSecret != "" {
 		tr.Spec.Workspaces = []pipelinev1.WorkspaceBinding{{
 			Name: task.WorkspaceDockerConfig,
@@ -151,7 +168,12 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 						Path: cfg.ContainerdSocket,
 						Type: ptr.To(corev1.HostPathSocket),
 					}},
-				}, overlayfsVolume(cfg)},
+				}, overlayfsVolume(cfg), {
+					// The node's checkpoint directory for a memory snapshot
+					// (MakeTaskRun), which nothing else needs.
+					Name:         task.CheckpointVolume,
+					VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+				}},
 			},
 		},
 	}

@@ -41,8 +41,13 @@ var failureReasons = map[pipelinev1.TaskRunReason]string{
 
 // FailureReason returns the snapshot's reason for a failed TaskRun.
 func FailureReason(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
-	if t := commitStep(tr); t != nil && t.Terminated != nil && t.Terminated.ExitCode == task.ExitCodeFrozenElsewhere {
-		return v1alpha1.ReasonCommitConflict
+	if t := commitStep(tr); t != nil && t.Terminated != nil {
+		switch t.Terminated.ExitCode {
+		case task.ExitCodeFrozenElsewhere:
+			return v1alpha1.ReasonCommitConflict
+		case task.ExitCodeMemoryUnsupported:
+			return v1alpha1.ReasonMemorySnapshotUnsupported
+		}
 	}
 	if reason, ok := failureReasons[pipelinev1.TaskRunReason(cond.Reason)]; ok {
 		return reason
@@ -145,7 +150,15 @@ func MayHavePaused(tr *pipelinev1.TaskRun) bool {
 		return false
 	}
 	ended := t.Reason == "Completed" || t.Reason == "Error"
-	return !ended || (t.ExitCode != 0 && t.ExitCode != task.ExitCodeThawed && t.ExitCode != task.ExitCodeFrozenElsewhere)
+	return !ended || (t.ExitCode != 0 && t.ExitCode != task.ExitCodeThawed && t.ExitCode != task.ExitCodeFrozenElsewhere &&
+		t.ExitCode != task.ExitCodeMemoryUnsupported)
+}
+
+// FellBackToFilesystem reports whether a successful TaskRun asked for a
+// memory snapshot and took a filesystem one, its node unable to.
+func FellBackToFilesystem(tr *pipelinev1.TaskRun) bool {
+	return paramValue(tr, task.ParamSnapshotMode) == task.SnapshotModeMemory &&
+		resultValue(tr, task.ResultSnapshotMode) != task.SnapshotModeMemory
 }
 
 // IsCommit reports whether tr is a commit TaskRun, not an unpause or a

@@ -126,6 +126,10 @@ func TestMakeTaskRun(t *testing.T) {
 		Name: "containerd-overlayfs",
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 			Path: "/data/ctrd/io.containerd.snapshotter.v1.overlayfs", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}},
+	}, {
+		// A filesystem snapshot gets no host directory to write to.
+		Name:         "checkpoints",
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 	}}
 	if diff := cmp.Diff(wantVolumes, []corev1.Volume(pt.Volumes)); diff != "" {
 		t.Errorf("volumes (-want +got):\n%s", diff)
@@ -146,13 +150,40 @@ func TestMakeTaskRunOverlayfsCopyOff(t *testing.T) {
 	}})
 	tr := MakeTaskRun(s, src, cfg, "ns")
 	vols := tr.Spec.PodTemplate.Volumes
-	if len(vols) != 2 || vols[1].Name != "containerd-overlayfs" || vols[1].EmptyDir == nil || vols[1].HostPath != nil {
+	if len(vols) != 3 || vols[1].Name != "containerd-overlayfs" || vols[1].EmptyDir == nil || vols[1].HostPath != nil {
 		t.Errorf("volumes = %+v, want containerd-overlayfs as an emptyDir", vols)
 	}
 	for _, p := range tr.Spec.Params {
 		if p.Name == "overlayfs-root" && p.Value.StringVal != config.DefaultOverlayfsRoot {
 			t.Errorf("overlayfs-root = %q, want the Task's default %q", p.Value.StringVal, config.DefaultOverlayfsRoot)
 		}
+	}
+}
+
+// TestMakeTaskRunMemory checks that a memory snapshot passes the mode, the
+// fallback and the checkpoint directory, and gets that host directory as the
+// checkpoints volume.
+func TestMakeTaskRunMemory(t *testing.T) {
+	s, src := testSource()
+	src.Mode = task.SnapshotModeMemory
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
+		config.RegistryKey: "r.test/s", config.MemoryFallbackKey: "Filesystem", config.CheckpointDirKey: "/srv/ck",
+	}})
+	tr := MakeTaskRun(s, src, cfg, "ns")
+	got := map[string]string{}
+	for _, p := range tr.Spec.Params {
+		got[p.Name] = p.Value.StringVal
+	}
+	for k, v := range map[string]string{"snapshot-mode": "Memory", "memory-fallback": "Filesystem", "checkpoint-dir": "/srv/ck"} {
+		if got[k] != v {
+			t.Errorf("param %s = %q, want %q", k, got[k], v)
+		}
+	}
+	vols := tr.Spec.PodTemplate.Volumes
+	want := corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+		Path: "/srv/ck", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}
+	if len(vols) != 3 || !cmp.Equal(vols[2], want) {
+		t.Errorf("volumes = %+v, want the third %+v", vols, want)
 	}
 }
 
