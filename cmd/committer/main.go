@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -215,7 +216,7 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	if params.Mode == committer.ModeCommit {
 		// The push step pushes with them; the commit step reads a base image
 		// from its registry when containerd no longer holds its record.
-		kc, err := committer.LoadKeychain(o.dockerConfig)
+		kc, err := dockerconfig.Load(o.dockerConfig)
 		if err != nil {
 			return err
 		}

@@ -111,7 +111,7 @@ type Committer struct {
 
 	// hookInPause, when set (tests only), runs while the containers are frozen.
 	hookInPause func(context.Context) error
-	// chunkSize, when set (tests only), replaces defaultChunkSize.
+	// chunkSize, when set (tests only), replaces upload.DefaultChunkSize.
 	chunkSize int
 }
 

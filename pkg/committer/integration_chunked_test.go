@@ -572,7 +572,7 @@ func BenchmarkChunkedUploadMemory(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		err = u.upload(context.Background(), d, nil, func() (io.ReadCloser, error) { return &genReader{n: size}, nil })
+		err = u.Upload(context.Background(), d, nil, func() (io.ReadCloser, error) { return &genReader{n: size}, nil })
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -23,14 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
@@ -40,10 +36,11 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
 // pushConcurrency bounds parallel blob uploads.
@@ -58,53 +55,12 @@ type PushStats struct {
 	Remote int64
 }
 
-// The registry retry policy, explicit rather than go-containerregistry's
-// defaults (which also retry any error a registry labels UNKNOWN, such as a
-// full disk, and wait 1 s then 3 s). go-containerregistry applies it at two
-// levels: each HTTP request, and each whole blob or manifest upload.
-var (
-	// retryStatusCodes are the transient HTTP statuses: a registry or proxy
-	// that is restarting, overloaded or rate limiting.
-	retryStatusCodes = []int{
-		http.StatusRequestTimeout,
-		http.StatusTooManyRequests,
-		http.StatusInternalServerError,
-		http.StatusBadGateway,
-		http.StatusServiceUnavailable,
-		http.StatusGatewayTimeout,
-	}
-	// retryBackoff makes at most 4 attempts, 0.5 s, 1 s and 2 s apart.
-	retryBackoff = remote.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 4}
-)
-
-// isTransient decides which registry errors are retried: the statuses in
-// retryStatusCodes, and a connection reset or cut short (EOF). Everything
-// else fails at once: 401, 403, 404 (unknown repository or name), other
-// statuses, refused connections, TLS and plain-HTTP refusals, and our own
-// cancellation.
-func isTransient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrPlainHTTPRefused) {
-		return false
-	}
-	var terr *transport.Error
-	if errors.As(err, &terr) {
-		return slices.Contains(retryStatusCodes, terr.StatusCode)
-	}
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed)
-}
-
 func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
-	return []remote.Option{
+	return append([]remote.Option{
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(c.cfg.Keychain),
-		remote.WithTransport(NewRegistryTransport(c.cfg.Params.Insecure)),
-		remote.WithUserAgent("sandbox-snapshot-operator-committer"),
 		remote.WithJobs(pushConcurrency),
-		remote.WithRetryStatusCodes(retryStatusCodes...),
-		remote.WithRetryPredicate(isTransient),
-		remote.WithRetryBackoff(retryBackoff),
-	}
+	}, upload.RemoteOptions(c.cfg.Params.Insecure)...)
 }
 
 // Push uploads every committed image to its target, verifies the manifest
@@ -249,7 +205,7 @@ func (c *Committer) pushOne(ctx context.Context, ci *committedImage, pusher *rem
 	errs := make([]error, len(blobs))
 	sem := make(chan struct{}, pushConcurrency)
 	var wg sync.WaitGroup
-	var chunked *chunkedUploader
+	var chunked *upload.Chunked
 	for i, d := range blobs {
 		layer, local, err := c.blobLayer(ctx, d, repo, sources, puller)
 		if err != nil {
@@ -299,12 +255,12 @@ func (c *Committer) pushOne(ctx context.Context, ci *committedImage, pusher *rem
 
 // uploadBlob uploads one blob: in chunks when it is larger than one chunk,
 // falling back to one request when the registry refuses chunks.
-func (c *Committer) uploadBlob(ctx context.Context, repo name.Repository, d ocispec.Descriptor, layer v1.Layer, pusher *remote.Pusher, chunked *chunkedUploader) error {
+func (c *Committer) uploadBlob(ctx context.Context, repo name.Repository, d ocispec.Descriptor, layer v1.Layer, pusher *remote.Pusher, chunked *upload.Chunked) error {
 	if d.Size <= int64(c.chunkSizeOrDefault()) {
 		return pusher.Upload(ctx, repo, layer)
 	}
-	err := chunked.upload(ctx, d, mountSource(layer), layer.Compressed)
-	if errors.Is(err, errChunkedRefused) {
+	err := chunked.Upload(ctx, d, mountSource(layer), layer.Compressed)
+	if errors.Is(err, upload.ErrChunkedRefused) {
 		c.log.Printf("pod %s: %s: %v; uploading blob %s in one request", c.podRef(), repo, err, d.Digest)
 		return pusher.Upload(ctx, repo, layer)
 	}
@@ -316,7 +272,27 @@ func (c *Committer) chunkSizeOrDefault() int {
 	if c.chunkSize > 0 {
 		return c.chunkSize
 	}
-	return defaultChunkSize
+	return upload.DefaultChunkSize
+}
+
+// newChunkedUploader returns an uploader authenticated for pushing to repo
+// and mounting from sources.
+func (c *Committer) newChunkedUploader(ctx context.Context, repo name.Repository, sources []name.Repository) (*upload.Chunked, error) {
+	return upload.NewChunked(ctx, repo, sources, upload.Options{
+		Keychain:  c.cfg.Keychain,
+		Insecure:  c.cfg.Params.Insecure,
+		ChunkSize: c.chunkSizeOrDefault(),
+		Logf:      c.log.Printf,
+	})
+}
+
+// mountSource returns the repository a layer would be mounted from.
+func mountSource(l v1.Layer) *name.Repository {
+	if ml, ok := l.(*remote.MountableLayer); ok {
+		r := ml.Reference.Context()
+		return &r
+	}
+	return nil
 }
 
 // sourceRepositories parses the LabelSourceRepos value; the insecure param

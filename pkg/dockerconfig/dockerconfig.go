@@ -22,7 +22,11 @@ package dockerconfig
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -53,6 +57,23 @@ type Keychain struct {
 // Anonymous returns a keychain without credentials.
 func Anonymous() *Keychain {
 	return &Keychain{auths: map[string]authn.AuthConfig{}}
+}
+
+// Load reads <dir>/config.json, the docker config Tekton mounts from the
+// push Secret. An empty dir or a missing file gives an anonymous keychain.
+func Load(dir string) (*Keychain, error) {
+	if dir == "" {
+		return Anonymous(), nil
+	}
+	path := filepath.Join(dir, "config.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Anonymous(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading docker config %s: %w", path, err)
+	}
+	return Parse(b, path)
 }
 
 // Parse reads a docker config.json; source names it in errors (a file, a

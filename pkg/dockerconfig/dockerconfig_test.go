@@ -18,6 +18,8 @@ package dockerconfig
 
 import (
 	"encoding/base64"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -74,6 +76,69 @@ func TestParseInvalid(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "secret-value") || !strings.Contains(err.Error(), "Secret ns/push") {
 			t.Errorf("error leaks the secret or does not name the source: %v", err)
+		}
+	}
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// username returns the user a keychain signs in to registry as, "" for
+// anonymous.
+func username(t *testing.T, k authn.Keychain, registry string) string {
+	t.Helper()
+	r, err := name.NewRegistry(registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := k.Resolve(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := a.Authorization()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Username
+}
+
+func TestLoad(t *testing.T) {
+	k, err := Load(writeConfig(t, `{"auths":{"127.0.0.1:5000":{"username":"u","password":"p"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := username(t, k, "127.0.0.1:5000"); got != "u" {
+		t.Errorf("user at 127.0.0.1:5000 = %q, want u", got)
+	}
+	if got := username(t, k, "127.0.0.1:5001"); got != "" {
+		t.Errorf("user at 127.0.0.1:5001 = %q, want anonymous", got)
+	}
+}
+
+func TestLoadMissingAndInvalid(t *testing.T) {
+	for what, dir := range map[string]string{"no directory": "", "no config.json": t.TempDir()} {
+		k, err := Load(dir)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		} else if got := username(t, k, "127.0.0.1:5000"); got != "" {
+			t.Errorf("%s: user %q, want anonymous", what, got)
+		}
+	}
+	secret := "c2VjcmV0LXZhbHVl" // not "user:pass" once decoded
+	for _, body := range []string{`{"auths":{"r":{"auth":"` + secret + `"}}}`, `{"auths":{"r":{"auth":"!!` + secret + `"}}}`, `{not json ` + secret} {
+		_, err := Load(writeConfig(t, body))
+		if err == nil {
+			t.Errorf("accepted %q", body)
+			continue
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "secret-value") {
+			t.Errorf("error leaks the secret: %v", err)
 		}
 	}
 }

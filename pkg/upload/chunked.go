@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package upload
 
 import (
 	"bytes"
@@ -30,47 +30,57 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// defaultChunkSize is the size of one PATCH of a chunked blob upload: blobs
+// DefaultChunkSize is the size of one PATCH of a chunked blob upload: blobs
 // larger than it are uploaded in chunks, and it bounds the memory one upload
 // holds to resume after a transient error.
-const defaultChunkSize = 16 << 20
+const DefaultChunkSize = 16 << 20
 
-// errChunkedRefused is returned when the registry refuses the first chunk
+// ErrChunkedRefused is returned when the registry refuses the first chunk
 // of an upload: the caller falls back to a monolithic upload.
-var errChunkedRefused = errors.New("the registry refused a chunked upload")
+var ErrChunkedRefused = errors.New("the registry refused a chunked upload")
 
 // errUploadLost is returned when the registry no longer holds bytes it had
 // acknowledged, or cannot tell how many it holds after a partial chunk: the
 // upload starts again from byte 0 in a new session.
 var errUploadLost = errors.New("the registry lost the upload session")
 
-// chunkedUploader uploads blobs with the OCI distribution spec's chunked
-// upload (POST, PATCH with Content-Range, PUT ?digest=). After a transient
-// error it asks the registry how far the upload got (GET on the upload URL,
-// Range header) and resends only what is missing of the current chunk; only
-// that chunk is held in memory.
-type chunkedUploader struct {
+// Options configure NewChunked.
+type Options struct {
+	// Keychain resolves the registry credentials; anonymous when nil.
+	Keychain authn.Keychain
+	// Insecure allows plain HTTP and unverified certificates.
+	Insecure bool
+	// ChunkSize is the size of one PATCH; DefaultChunkSize when 0 or less.
+	ChunkSize int
+	// Logf, which must be set, reports resumes and failed cancellations.
+	Logf func(format string, a ...any)
+}
+
+// Chunked uploads blobs with the OCI distribution spec's chunked upload
+// (POST, PATCH with Content-Range, PUT ?digest=). After a transient error it
+// asks the registry how far the upload got (GET on the upload URL, Range
+// header) and resends only what is missing of the current chunk; only that
+// chunk is held in memory.
+type Chunked struct {
 	client  *http.Client
 	repo    name.Repository
 	chunk   int
 	backoff remote.Backoff
-	// logf reports resumes and fallbacks.
-	logf func(format string, a ...any)
+	logf    func(format string, a ...any)
 }
 
-// newChunkedUploader returns an uploader authenticated for pushing to repo
-// and mounting from sources.
-func (c *Committer) newChunkedUploader(ctx context.Context, repo name.Repository, sources []name.Repository) (*chunkedUploader, error) {
+// NewChunked returns a Chunked authenticated for pushing to repo and
+// mounting from sources.
+func NewChunked(ctx context.Context, repo name.Repository, sources []name.Repository, opts Options) (*Chunked, error) {
 	auth := authn.Anonymous
-	if c.cfg.Keychain != nil {
+	if opts.Keychain != nil {
 		var err error
-		if auth, err = authn.Resolve(ctx, c.cfg.Keychain, repo); err != nil {
+		if auth, err = authn.Resolve(ctx, opts.Keychain, repo); err != nil {
 			return nil, fmt.Errorf("resolving credentials for %s: %w", repo, err)
 		}
 	}
@@ -80,19 +90,23 @@ func (c *Committer) newChunkedUploader(ctx context.Context, repo name.Repository
 			scopes = append(scopes, s.Scope(transport.PullScope))
 		}
 	}
-	inner := transport.NewUserAgent(NewRegistryTransport(c.cfg.Params.Insecure), "sandbox-snapshot-operator-committer")
+	inner := transport.NewUserAgent(newTransport(opts.Insecure), userAgent)
 	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, inner, scopes)
 	if err != nil {
 		return nil, fmt.Errorf("authenticating to %s: %w", repo.RegistryStr(), err)
 	}
-	return &chunkedUploader{client: &http.Client{Transport: rt}, repo: repo, chunk: c.chunkSizeOrDefault(), backoff: retryBackoff, logf: c.log.Printf}, nil
+	chunk := opts.ChunkSize
+	if chunk <= 0 {
+		chunk = DefaultChunkSize
+	}
+	return &Chunked{client: &http.Client{Transport: rt}, repo: repo, chunk: chunk, backoff: retryBackoff, logf: opts.Logf}, nil
 }
 
-// upload puts the blob d, read from open, into the repository: nothing when
+// Upload puts the blob d, read from open, into the repository: nothing when
 // it is there already, a cross-repository mount from mount when the registry
-// allows it, else a chunked upload; errChunkedRefused when the registry
+// allows it, else a chunked upload; ErrChunkedRefused when the registry
 // refuses chunks.
-func (u *chunkedUploader) upload(ctx context.Context, d ocispec.Descriptor, mount *name.Repository, open func() (io.ReadCloser, error)) error {
+func (u *Chunked) Upload(ctx context.Context, d ocispec.Descriptor, mount *name.Repository, open func() (io.ReadCloser, error)) error {
 	if ok, err := u.exists(ctx, d); err != nil || ok {
 		return err
 	}
@@ -119,13 +133,13 @@ func (u *chunkedUploader) upload(ctx context.Context, d ocispec.Descriptor, moun
 }
 
 // blobsURL is the repository's blobs endpoint.
-func (u *chunkedUploader) blobsURL(rest string) string {
+func (u *Chunked) blobsURL(rest string) string {
 	return fmt.Sprintf("%s://%s/v2/%s/blobs/%s", u.repo.Scheme(), u.repo.RegistryStr(), u.repo.RepositoryStr(), rest)
 }
 
 // retry runs one registry request until it succeeds, fails permanently or
 // the retry policy's attempts are spent.
-func (u *chunkedUploader) retry(ctx context.Context, do func() error) error {
+func (u *Chunked) retry(ctx context.Context, do func() error) error {
 	delay := u.backoff.Duration
 	for attempt := 1; ; attempt++ {
 		err := do()
@@ -139,6 +153,7 @@ func (u *chunkedUploader) retry(ctx context.Context, do func() error) error {
 	}
 }
 
+// sleep waits d, or until ctx is done.
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -152,7 +167,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // do sends one request and returns the response when its status is one of
 // codes; otherwise a *transport.Error (or the transport's error).
-func (u *chunkedUploader) do(ctx context.Context, method, target string, body []byte, hdr http.Header, codes ...int) (*http.Response, error) {
+func (u *Chunked) do(ctx context.Context, method, target string, body []byte, hdr http.Header, codes ...int) (*http.Response, error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
@@ -183,7 +198,7 @@ func (u *chunkedUploader) do(ctx context.Context, method, target string, body []
 }
 
 // exists reports whether the repository already holds the blob.
-func (u *chunkedUploader) exists(ctx context.Context, d ocispec.Descriptor) (bool, error) {
+func (u *Chunked) exists(ctx context.Context, d ocispec.Descriptor) (bool, error) {
 	var ok bool
 	err := u.retry(ctx, func() error {
 		_, err := u.do(ctx, http.MethodHead, u.blobsURL(d.Digest.String()), nil, nil, http.StatusOK)
@@ -199,7 +214,7 @@ func (u *chunkedUploader) exists(ctx context.Context, d ocispec.Descriptor) (boo
 
 // start opens an upload session, trying a mount from mount first. It returns
 // the upload URL, or "" when the blob was mounted.
-func (u *chunkedUploader) start(ctx context.Context, d ocispec.Descriptor, mount *name.Repository) (string, error) {
+func (u *Chunked) start(ctx context.Context, d ocispec.Descriptor, mount *name.Repository) (string, error) {
 	target := u.blobsURL("uploads/")
 	if mount != nil {
 		target += "?" + url.Values{"mount": {d.Digest.String()}, "from": {mount.RepositoryStr()}}.Encode()
@@ -269,7 +284,7 @@ func received(h string) (int64, error) {
 
 // send uploads the blob's bytes chunk by chunk into the session at loc and
 // commits it. It returns the session's last upload URL.
-func (u *chunkedUploader) send(ctx context.Context, loc string, d ocispec.Descriptor, open func() (io.ReadCloser, error)) (string, error) {
+func (u *Chunked) send(ctx context.Context, loc string, d ocispec.Descriptor, open func() (io.ReadCloser, error)) (string, error) {
 	rc, err := open()
 	if err != nil {
 		return loc, err
@@ -314,7 +329,7 @@ func isRangeError(err error) bool {
 // next upload URL (on failure, the last one known). After a transient error
 // or a 416 it asks the registry how many bytes it holds and resends the rest
 // of the chunk from there.
-func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, off int64) (string, error) {
+func (u *Chunked) patch(ctx context.Context, loc string, chunk []byte, off int64) (string, error) {
 	end := off + int64(len(chunk))
 	var sent int64 // bytes of chunk the registry holds
 	delay := u.backoff.Duration
@@ -337,7 +352,7 @@ func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, o
 			loc = next
 			err = fmt.Errorf("registry holds %d bytes after a PATCH up to %d", got, end)
 		} else if off == 0 && sent == 0 && attempt == 1 && refusesChunks(err) {
-			return loc, fmt.Errorf("%w: %w", errChunkedRefused, err)
+			return loc, fmt.Errorf("%w: %w", ErrChunkedRefused, err)
 		} else if !isTransient(err) && !isRangeError(err) {
 			return loc, err
 		}
@@ -375,7 +390,7 @@ func (u *chunkedUploader) patch(ctx context.Context, loc string, chunk []byte, o
 }
 
 // status asks the registry how many bytes of the upload at loc it holds.
-func (u *chunkedUploader) status(ctx context.Context, loc string) (int64, string, error) {
+func (u *Chunked) status(ctx context.Context, loc string) (int64, string, error) {
 	resp, err := u.do(ctx, http.MethodGet, loc, nil, nil, http.StatusNoContent, http.StatusOK)
 	if err != nil {
 		return 0, "", err
@@ -390,7 +405,7 @@ func (u *chunkedUploader) status(ctx context.Context, loc string) (int64, string
 
 // commit closes the upload with the blob's digest. When a retried PUT is
 // refused, the blob may already be committed by the lost first one.
-func (u *chunkedUploader) commit(ctx context.Context, loc string, d ocispec.Descriptor) error {
+func (u *Chunked) commit(ctx context.Context, loc string, d ocispec.Descriptor) error {
 	target, err := url.Parse(loc)
 	if err != nil {
 		return err
@@ -416,19 +431,10 @@ func (u *chunkedUploader) commit(ctx context.Context, loc string, d ocispec.Desc
 }
 
 // cancel deletes an upload session, best effort, also when ctx is done.
-func (u *chunkedUploader) cancel(ctx context.Context, loc string) {
+func (u *Chunked) cancel(ctx context.Context, loc string) {
 	ctx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer done()
 	if _, err := u.do(ctx, http.MethodDelete, loc, nil, nil, http.StatusNoContent, http.StatusOK, http.StatusAccepted, http.StatusNotFound); err != nil {
 		u.logf("cancelling upload to %s: %v", u.repo, err)
 	}
-}
-
-// mountSource returns the repository a layer would be mounted from.
-func mountSource(l v1.Layer) *name.Repository {
-	if ml, ok := l.(*remote.MountableLayer); ok {
-		r := ml.Reference.Context()
-		return &r
-	}
-	return nil
 }

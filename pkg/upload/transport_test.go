@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package upload
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ func TestPlainHTTPOnlyWhenInsecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = remote.Write(strict, img, remote.WithTransport(NewRegistryTransport(false)))
+	err = remote.Write(strict, img, remote.WithTransport(newTransport(false)))
 	if !errors.Is(err, ErrPlainHTTPRefused) && (err == nil || !strings.Contains(err.Error(), "insecure-registry")) {
 		t.Fatalf("insecure=false: want plain HTTP refused, got %v", err)
 	}
@@ -53,14 +53,14 @@ func TestPlainHTTPOnlyWhenInsecure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Write(insecure, img, remote.WithTransport(NewRegistryTransport(true))); err != nil {
+	if err := remote.Write(insecure, img, remote.WithTransport(newTransport(true))); err != nil {
 		t.Fatalf("insecure=true: %v", err)
 	}
 }
 
 func TestTransportRefusesHTTPDirectly(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "http://10.0.0.1:5000/v2/", nil)
-	if _, err := NewRegistryTransport(false).RoundTrip(req); !errors.Is(err, ErrPlainHTTPRefused) {
+	if _, err := newTransport(false).RoundTrip(req); !errors.Is(err, ErrPlainHTTPRefused) {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -14,17 +14,35 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package upload
 
 import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
+
+// userAgent is the User-Agent of every registry request.
+const userAgent = "sandbox-snapshot-operator-committer"
 
 // ErrPlainHTTPRefused is wrapped by errors for plain-HTTP registry requests
 // made while insecure-registry is false.
 var ErrPlainHTTPRefused = fmt.Errorf("plain HTTP to a registry is refused because insecure-registry is \"false\"")
+
+// RemoteOptions returns the go-containerregistry options every registry
+// request takes: the transport of newTransport(insecure), the user agent
+// and the retry policy.
+func RemoteOptions(insecure bool) []remote.Option {
+	return []remote.Option{
+		remote.WithTransport(newTransport(insecure)),
+		remote.WithUserAgent(userAgent),
+		remote.WithRetryStatusCodes(retryStatusCodes...),
+		remote.WithRetryPredicate(isTransient),
+		remote.WithRetryBackoff(retryBackoff),
+	}
+}
 
 // registryTransport enforces the insecure-registry param: go-containerregistry
 // would otherwise fall back to plain HTTP for loopback and private addresses
@@ -34,11 +52,11 @@ type registryTransport struct {
 	inner    http.RoundTripper
 }
 
-// NewRegistryTransport returns the HTTP transport used for every registry
-// request. With insecure=false only HTTPS with verified certificates is
-// allowed. With insecure=true plain HTTP is allowed and certificates are not
-// verified, like docker's and nerdctl's --insecure-registry.
-func NewRegistryTransport(insecure bool) http.RoundTripper {
+// newTransport returns the HTTP transport used for every registry request.
+// With insecure=false only HTTPS with verified certificates is allowed. With
+// insecure=true plain HTTP is allowed and certificates are not verified, like
+// docker's and nerdctl's --insecure-registry.
+func newTransport(insecure bool) http.RoundTripper {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	if insecure {
 		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // requested by insecure-registry=true
