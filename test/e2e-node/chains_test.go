@@ -45,6 +45,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 const (
@@ -155,9 +156,9 @@ func waitForChains(t *testing.T, taskRun string) *pipelinev1.TaskRun {
 	deadline := time.Now().Add(chainsTimeout)
 	for {
 		var err error
-		tr, err = c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), taskRun, metav1.GetOptions{})
+		tr, err = c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), taskRun, metav1.GetOptions{})
 		if err != nil {
-			t.Fatalf("TaskRun %s/%s: %v", systemNamespace, taskRun, err)
+			t.Fatalf("TaskRun %s/%s: %v", test.SystemNamespace, taskRun, err)
 		}
 		state := tr.Annotations[chainsSigned]
 		if state == "true" {
@@ -170,7 +171,7 @@ func waitForChains(t *testing.T, taskRun string) *pipelinev1.TaskRun {
 			}
 			t.Fatalf("Tekton Chains did not sign TaskRun %s/%s within %s (annotation %s=%q, %s=%q); "+
 				"see `kubectl -n %s logs deployment/tekton-chains-controller`, last lines:\n%s",
-				systemNamespace, taskRun, chainsTimeout, chainsSigned, state,
+				test.SystemNamespace, taskRun, chainsTimeout, chainsSigned, state,
 				"chains.tekton.dev/retries", tr.Annotations["chains.tekton.dev/retries"], chainsNamespace, logs)
 		}
 		time.Sleep(time.Second)

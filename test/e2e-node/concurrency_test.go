@@ -30,7 +30,6 @@ import (
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 const (
@@ -103,7 +103,7 @@ func TestConcurrentSnapshotsOfOnePod(t *testing.T) {
 			}
 			ready.Done()
 			<-release
-			_, errs[i] = c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(context.Background(), s, metav1.CreateOptions{})
+			_, errs[i] = c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(context.Background(), s, metav1.CreateOptions{})
 		}()
 	}
 	ready.Wait()
@@ -232,14 +232,10 @@ func countLines(t *testing.T, text, where string) int {
 func commitTaskRunOf(t *testing.T, ns, snapshot string) *pipelinev1.TaskRun {
 	t.Helper()
 	var commits []*pipelinev1.TaskRun
-	for _, name := range taskRunsOf(t, ns, snapshot) {
-		tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range taskRunsOf(t, ns, snapshot) {
 		for _, p := range tr.Spec.Params {
 			if p.Name == task.ParamMode && p.Value.StringVal == task.ModeCommit {
-				commits = append(commits, tr)
+				commits = append(commits, &tr)
 			}
 		}
 	}
@@ -269,15 +265,7 @@ func watchSnapshots(t *testing.T, ns string, names []string) *snapshotObserver {
 	t.Helper()
 	o := &snapshotObserver{seen: map[string][]string{}, waiting: map[string][]string{}, ready: map[string]string{},
 		final: map[string]*v1alpha1.SandboxSnapshot{}, done: make(chan error, 1)}
-	snaps := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return snaps.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return snaps.Watch(ctx, opts)
-		},
-	}
+	lw := test.ListWatch(c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns), metav1.ListOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout+time.Minute)
 	t.Cleanup(cancel)
 	synced := make(chan struct{})
@@ -355,20 +343,15 @@ type taskRunEvents struct {
 func watchTaskRuns(t *testing.T, ns string) *taskRunEvents {
 	t.Helper()
 	r := &taskRunEvents{done: map[string]bool{}}
-	trs := c.pipeline.TektonV1().TaskRuns(systemNamespace)
-	sel := "sandbox.opensandbox.io/sandbox-snapshot-namespace=" + ns
-	list, err := trs.List(t.Context(), metav1.ListOptions{LabelSelector: sel})
+	trs := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
+	sel := metav1.ListOptions{LabelSelector: test.TaskRunSelector(ns, "")}
+	list, err := trs.List(t.Context(), sel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = sel
-			return trs.Watch(ctx, opts)
-		},
-	})
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, test.ListWatch(trs, sel))
 	if err != nil {
 		t.Fatal(err)
 	}

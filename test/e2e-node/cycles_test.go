@@ -20,9 +20,7 @@ package e2enode
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -31,10 +29,10 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // Sizes of what each cycle writes: a new file, and one file rewritten.
@@ -80,7 +78,7 @@ func TestPauseResumeCycles(t *testing.T) {
 		report = bufio.NewWriter(f)
 		fmt.Fprintln(report, "cycle\town_layers\tlayers\tpause_ms\tcommit_push_ms\tsnapshot_ms\tresume_ms\tregistry_bytes\tlive_bytes")
 	}
-	setConfig(t, map[string]string{"max-layers": strconv.Itoa(bound), "image-deletion-policy": "Delete"},
+	setConfig(t, map[string]any{"max-layers": strconv.Itoa(bound), "image-deletion-policy": "Delete"},
 		fmt.Sprintf(`"maxLayers":%d`, bound))
 	ns := newNamespace(t)
 	createSandbox(t, ns, "cy")
@@ -114,7 +112,7 @@ func TestPauseResumeCycles(t *testing.T) {
 		if prev != nil {
 			// As OpenSandbox does after a resume; nothing refers to its
 			// images any more, and they go.
-			deleteSnapshot(t, ns, prev.Name, time.Minute)
+			test.DeleteSnapshot(t.Context(), t, c, ns, prev.Name, time.Minute)
 			for _, cs := range prev.Status.Containers {
 				waitImageGone(t, cs.ImageURI, time.Minute)
 			}
@@ -208,14 +206,8 @@ func waitImageGone(t *testing.T, ref string, within time.Duration) {
 	}
 	eventually(t, "image "+ref+" to be deleted", within, func() (bool, error) {
 		_, err := remote.Head(r, remote.WithContext(t.Context()))
-		return isNotFound(err), nil
+		return test.RegistryNotFound(err), nil
 	})
-}
-
-// isNotFound reports whether a registry answered 404.
-func isNotFound(err error) bool {
-	var terr *transport.Error
-	return errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound
 }
 
 // registryBytes sums the distinct blobs above the original image (layers
@@ -248,7 +240,7 @@ func registryBytes(t *testing.T, s *v1alpha1.SandboxSnapshot, base []string) int
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := remote.Head(ref.Context().Digest(d.String()), remote.WithContext(t.Context())); isNotFound(err) {
+			if _, err := remote.Head(ref.Context().Digest(d.String()), remote.WithContext(t.Context())); test.RegistryNotFound(err) {
 				continue // deleted with its snapshot
 			} else if err != nil {
 				t.Fatal(err)
@@ -280,7 +272,7 @@ func commitFigures(t *testing.T, ns, snapshot string) (int64, time.Duration) {
 		}
 	}
 	stamp := func(step string, last bool) time.Time {
-		lines := strings.Split(strings.TrimSpace(run(t, "", "kubectl", "-n", systemNamespace, "logs", tr.Status.PodName, "-c", "step-"+step)), "\n")
+		lines := strings.Split(strings.TrimSpace(run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", tr.Status.PodName, "-c", "step-"+step)), "\n")
 		l := lines[0]
 		if last {
 			l = lines[len(lines)-1]

@@ -40,6 +40,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // TestCommitPodKilledMidPause kills the committer with SIGKILL while the
@@ -51,7 +52,7 @@ func TestCommitPodKilledMidPause(t *testing.T) {
 	// commit step leaves the tar of the change to containerd inside the
 	// pause: with a large diff that keeps the containers paused long enough
 	// to catch, where the step's own copy takes a tenth of the time.
-	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
 	pod := createSandbox(t, ns, "sb")
 	pauseAndKill(t, ns, "sb-snap", pod, nil)
 
@@ -130,28 +131,28 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 	auth := base64.StdEncoding.EncodeToString([]byte("snapshotter:" + password))
 	config, _ := json.Marshal(map[string]any{"auths": map[string]any{localRegistry: map[string]string{"auth": auth}}})
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-push", Namespace: systemNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-push", Namespace: test.SystemNamespace},
 		Type:       corev1.SecretTypeDockerConfigJson,
 		Data:       map[string][]byte{corev1.DockerConfigJsonKey: config},
 	}
-	if _, err := c.kube.CoreV1().Secrets(systemNamespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.kube.CoreV1().Secrets(systemNamespace).Delete(context.Background(), "e2e-push", metav1.DeleteOptions{})
+		_ = c.Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), "e2e-push", metav1.DeleteOptions{})
 	})
-	setConfig(t, map[string]string{"push-secret": "e2e-push"}, `"pushSecret":"e2e-push"`)
+	setConfig(t, map[string]any{"push-secret": "e2e-push"}, `"pushSecret":"e2e-push"`)
 
 	createSnapshot(t, ns, "sb-snap", "sb")
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
-	tr := v1alpha1.TaskRunReference{Namespace: systemNamespace, Name: names.CommitTaskRun(s)}
+	tr := v1alpha1.TaskRunReference{Namespace: test.SystemNamespace, Name: names.CommitTaskRun(s)}
 
 	outputs := map[string]string{
 		"snapshot":       run(t, "", "kubectl", "-n", ns, "get", "sbxsnap", "sb-snap", "-o", "yaml"),
 		"events":         run(t, "", "kubectl", "-n", ns, "get", "events", "-o", "yaml"),
 		"TaskRun":        run(t, "", "kubectl", "-n", tr.Namespace, "get", "taskrun", tr.Name, "-o", "yaml"),
 		"TaskRun logs":   run(t, "", "tkn", "taskrun", "logs", tr.Name, "-n", tr.Namespace),
-		"controller log": run(t, "", "kubectl", "-n", systemNamespace, "logs", "deployment/sandbox-snapshot-controller"),
+		"controller log": run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller"),
 	}
 	for where, out := range outputs {
 		for _, secretText := range []string{password, auth} {
@@ -202,11 +203,11 @@ func sandboxPaused(t *testing.T, pod *corev1.Pod) bool {
 // with no human action.
 func TestThawRetriedOnceAdmitted(t *testing.T) {
 	ns := newNamespace(t)
-	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
 	pod := createSandbox(t, ns, "sb")
-	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "e2e-no-pods", Namespace: systemNamespace},
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "e2e-no-pods", Namespace: test.SystemNamespace},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-	quotas := c.kube.CoreV1().ResourceQuotas(systemNamespace)
+	quotas := c.Kube.CoreV1().ResourceQuotas(test.SystemNamespace)
 	t.Cleanup(func() { _ = quotas.Delete(context.Background(), quota.Name, metav1.DeleteOptions{}) })
 	pauseAndKill(t, ns, "sb-snap", pod, func() {
 		if _, err := quotas.Create(t.Context(), quota, metav1.CreateOptions{}); err != nil {
@@ -215,11 +216,11 @@ func TestThawRetriedOnceAdmitted(t *testing.T) {
 	})
 	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
 	eventually(t, "status.thaw to say the unpause pod is over quota", 2*time.Minute, func() (bool, error) {
-		s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return err == nil && s.Status.Thaw != nil && s.Status.Thaw.State == v1alpha1.ThawRunning &&
 			strings.Contains(s.Status.Thaw.Message, "cannot start its pod yet") && strings.Contains(s.Status.Thaw.Message, "exceeded quota"), err
 	})
-	waitEventWith(t, ns, "sb-snap", v1alpha1.ReasonThawing, "exceeded quota")
+	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonThawing, "exceeded quota", eventTimeout)
 	if !sandboxPaused(t, pod) {
 		t.Fatal("the sandbox is not paused while no unpause pod can be admitted: the test proves nothing")
 	}
@@ -232,7 +233,7 @@ func TestThawRetriedOnceAdmitted(t *testing.T) {
 	assertNotPaused(t, pod)
 	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
 	eventually(t, "status.thaw to say the sandbox is thawed", time.Minute, func() (bool, error) {
-		s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return err == nil && s.Status.Thaw != nil && s.Status.Thaw.State == v1alpha1.ThawSucceeded, err
 	})
 }
@@ -244,21 +245,21 @@ func TestThawRetriedOnceAdmitted(t *testing.T) {
 // the setting is fixed; then an attempt thaws the sandbox.
 func TestThawRetriedAfterFailedAttempts(t *testing.T) {
 	ns := newNamespace(t)
-	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
 	pod := createSandbox(t, ns, "sb")
 	pauseAndKill(t, ns, "sb-snap", pod, func() {
-		setConfig(t, map[string]string{"priority-class-name": "e2e-missing"}, `"priorityClass":"e2e-missing"`)
+		setConfig(t, map[string]any{"priority-class-name": "e2e-missing"}, `"priorityClass":"e2e-missing"`)
 	})
 	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
 	eventually(t, "a second attempt to thaw", 2*time.Minute, func() (bool, error) {
-		s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return err == nil && s.Annotations[sandbox.ThawAttemptAnnotation] == "2", err
 	})
-	waitEventWith(t, ns, "sb-snap", v1alpha1.ReasonThawFailed, "e2e-missing")
+	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonThawFailed, "e2e-missing", eventTimeout)
 	if !sandboxPaused(t, pod) {
 		t.Fatal("the sandbox is not paused while every unpause pod is refused: the test proves nothing")
 	}
-	setConfig(t, map[string]string{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
+	setConfig(t, map[string]any{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
 	start := time.Now()
 	eventually(t, "the sandbox to be thawed", 3*time.Minute, func() (bool, error) { return !sandboxPaused(t, pod), nil })
 	t.Logf("thawed %v after the setting was fixed", time.Since(start).Round(time.Second))
@@ -273,15 +274,15 @@ func TestThawRetriedAfterFailedAttempts(t *testing.T) {
 // sandbox thaws it (the dead run holds no lock) and succeeds.
 func TestForcedFinalizerMidPause(t *testing.T) {
 	ns := newNamespace(t)
-	setConfig(t, map[string]string{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
 	pod := createSandbox(t, ns, "sb")
 	scale := func(n string) {
-		run(t, "", "kubectl", "-n", systemNamespace, "scale", "deployment/sandbox-snapshot-controller", "--replicas="+n)
-		run(t, "", "kubectl", "-n", systemNamespace, "rollout", "status", "deployment/sandbox-snapshot-controller", "--timeout=120s")
+		run(t, "", "kubectl", "-n", test.SystemNamespace, "scale", "deployment/sandbox-snapshot-controller", "--replicas="+n)
+		run(t, "", "kubectl", "-n", test.SystemNamespace, "rollout", "status", "deployment/sandbox-snapshot-controller", "--timeout=120s")
 	}
 	t.Cleanup(func() { scale("1") })
 	pauseAndKill(t, ns, "sb-snap", pod, func() { scale("0") })
-	first, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	first, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestForcedFinalizerMidPause(t *testing.T) {
 	}
 	scale("1")
 	eventually(t, "the orphaned commit TaskRun to go", 2*time.Minute, func() (bool, error) {
-		_, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), names.CommitTaskRun(first), metav1.GetOptions{})
+		_, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(first), metav1.GetOptions{})
 		return apierrs.IsNotFound(err), nil
 	})
 	createSnapshot(t, ns, "sb-snap-2", "sb")

@@ -19,7 +19,6 @@ limitations under the License.
 package e2enode
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -32,33 +31,26 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
-	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
-	sandboxclientset "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 const (
-	// systemNamespace is where the operator, its Task and its TaskRuns run.
-	systemNamespace = "sandbox-snapshot-system"
 	// snapshotTimeout bounds a snapshot from creation to a terminal phase.
 	snapshotTimeout = 3 * time.Minute
+	// eventTimeout bounds a wait for an event on a snapshot.
+	eventTimeout = 2 * time.Minute
 )
 
-// clients are the test's own admin clients, from KUBECONFIG.
-type clients struct {
-	kube     kubernetes.Interface
-	sandbox  sandboxclientset.Interface
-	pipeline pipelineclientset.Interface
-}
-
 var (
-	c              clients
+	// c are the test's own admin clients, from KUBECONFIG.
+	c              *test.Clients
 	localRegistry  string
 	containerdSock string
 )
@@ -75,10 +67,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e-node:", err)
 		os.Exit(1)
 	}
-	c = clients{
-		kube:     kubernetes.NewForConfigOrDie(cfg),
-		sandbox:  sandboxclientset.NewForConfigOrDie(cfg),
-		pipeline: pipelineclientset.NewForConfigOrDie(cfg),
+	if c, err = test.NewClients(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-node:", err)
+		os.Exit(1)
 	}
 	os.Exit(m.Run())
 }
@@ -87,7 +78,7 @@ func TestMain(m *testing.M) {
 func newNamespace(t *testing.T) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-node-"}}
-	ns, err := c.kube.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
+	ns, err := c.Kube.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("creating a namespace: %v", err)
 	}
@@ -95,7 +86,7 @@ func newNamespace(t *testing.T) string {
 		if t.Failed() {
 			dumpState(t, ns.Name)
 		}
-		_ = c.kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+		_ = c.Kube.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
 	})
 	return ns.Name
 }
@@ -114,12 +105,8 @@ func run(t *testing.T, stdin string, name string, args ...string) string {
 func tryRun(stdin string, name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	stdout, _, err := test.Run(cmd)
+	return stdout, err
 }
 
 // randomMarker returns unique file content for one container.
@@ -131,45 +118,33 @@ func randomMarker(t *testing.T, container string) string {
 	return container + "-" + hex.EncodeToString(b) + "\n"
 }
 
-// sandboxYAML is a BatchSandbox and its pod as OpenSandbox creates them: the
-// pod is labelled with the sandbox's name and carries an app and a sidecar.
-const sandboxYAML = `
-apiVersion: sandbox.opensandbox.io/v1alpha1
-kind: BatchSandbox
-metadata:
-  name: {{name}}
-  namespace: {{namespace}}
-  annotations:
-    sandbox.opensandbox.io/alloc-status: '{"pods":["{{name}}-0"]}'
-spec:
-  replicas: 1
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {{name}}-0
-  namespace: {{namespace}}
-  labels:
-    batch-sandbox.sandbox.opensandbox.io/name: {{name}}
-spec:
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: app
-      image: {{image}}
-      command: ["/bin/sh", "-c", "exec sleep 2147483647"]
-    - name: sidecar
-      image: {{image}}
-      command: ["/bin/sh", "-c", "exec sleep 2147483647"]
+// sandboxPod is the spec of a sandbox's pod: an app and a sidecar of an
+// image (the argument), both sleeping.
+const sandboxPod = `
+terminationGracePeriodSeconds: 1
+containers:
+  - name: app
+    image: %[1]s
+    command: ["/bin/sh", "-c", "exec sleep 2147483647"]
+  - name: sidecar
+    image: %[1]s
+    command: ["/bin/sh", "-c", "exec sleep 2147483647"]
 `
 
-// createSandbox creates a BatchSandbox and its Running pod, playing
-// OpenSandbox's BatchSandbox controller, and returns the pod.
+// createSandbox creates a BatchSandbox and its Running pod of busybox,
+// playing OpenSandbox's BatchSandbox controller, and returns the pod.
 func createSandbox(t *testing.T, namespace, name string) *corev1.Pod {
 	t.Helper()
-	y := strings.NewReplacer("{{name}}", name, "{{namespace}}", namespace, "{{image}}", localRegistry+"/busybox:latest").Replace(sandboxYAML)
-	run(t, y, "kubectl", "apply", "-f", "-")
-	run(t, "", "kubectl", "-n", namespace, "wait", "--for=condition=Ready", "pod/"+name+"-0", "--timeout=120s")
-	pod, err := c.kube.CoreV1().Pods(namespace).Get(t.Context(), name+"-0", metav1.GetOptions{})
+	return createSandboxOf(t, namespace, name, localRegistry+"/busybox:latest", 2*time.Minute)
+}
+
+// createSandboxOf creates a BatchSandbox and its pod of image, waits up to
+// ready until the pod is Ready and returns it.
+func createSandboxOf(t *testing.T, namespace, name, image string, ready time.Duration) *corev1.Pod {
+	t.Helper()
+	test.CreateSandbox(t.Context(), t, c, namespace, name, *test.MustParse[corev1.PodSpec](t, sandboxPod, image))
+	run(t, "", "kubectl", "-n", namespace, "wait", "--for=condition=Ready", "pod/"+name+"-0", "--timeout="+ready.String())
+	pod, err := c.Kube.CoreV1().Pods(namespace).Get(t.Context(), name+"-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,15 +154,7 @@ func createSandbox(t *testing.T, namespace, name string) *corev1.Pod {
 // createSnapshot creates a SandboxSnapshot of the sandbox.
 func createSnapshot(t *testing.T, namespace, name, sandboxName string) *v1alpha1.SandboxSnapshot {
 	t.Helper()
-	s := &v1alpha1.SandboxSnapshot{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
-		Spec:       v1alpha1.SandboxSnapshotSpec{SandboxName: sandboxName},
-	}
-	s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(namespace).Create(t.Context(), s, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("creating SandboxSnapshot %s/%s: %v", namespace, name, err)
-	}
-	return s
+	return test.CreateSnapshot(t.Context(), t, c, namespace, name, sandboxName)
 }
 
 // waitForPhase waits, with kubectl wait as a user would, for a phase.
@@ -195,7 +162,7 @@ func waitForPhase(t *testing.T, namespace, name string, phase v1alpha1.SandboxSn
 	t.Helper()
 	run(t, "", "kubectl", "-n", namespace, "wait", "sbxsnap/"+name,
 		"--for=jsonpath={.status.phase}="+string(phase), fmt.Sprintf("--timeout=%s", snapshotTimeout))
-	s, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(namespace).Get(t.Context(), name, metav1.GetOptions{})
+	s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,19 +209,9 @@ func assertNotPaused(t *testing.T, pod *corev1.Pod) {
 }
 
 // taskRunsOf lists the TaskRuns labelled with the snapshot's name and namespace.
-func taskRunsOf(t *testing.T, namespace, name string) []string {
+func taskRunsOf(t *testing.T, namespace, name string) []pipelinev1.TaskRun {
 	t.Helper()
-	list, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).List(t.Context(), metav1.ListOptions{
-		LabelSelector: "sandbox.opensandbox.io/sandbox-snapshot-name=" + name + ",sandbox.opensandbox.io/sandbox-snapshot-namespace=" + namespace,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tr := range list.Items {
-		names = append(names, tr.Name)
-	}
-	return names
+	return test.TaskRunsOf(t.Context(), t, c, namespace, name)
 }
 
 // resumePod starts a pod from a snapshot's imageUris, as OpenSandbox
@@ -286,34 +243,12 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func() (b
 
 // setConfig patches config-snapshot, waits until the controller has loaded
 // it (it logs each version of config-snapshot it loads, and loaded must
-// appear in that line), and restores the ConfigMap when the test ends.
-func setConfig(t *testing.T, data map[string]string, loaded string) {
+// appear in that line), and restores what it changed when the test ends.
+func setConfig(t *testing.T, data map[string]any, loaded string) {
 	t.Helper()
-	cms := c.kube.CoreV1().ConfigMaps(systemNamespace)
-	before, err := cms.Get(t.Context(), "config-snapshot", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	changed := before.DeepCopy()
-	for k, v := range data {
-		changed.Data[k] = v
-	}
-	if _, err := cms.Update(t.Context(), changed, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cur, err := cms.Get(context.Background(), "config-snapshot", metav1.GetOptions{})
-		if err != nil {
-			t.Errorf("restoring config-snapshot: %v", err)
-			return
-		}
-		cur.Data = before.Data
-		if _, err := cms.Update(context.Background(), cur, metav1.UpdateOptions{}); err != nil {
-			t.Errorf("restoring config-snapshot: %v", err)
-		}
-	})
+	t.Cleanup(test.PatchSnapshotConfig(t, c, data))
 	eventually(t, "the controller to load "+loaded, time.Minute, func() (bool, error) {
-		out, err := tryRun("", "kubectl", "-n", systemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since=2m")
+		out, err := tryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since=2m")
 		return err == nil && strings.Contains(out, loaded), nil
 	})
 }
@@ -324,8 +259,8 @@ func dumpState(t *testing.T, namespace string) {
 	t.Logf("state of %s:\n%s", namespace, out)
 	out, _ = tryRun("", "kubectl", "-n", namespace, "get", "sbxsnap", "-o", "yaml")
 	t.Logf("snapshots:\n%s", out)
-	out, _ = tryRun("", "tkn", "-n", systemNamespace, "taskrun", "list")
+	out, _ = tryRun("", "tkn", "-n", test.SystemNamespace, "taskrun", "list")
 	t.Logf("TaskRuns:\n%s", out)
-	out, _ = tryRun("", "kubectl", "-n", systemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--tail=50")
+	out, _ = tryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--tail=50")
 	t.Logf("controller log:\n%s", out)
 }

@@ -52,7 +52,7 @@ func readFile(t *testing.T, ns, pod, ctr, path string) string {
 // <sandbox>-pause, controlled by its BatchSandbox.
 func pauseSnapshot(t *testing.T, ns, sandbox string) *v1alpha1.SandboxSnapshot {
 	t.Helper()
-	sb, err := c.sandbox.SandboxV1alpha1().BatchSandboxes(ns).Get(t.Context(), sandbox, metav1.GetOptions{})
+	sb, err := c.Sandbox.SandboxV1alpha1().BatchSandboxes(ns).Get(t.Context(), sandbox, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func pauseSnapshot(t *testing.T, ns, sandbox string) *v1alpha1.SandboxSnapshot {
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(sb, v1alpha1.SchemeGroupVersion.WithKind("BatchSandbox"))}},
 		Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: sandbox},
 	}
-	if _, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating SandboxSnapshot %s/%s: %v", ns, s.Name, err)
 	}
 	return waitForPhase(t, ns, s.Name, v1alpha1.PhaseSucceed)
@@ -84,7 +84,7 @@ func TestSameNamesInTwoNamespaces(t *testing.T) {
 			defer wg.Done()
 			<-start
 			s := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "snap"}, Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: "sb"}}
-			if _, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 				t.Errorf("creating SandboxSnapshot %s/snap: %v", ns, err)
 			}
 		}()
@@ -126,8 +126,8 @@ func TestRecreatedSandboxKeepsFirstImage(t *testing.T) {
 	// default Retain policy the images stay.
 	run(t, "", "kubectl", "-n", ns, "delete", "batchsandbox/gs", "pod/gs-0", "--wait=true", "--timeout=60s")
 	eventually(t, "the BatchSandbox and its snapshot to go", time.Minute, func() (bool, error) {
-		_, sbErr := c.sandbox.SandboxV1alpha1().BatchSandboxes(ns).Get(t.Context(), "gs", metav1.GetOptions{})
-		_, sErr := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "gs-pause", metav1.GetOptions{})
+		_, sbErr := c.Sandbox.SandboxV1alpha1().BatchSandboxes(ns).Get(t.Context(), "gs", metav1.GetOptions{})
+		_, sErr := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "gs-pause", metav1.GetOptions{})
 		return apierrs.IsNotFound(sbErr) && apierrs.IsNotFound(sErr), nil
 	})
 

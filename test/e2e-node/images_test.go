@@ -22,7 +22,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -35,13 +34,9 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
-	"github.com/google/go-containerregistry/pkg/name"
-	corev1 "k8s.io/api/core/v1"
-	apierrs "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // nodeImages returns the image service of the node's containerd, in the CRI
@@ -56,62 +51,6 @@ func nodeImages(t *testing.T) (context.Context, images.Store) {
 	return namespaces.WithNamespace(t.Context(), "k8s.io"), cl.ImageService()
 }
 
-// pinnedDigests returns each container's image of a snapshot as
-// <repository>@<digest>, the name the node keeps it under.
-func pinnedDigests(t *testing.T, s *v1alpha1.SandboxSnapshot) []name.Digest {
-	t.Helper()
-	var out []name.Digest
-	for _, cs := range s.Status.Containers {
-		ref, err := name.ParseReference(cs.ImageURI, name.Insecure)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, ref.Context().Digest(cs.ImageDigest))
-	}
-	return out
-}
-
-// waitEvent waits for an event of the given reason on a snapshot.
-func waitEvent(t *testing.T, ns, snapshot, reason string) *corev1.Event {
-	t.Helper()
-	return waitEventWith(t, ns, snapshot, reason, "")
-}
-
-// waitEventWith waits for an event of the given reason on a snapshot whose
-// message contains text.
-func waitEventWith(t *testing.T, ns, snapshot, reason, text string) *corev1.Event {
-	t.Helper()
-	var found *corev1.Event
-	eventually(t, fmt.Sprintf("event %s %q on %s/%s", reason, text, ns, snapshot), 2*time.Minute, func() (bool, error) {
-		evs, err := c.kube.CoreV1().Events(ns).List(t.Context(), metav1.ListOptions{
-			FieldSelector: fields.Set{"involvedObject.name": snapshot, "reason": reason}.String()})
-		if err != nil {
-			return false, err
-		}
-		for i := range evs.Items {
-			if strings.Contains(evs.Items[i].Message, text) {
-				found = &evs.Items[i]
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	t.Logf("event %s on %s: %s", reason, snapshot, found.Message)
-	return found
-}
-
-// deleteSnapshot deletes a snapshot and waits until it is gone.
-func deleteSnapshot(t *testing.T, ns, snapshot string, within time.Duration) {
-	t.Helper()
-	if err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Delete(t.Context(), snapshot, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "SandboxSnapshot "+ns+"/"+snapshot+" to be deleted", within, func() (bool, error) {
-		_, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), snapshot, metav1.GetOptions{})
-		return apierrs.IsNotFound(err), nil
-	})
-}
-
 // TestResumeKeepsImageUnderDelete plays OpenSandbox's pause and resume
 // under the Delete policy: the paused sandbox's pod is deleted, the
 // BatchSandbox's template takes the pinned imageUris, a pod is created from
@@ -120,7 +59,7 @@ func deleteSnapshot(t *testing.T, ns, snapshot string, within time.Duration) {
 // image go too, a pod created again from the template pulls and runs it.
 // Once the BatchSandbox is deleted, nothing refers to the image and it goes.
 func TestResumeKeepsImageUnderDelete(t *testing.T) {
-	setConfig(t, map[string]string{"image-deletion-policy": "Delete"}, `"imageDeletionPolicy":"Delete"`)
+	setConfig(t, map[string]any{"image-deletion-policy": "Delete"}, `"imageDeletionPolicy":"Delete"`)
 	ns := newNamespace(t)
 	createSandbox(t, ns, "sb")
 	marker := randomMarker(t, "app")
@@ -135,12 +74,12 @@ func TestResumeKeepsImageUnderDelete(t *testing.T) {
 	run(t, "", "kubectl", "-n", ns, "patch", "batchsandbox", "sb", "--type=merge", "-p", template)
 	resumePod(t, ns, "sb-0", s, 2*time.Minute)
 	start := time.Now()
-	deleteSnapshot(t, ns, s.Name, 30*time.Second)
+	test.DeleteSnapshot(t.Context(), t, c, ns, s.Name, 30*time.Second)
 	t.Logf("snapshot %s gone %v after its deletion, the resumed pod running from its images", s.Name, time.Since(start).Round(100*time.Millisecond))
-	waitEvent(t, ns, s.Name, v1alpha1.ReasonImageDeletionDeferred)
-	refs := pinnedDigests(t, s)
+	test.WaitForEvent(t.Context(), t, c, ns, s.Name, v1alpha1.ReasonImageDeletionDeferred, "", eventTimeout)
+	refs := test.PinnedDigests(t, s)
 	for _, ref := range refs {
-		if !held(t, ref) {
+		if !test.ManifestHeld(t.Context(), t, ref) {
 			t.Fatalf("%s was deleted while a pod runs from it and a BatchSandbox template names it", ref)
 		}
 	}
@@ -166,9 +105,9 @@ func TestResumeKeepsImageUnderDelete(t *testing.T) {
 
 	// The sandbox is deleted: nothing refers to the images any more.
 	run(t, "", "kubectl", "-n", ns, "delete", "batchsandbox/sb", "pod/sb-0", "--wait=true", "--timeout=60s")
-	waitEvent(t, ns, s.Name, v1alpha1.ReasonImagesDeleted)
+	test.WaitForEvent(t.Context(), t, c, ns, s.Name, v1alpha1.ReasonImagesDeleted, "", eventTimeout)
 	for _, ref := range refs {
-		if held(t, ref) {
+		if test.ManifestHeld(t.Context(), t, ref) {
 			t.Errorf("%s is still in the registry once nothing refers to it", ref)
 		}
 	}
@@ -183,13 +122,13 @@ func TestReleaseOnDeletion(t *testing.T) {
 	createSnapshot(t, ns, "sb-snap", "sb")
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	ctx, is := nodeImages(t)
-	refs := pinnedDigests(t, s)
+	refs := test.PinnedDigests(t, s)
 	for _, ref := range refs {
 		if _, err := is.Get(ctx, ref.String()); err != nil {
 			t.Fatalf("the node does not keep %s for a resume: %v", ref, err)
 		}
 	}
-	deleteSnapshot(t, ns, "sb-snap", 30*time.Second)
+	test.DeleteSnapshot(t.Context(), t, c, ns, "sb-snap", 30*time.Second)
 	eventually(t, "the node's copies of the snapshot's images to be removed", 2*time.Minute, func() (bool, error) {
 		for _, ref := range refs {
 			if _, err := is.Get(ctx, ref.String()); !errdefs.IsNotFound(err) {
@@ -212,23 +151,8 @@ func refusingRegistry(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			fmt.Fprint(w, `{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}`)
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return l.Addr().String()
+	return test.ListenAndServe(t, net.JoinHostPort(host, "0"), test.RefuseDeletes(proxy))
 }
 
 // TestRegistryRefusesDeletion: under the Delete policy, a registry that
@@ -236,21 +160,21 @@ func refusingRegistry(t *testing.T) string {
 // and ImagesLeftBehind names the registry's answer.
 func TestRegistryRefusesDeletion(t *testing.T) {
 	host := refusingRegistry(t)
-	setConfig(t, map[string]string{"image-deletion-policy": "Delete", "registry": host + "/snapshots", "insecure-registry": "true"},
+	setConfig(t, map[string]any{"image-deletion-policy": "Delete", "registry": host + "/snapshots", "insecure-registry": "true"},
 		`"registry":"`+host+`/snapshots"`)
 	ns := newNamespace(t)
 	createSandbox(t, ns, "sb")
 	createSnapshot(t, ns, "sb-snap", "sb")
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	start := time.Now()
-	deleteSnapshot(t, ns, "sb-snap", 30*time.Second)
-	ev := waitEvent(t, ns, "sb-snap", v1alpha1.ReasonImagesLeftBehind)
+	test.DeleteSnapshot(t.Context(), t, c, ns, "sb-snap", 30*time.Second)
+	ev := test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonImagesLeftBehind, "", eventTimeout)
 	t.Logf("gone and ImagesLeftBehind %v after the deletion", time.Since(start).Round(100*time.Millisecond))
 	if !strings.Contains(ev.Message, "UNSUPPORTED") {
 		t.Errorf("ImagesLeftBehind does not name the registry's answer: %s", ev.Message)
 	}
-	for _, ref := range pinnedDigests(t, s) {
-		if !held(t, ref) {
+	for _, ref := range test.PinnedDigests(t, s) {
+		if !test.ManifestHeld(t.Context(), t, ref) {
 			t.Errorf("%s is gone although the registry refuses deletion", ref)
 		}
 	}
@@ -267,7 +191,7 @@ func TestOverlayfsRootMissing(t *testing.T) {
 	// The kubelet creates the mount's source; it is this test's to remove.
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	root := filepath.Join(dir, "io.containerd.snapshotter.v1.overlayfs")
-	setConfig(t, map[string]string{"containerd-overlayfs-root": root}, `"overlayfsRoot":"`+root+`"`)
+	setConfig(t, map[string]any{"containerd-overlayfs-root": root}, `"overlayfsRoot":"`+root+`"`)
 	ns := newNamespace(t)
 	createSandbox(t, ns, "sb")
 	marker := randomMarker(t, "app")

@@ -42,6 +42,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // The large base: busybox plus largeLayers layers of largeDirs directories
@@ -242,9 +243,7 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 	base := pushLargeBase(t)
 	phase("large base built and pushed")
 
-	y := strings.NewReplacer("{{name}}", "sb", "{{namespace}}", ns, "{{image}}", base).Replace(sandboxYAML)
-	run(t, y, "kubectl", "apply", "-f", "-")
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/sb-0", "--timeout=300s")
+	pod := createSandboxOf(t, ns, "sb", base, 5*time.Minute)
 	phase("sandbox pod on the large base Running")
 
 	marker := strings.TrimSpace(randomMarker(t, "large"))
@@ -264,10 +263,6 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 		t.Logf("pause window on the large base: %d ms", *s.Status.PauseWindowMilliseconds)
 	}
 	assertUpperCopied(t, s, "app")
-	pod, err := c.kube.CoreV1().Pods(ns).Get(t.Context(), "sb-0", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	assertNotPaused(t, pod)
 
 	resumePod(t, ns, "sb-resumed", s, 5*time.Minute)
@@ -286,11 +281,11 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 // commitStepLog returns the log of a snapshot's commit step.
 func commitStepLog(t *testing.T, s *v1alpha1.SandboxSnapshot) string {
 	t.Helper()
-	tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
+	tr, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return run(t, "", "kubectl", "-n", systemNamespace, "logs", tr.Status.PodName, "-c", "step-commit")
+	return run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", tr.Status.PodName, "-c", "step-commit")
 }
 
 // assertUpperCopied checks, in the commit step's log, that the step copied

@@ -19,13 +19,11 @@ limitations under the License.
 package e2enode
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // metricsService is the controller's metrics Service and port
@@ -34,41 +32,29 @@ const metricsService = "sandbox-snapshot-controller:http-metrics"
 
 // scrapeCounts reads the in-cluster controller's /metrics through its
 // Service, as a Prometheus scrape config would, and returns the sample count
-// of each histogram series asked for, given as name{label="value",...} in
-// label order ("" for none).
+// of each histogram series asked for, given as name{key=value,...} in key
+// order (name alone for none).
 func scrapeCounts(t *testing.T, series ...string) map[string]uint64 {
 	t.Helper()
 	body := run(t, "", "kubectl", "get", "--raw",
-		"/api/v1/namespaces/"+systemNamespace+"/services/"+metricsService+"/proxy/metrics")
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+		"/api/v1/namespaces/"+test.SystemNamespace+"/services/"+metricsService+"/proxy/metrics")
+	m, err := test.ParseMetrics(strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("parsing the controller's metrics: %v", err)
 	}
 	out := map[string]uint64{}
-	for _, want := range series {
-		name, labels, _ := strings.Cut(strings.TrimSuffix(want, "}"), "{")
-		for _, m := range families[name].GetMetric() {
-			var got []string
-			for _, l := range m.GetLabel() {
-				if !strings.HasPrefix(l.GetName(), "otel_scope_") {
-					got = append(got, l.GetName()+`="`+l.GetValue()+`"`)
-				}
-			}
-			slices.Sort(got)
-			if strings.Join(got, ",") == labels {
-				out[want] = m.GetHistogram().GetSampleCount()
-			}
-		}
+	for _, s := range series {
+		name, labels, _ := strings.Cut(strings.TrimSuffix(s, "}"), "{")
+		out[s] = m.Histogram(t, name, labels).GetSampleCount()
 	}
 	return out
 }
 
 // snapshotSeries are the series one successful snapshot adds a sample to.
 var snapshotSeries = []string{
-	`sandbox_snapshot_duration_seconds{reason="Succeeded",status="succeeded"}`,
+	`sandbox_snapshot_duration_seconds{reason=Succeeded,status=succeeded}`,
 	`sandbox_snapshot_pause_window_seconds`,
-	`sandbox_snapshot_commit_duration_seconds{status="succeeded"}`,
+	`sandbox_snapshot_commit_duration_seconds{status=succeeded}`,
 	`sandbox_snapshot_taskrun_creation_latency_seconds`,
 }
 

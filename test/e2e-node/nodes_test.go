@@ -30,15 +30,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // nodeSnapshotTimeout bounds a snapshot on a node that refuses new pods: a
@@ -106,7 +105,7 @@ func TestSnapshotOnFullNode(t *testing.T) {
 		}
 		return true, nil
 	})
-	n, err := c.kube.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	n, err := c.Kube.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +181,7 @@ func TestSnapshotOnFullNode(t *testing.T) {
 	deletePod(t, ns, "probe")
 
 	snapshotOnNode(t, ns, pod)
-	if hog, err := c.kube.CoreV1().Pods(ns).Get(t.Context(), "hog", metav1.GetOptions{}); err == nil && hog.Status.Phase != corev1.PodRunning {
+	if hog, err := c.Kube.CoreV1().Pods(ns).Get(t.Context(), "hog", metav1.GetOptions{}); err == nil && hog.Status.Phase != corev1.PodRunning {
 		t.Errorf("the pod holding the node's resources is %s, not Running: the node was not full throughout", hog.Status.Phase)
 	}
 }
@@ -201,7 +200,7 @@ func snapshotOnNode(t *testing.T, ns string, pod *corev1.Pod) {
 	t.Logf("sb-snap: Succeed %s after its creation; statuses seen: %v", time.Since(created).Round(time.Millisecond), obs.seen["sb-snap"])
 
 	tr := commitTaskRunOf(t, ns, "sb-snap")
-	trPod, err := c.kube.CoreV1().Pods(systemNamespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
+	trPod, err := c.Kube.CoreV1().Pods(test.SystemNamespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +222,7 @@ func snapshotOnNode(t *testing.T, ns string, pod *corev1.Pod) {
 // podsOn lists the pods bound to a node that still hold their requests.
 func podsOn(t *testing.T, node string) []corev1.Pod {
 	t.Helper()
-	list, err := c.kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{
+	list, err := c.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 	})
 	if err != nil {
@@ -283,7 +282,7 @@ func pauseImage(t *testing.T, n *corev1.Node) (string, []string) {
 // the test ends, so that its requests are freed before the next test.
 func createPod(t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	if _, err := c.kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating pod %s/%s: %v", p.Namespace, p.Name, err)
 	}
 	t.Cleanup(func() { deletePod(t, p.Namespace, p.Name) })
@@ -299,54 +298,22 @@ func deletePod(t *testing.T, ns, name string) {
 // waitPod watches a pod until cond holds and returns it.
 func waitPod(t *testing.T, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
-	pods := c.kube.CoreV1().Pods(ns)
-	fs := fields.OneTermEqualSelector("metadata.name", name).String()
-	ev := until(t, time.Minute, fmt.Sprintf("pod %s/%s %s", ns, name, what), &corev1.Pod{}, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = fs
-			return pods.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = fs
-			return pods.Watch(ctx, o)
-		},
-	}, func(ev watch.Event) (bool, error) {
-		p, ok := ev.Object.(*corev1.Pod)
-		return ok && ev.Type != watch.Deleted && cond(p), nil
-	})
+	ev := test.Until(t.Context(), t, time.Minute, fmt.Sprintf("pod %s/%s %s", ns, name, what), &corev1.Pod{},
+		test.ListWatch(c.Kube.CoreV1().Pods(ns), test.Named(name)), nil, func(ev watch.Event) (bool, error) {
+			p, ok := ev.Object.(*corev1.Pod)
+			return ok && ev.Type != watch.Deleted && cond(p), nil
+		})
 	return ev.Object.(*corev1.Pod)
 }
 
 // waitNode watches a node until cond holds.
 func waitNode(t *testing.T, name, what string, cond func(*corev1.Node) bool) {
 	t.Helper()
-	nodes := c.kube.CoreV1().Nodes()
-	fs := fields.OneTermEqualSelector("metadata.name", name).String()
-	until(t, time.Minute, "node "+name+" "+what, &corev1.Node{}, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = fs
-			return nodes.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = fs
-			return nodes.Watch(ctx, o)
-		},
-	}, func(ev watch.Event) (bool, error) {
-		n, ok := ev.Object.(*corev1.Node)
-		return ok && ev.Type != watch.Deleted && cond(n), nil
-	})
-}
-
-// until runs watchtools.UntilWithSync within d and fails the test on a timeout.
-func until(t *testing.T, d time.Duration, what string, obj runtime.Object, lw cache.ListerWatcher, cond watchtools.ConditionFunc) *watch.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	ev, err := watchtools.UntilWithSync(ctx, lw, obj, nil, cond)
-	if err != nil {
-		t.Fatalf("waiting %v for %s: %v", d, what, err)
-	}
-	return ev
+	test.Until(t.Context(), t, time.Minute, "node "+name+" "+what, &corev1.Node{},
+		test.ListWatch(c.Kube.CoreV1().Nodes(), test.Named(name)), nil, func(ev watch.Event) (bool, error) {
+			n, ok := ev.Object.(*corev1.Node)
+			return ok && ev.Type != watch.Deleted && cond(n), nil
+		})
 }
 
 func hasTaint(n *corev1.Node, key string) bool {
@@ -367,7 +334,7 @@ func TestCommitPodCannotStart(t *testing.T) {
 	ns := newNamespace(t)
 	pod := createSandbox(t, ns, "sb")
 	const socket = "/run/e2e-no-such-containerd/containerd.sock"
-	cm, err := c.kube.CoreV1().ConfigMaps(systemNamespace).Get(t.Context(), "config-snapshot", metav1.GetOptions{})
+	cm, err := c.Kube.CoreV1().ConfigMaps(test.SystemNamespace).Get(t.Context(), "config-snapshot", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,29 +347,19 @@ func TestCommitPodCannotStart(t *testing.T) {
 	t.Cleanup(func() {
 		since := time.Now().Add(-2 * time.Second).UTC().Format(time.RFC3339)
 		err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			out, err := tryRun("", "kubectl", "-n", systemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since-time="+since)
+			out, err := tryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since-time="+since)
 			return err == nil && strings.Contains(out, `"containerdSocket":"`+restored+`"`), nil
 		})
 		if err != nil {
 			t.Errorf("the controller did not load the restored config-snapshot (containerdSocket %s): %v", restored, err)
 		}
 	})
-	setConfig(t, map[string]string{"containerd-socket": socket}, `"containerdSocket":"`+socket+`"`)
+	setConfig(t, map[string]any{"containerd-socket": socket}, `"containerdSocket":"`+socket+`"`)
 
 	createSnapshot(t, ns, "sb-snap", "sb")
 	created := time.Now()
-	snaps := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns)
-	fs := fields.OneTermEqualSelector("metadata.name", "sb-snap").String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = fs
-			return snaps.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = fs
-			return snaps.Watch(ctx, o)
-		},
-	}
+	snaps := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns)
+	lw := test.ListWatch(snaps, test.Named("sb-snap"))
 	// The kubelet's words: MountVolume.SetUp failed for volume "...":
 	// hostPath type check failed: <socket> is not a socket file.
 	const why = "hostPath type check failed"
@@ -424,13 +381,9 @@ func TestCommitPodCannotStart(t *testing.T) {
 			conds = last.Status.Conditions
 		}
 		var taskRun, events string
-		for _, name := range taskRunsOf(t, ns, "sb-snap") {
-			tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), name, metav1.GetOptions{})
-			if err != nil {
-				continue
-			}
+		for _, tr := range taskRunsOf(t, ns, "sb-snap") {
 			taskRun += fmt.Sprintf("TaskRun %s, pod %s: %+v\n", tr.Name, tr.Status.PodName, tr.Status.Conditions)
-			out, _ := tryRun("", "kubectl", "-n", systemNamespace, "get", "events", "--field-selector", "involvedObject.name="+tr.Status.PodName,
+			out, _ := tryRun("", "kubectl", "-n", test.SystemNamespace, "get", "events", "--field-selector", "involvedObject.name="+tr.Status.PodName,
 				"-o", "custom-columns=REASON:.reason,MESSAGE:.message")
 			events += out
 		}
@@ -451,20 +404,16 @@ func TestCommitPodCannotStart(t *testing.T) {
 	}
 	deleted := time.Now()
 	eventually(t, "sb-snap and its TaskRuns to go, with no unpause TaskRun", time.Minute, func() (bool, error) {
-		for _, name := range taskRunsOf(t, ns, "sb-snap") {
-			tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), name, metav1.GetOptions{})
-			if err != nil {
-				continue
-			}
+		for _, tr := range taskRunsOf(t, ns, "sb-snap") {
 			for _, p := range tr.Spec.Params {
 				if p.Name == task.ParamMode && p.Value.StringVal == task.ModeUnpause {
 					var steps string
 					probe := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sb-snap"}}
-					if commit, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(),
+					if commit, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(),
 						names.CommitTaskRun(probe), metav1.GetOptions{}); err == nil {
 						steps = fmt.Sprintf("%+v", commit.Status.Steps)
 					}
-					return false, fmt.Errorf("unpause TaskRun %s was started for a commit whose pod never started (commit steps: %s)", name, steps)
+					return false, fmt.Errorf("unpause TaskRun %s was started for a commit whose pod never started (commit steps: %s)", tr.Name, steps)
 				}
 			}
 		}

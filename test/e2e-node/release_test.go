@@ -31,6 +31,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // The release tests run after hack/e2e-release.sh replaced the ko-applied
@@ -88,12 +89,12 @@ func assertTaskSource(t *testing.T, tr *pipelinev1.TaskRun) {
 	t.Logf("TaskRun %s: Task %s resolved by the bundles resolver from %s@sha256:%s",
 		tr.Name, prov.RefSource.EntryPoint, prov.RefSource.URI, prov.RefSource.Digest["sha256"])
 	// The release installs no namespaced Task: the bundle is the only source.
-	tasks, err := c.pipeline.TektonV1().Tasks(systemNamespace).List(t.Context(), metav1.ListOptions{})
+	tasks, err := c.Pipeline.TektonV1().Tasks(test.SystemNamespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tk := range tasks.Items {
-		t.Errorf("namespace %s holds Task %s; a release installs none", systemNamespace, tk.Name)
+		t.Errorf("namespace %s holds Task %s; a release installs none", test.SystemNamespace, tk.Name)
 	}
 }
 

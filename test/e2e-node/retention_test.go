@@ -19,20 +19,17 @@ limitations under the License.
 package e2enode
 
 import (
-	"errors"
-	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // TestRetentionAndImageDeletion: with a short retention, a real commit
@@ -40,14 +37,14 @@ import (
 // digests; with the Delete policy, deleting the snapshot deletes its
 // manifests from the node's registry.
 func TestRetentionAndImageDeletion(t *testing.T) {
-	setConfig(t, map[string]string{"taskrun-retention-succeeded": "3s", "image-deletion-policy": "Delete"},
+	setConfig(t, map[string]any{"taskrun-retention-succeeded": "3s", "image-deletion-policy": "Delete"},
 		`"taskRunRetentionSucceeded":"3s","taskRunRetentionFailed":"24h0m0s","imageDeletionPolicy":"Delete"`)
 	ns := newNamespace(t)
 	createSandbox(t, ns, "sb")
 	createSnapshot(t, ns, "sb-snap", "sb")
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 
-	trs := c.pipeline.TektonV1().TaskRuns(systemNamespace)
+	trs := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
 	tr, err := trs.Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
 	if apierrs.IsNotFound(err) {
 		t.Fatalf("TaskRun %s was gone as the snapshot reached Succeed; a 3s retention is too short for this check", names.CommitTaskRun(s))
@@ -62,12 +59,12 @@ func TestRetentionAndImageDeletion(t *testing.T) {
 	start := time.Now()
 	eventually(t, "TaskRun "+tr.Name+" and pod "+podName+" to be deleted", time.Minute, func() (bool, error) {
 		_, trErr := trs.Get(t.Context(), tr.Name, metav1.GetOptions{})
-		_, podErr := c.kube.CoreV1().Pods(systemNamespace).Get(t.Context(), podName, metav1.GetOptions{})
+		_, podErr := c.Kube.CoreV1().Pods(test.SystemNamespace).Get(t.Context(), podName, metav1.GetOptions{})
 		return apierrs.IsNotFound(trErr) && apierrs.IsNotFound(podErr), nil
 	})
 	t.Logf("TaskRun %s and pod %s deleted %v after Succeed", tr.Name, podName, time.Since(start).Round(100*time.Millisecond))
 
-	kept, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	kept, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,44 +72,18 @@ func TestRetentionAndImageDeletion(t *testing.T) {
 		t.Errorf("after the retention: phase %s, containers %+v; want Succeed and %+v", kept.Status.Phase, kept.Status.Containers, s.Status.Containers)
 	}
 	if trs := taskRunsOf(t, ns, "sb-snap"); len(trs) != 0 {
-		t.Errorf("TaskRuns %v exist again after the retention", trs)
+		t.Errorf("TaskRuns %v exist again after the retention", test.TaskRunNames(trs))
 	}
 
-	var refs []name.Digest
-	for _, ctr := range s.Status.Containers {
-		tag, err := name.ParseReference(ctr.ImageURI, name.Insecure)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ref := tag.Context().Digest(ctr.ImageDigest)
-		if !held(t, ref) {
+	refs := test.PinnedDigests(t, s)
+	for _, ref := range refs {
+		if !test.ManifestHeld(t.Context(), t, ref) {
 			t.Fatalf("the registry does not hold %s before the snapshot is deleted", ref)
 		}
-		refs = append(refs, ref)
 	}
-	if err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "SandboxSnapshot sb-snap to be deleted", time.Minute, func() (bool, error) {
-		_, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
-		return apierrs.IsNotFound(err), nil
-	})
+	test.DeleteSnapshot(t.Context(), t, c, ns, "sb-snap", time.Minute)
 	// Nothing runs from them: they go right after.
 	eventually(t, "the snapshot's manifests to be deleted", time.Minute, func() (bool, error) {
-		return !slices.ContainsFunc(refs, func(ref name.Digest) bool { return held(t, ref) }), nil
+		return !slices.ContainsFunc(refs, func(ref name.Digest) bool { return test.ManifestHeld(t.Context(), t, ref) }), nil
 	})
-}
-
-// held reports whether the registry holds the manifest ref.
-func held(t *testing.T, ref name.Digest) bool {
-	t.Helper()
-	_, err := remote.Head(ref, remote.WithContext(t.Context()))
-	var te *transport.Error
-	switch {
-	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
-		return false
-	case err != nil:
-		t.Fatalf("looking up %s: %v", ref, err)
-	}
-	return true
 }

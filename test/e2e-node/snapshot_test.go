@@ -35,6 +35,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // TestSnapshotAndResume is the whole loop: a live sandbox pod is snapshotted
@@ -64,11 +65,11 @@ func TestSnapshotAndResume(t *testing.T) {
 
 	// The TaskRun ran on the sandbox's node.
 	// Found by its name: OpenSandbox's CRD prunes status.taskRunRef.
-	tr, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
+	tr, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	trPod, err := c.kube.CoreV1().Pods(tr.Namespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
+	trPod, err := c.Kube.CoreV1().Pods(tr.Namespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestMissingSandbox(t *testing.T) {
 		t.Errorf("Failed condition %+v does not name the sandbox", cond)
 	}
 	if trs := taskRunsOf(t, ns, "orphan"); len(trs) != 0 {
-		t.Errorf("TaskRuns %v exist for a snapshot of a missing sandbox", trs)
+		t.Errorf("TaskRuns %v exist for a snapshot of a missing sandbox", test.TaskRunNames(trs))
 	}
 }
 
@@ -145,7 +146,7 @@ func TestUnreachableRegistry(t *testing.T) {
 	}
 	closed := l.Addr().String()
 	l.Close()
-	setConfig(t, map[string]string{"registry": closed + "/snapshots"}, `"registry":"`+closed+`/snapshots"`)
+	setConfig(t, map[string]any{"registry": closed + "/snapshots"}, `"registry":"`+closed+`/snapshots"`)
 
 	createSnapshot(t, ns, "sb-snap", "sb")
 	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
@@ -170,17 +171,17 @@ func TestDeleteMidCommit(t *testing.T) {
 		trs := taskRunsOf(t, ns, "sb-snap")
 		return len(trs) == 1, nil
 	})
-	if err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
+	if err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the snapshot and its TaskRuns to go", 2*time.Minute, func() (bool, error) {
-		_, err := c.sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		_, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return apierrs.IsNotFound(err) && len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
 	})
 	// The commit pod got SIGTERM; its containers must be thawed once it is gone.
 	eventually(t, "the commit pod to finish", time.Minute, func() (bool, error) {
-		pods, err := c.kube.CoreV1().Pods(systemNamespace).List(t.Context(), metav1.ListOptions{
-			LabelSelector: "sandbox.opensandbox.io/sandbox-snapshot-namespace=" + ns,
+		pods, err := c.Kube.CoreV1().Pods(test.SystemNamespace).List(t.Context(), metav1.ListOptions{
+			LabelSelector: test.TaskRunSelector(ns, ""),
 		})
 		return err == nil && len(pods.Items) == 0, nil
 	})

@@ -19,19 +19,15 @@ limitations under the License.
 package e2e
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // TestMisconfiguration: a broken config-snapshot fails new snapshots, before
@@ -72,7 +68,7 @@ func TestMisconfiguration(t *testing.T) {
 				t.Errorf("Failed message %q does not mention %q", c.Message, tc.message)
 			}
 			if trs := e.taskRunsOf(s.Name); len(trs) != 0 {
-				t.Errorf("%s has TaskRuns %v", s.Name, trNames(trs))
+				t.Errorf("%s has TaskRuns %v", s.Name, test.TaskRunNames(trs))
 			}
 
 			restore()
@@ -115,40 +111,7 @@ func (e *env) snapshotUntil(prefix string, ok func(*v1alpha1.SandboxSnapshot) bo
 // that restores the previous values (also run at cleanup and on interrupt).
 func patchSnapshotConfig(t *testing.T, e *env, patch map[string]any) (restore func()) {
 	t.Helper()
-	cms := e.c.Kube.CoreV1().ConfigMaps(systemNamespace)
-	cm, err := cms.Get(e.ctx, config.SnapshotConfigName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	undo := map[string]any{}
-	for k := range patch {
-		if v, ok := cm.Data[k]; ok {
-			undo[k] = v
-		} else {
-			undo[k] = nil
-		}
-	}
-	apply := func(data map[string]any) error {
-		b, _ := json.Marshal(map[string]any{"data": data})
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, err := cms.Patch(ctx, config.SnapshotConfigName, types.MergePatchType, b, metav1.PatchOptions{})
-		return err
-	}
-	if err := apply(patch); err != nil {
-		t.Fatalf("patching %s: %v", config.SnapshotConfigName, err)
-	}
-	t.Logf("config-snapshot patched with %v", patch)
-	done := false
-	restore = func() {
-		if done {
-			return
-		}
-		done = true
-		if err := apply(undo); err != nil {
-			t.Errorf("restoring %s: %v", config.SnapshotConfigName, err)
-		}
-	}
+	restore = test.PatchSnapshotConfig(t, e.c, patch)
 	cleanup(t, restore)
 	return restore
 }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // skipUnlessProjectCRD skips a test of a rule that only the project's own
@@ -53,7 +54,7 @@ func TestCRDValidation(t *testing.T) {
 		// What OpenSandbox's server creates: a snapshot named osb-snap-<id>,
 		// controlled by its BatchSandbox, with OpenSandbox's own class so that
 		// this controller leaves it alone; then the status OpenSandbox writes.
-		sb := mustParseUnstructured(t, `
+		sb := test.MustParseUnstructured(t, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: BatchSandbox
 metadata:
@@ -67,11 +68,11 @@ spec:
       - name: app
         image: 127.0.0.1:5000/busybox:latest
 `, e.ns)
-		sb, err := e.c.Dynamic.Resource(batchSandboxGVR).Namespace(e.ns).Create(e.ctx, sb, metav1.CreateOptions{})
+		sb, err := e.c.Dynamic.Resource(test.BatchSandboxes).Namespace(e.ns).Create(e.ctx, sb, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("creating BatchSandbox: %v", err)
 		}
-		obj := mustParseUnstructured(t, `
+		obj := test.MustParseUnstructured(t, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: SandboxSnapshot
 metadata:
@@ -95,7 +96,7 @@ spec:
 		if err != nil {
 			t.Fatalf("an OpenSandbox-shaped SandboxSnapshot was refused: %v", err)
 		}
-		status := mustParseUnstructured(t, `
+		status := test.MustParseUnstructured(t, `
 phase: Succeed
 sourcePodName: osb-sandbox-0
 sourceNodeName: node-a
@@ -145,7 +146,7 @@ containers:
 	}
 
 	t.Run("MissingSandboxNameRejected", func(t *testing.T) {
-		_, err := snaps.Create(e.ctx, mustParseUnstructured(t, `
+		_, err := snaps.Create(e.ctx, test.MustParseUnstructured(t, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: SandboxSnapshot
 metadata:
@@ -158,7 +159,7 @@ spec: {}
 
 	t.Run("MissingSpecRejected", func(t *testing.T) {
 		skipUnlessProjectCRD(t, "required spec")
-		_, err := snaps.Create(e.ctx, mustParseUnstructured(t, `
+		_, err := snaps.Create(e.ctx, test.MustParseUnstructured(t, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: SandboxSnapshot
 metadata:
@@ -199,7 +200,7 @@ metadata:
 	})
 
 	t.Run("UnknownFieldsPruned", func(t *testing.T) {
-		created, err := snaps.Create(e.ctx, mustParseUnstructured(t, `
+		created, err := snaps.Create(e.ctx, test.MustParseUnstructured(t, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: SandboxSnapshot
 metadata:

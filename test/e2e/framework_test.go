@@ -19,7 +19,6 @@ limitations under the License.
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -37,14 +36,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 	"knative.dev/pkg/apis"
 	"knative.dev/pkg/test/helpers"
@@ -53,13 +46,12 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 const (
-	// systemNamespace is where the controller's ConfigMaps, Leases and TaskRuns are.
-	systemNamespace = "sandbox-snapshot-system"
 	// controllerSA is the controller's identity.
-	controllerSA = "system:serviceaccount:" + systemNamespace + ":sandbox-snapshot-controller"
+	controllerSA = "system:serviceaccount:" + test.SystemNamespace + ":sandbox-snapshot-controller"
 	// e2eLabel marks what the tests create, for cleanup.
 	e2eLabel = "e2e.sandbox.opensandbox.io/test"
 	// timeout bounds each wait for the controller.
@@ -71,7 +63,6 @@ const (
 
 var (
 	metav1GetOptions = metav1.GetOptions{}
-	batchSandboxGVR  = schema.GroupVersionResource{Group: sandbox.GroupName, Version: "v1alpha1", Resource: "batchsandboxes"}
 	snapshotGVR      = v1alpha1.SchemeGroupVersion.WithResource("sandboxsnapshots")
 )
 
@@ -80,7 +71,7 @@ var (
 type env struct {
 	t        *testing.T
 	ctx      context.Context
-	c        *Clients
+	c        *test.Clients
 	ns       string
 	node     string
 	taskRuns *taskRunRecorder
@@ -100,7 +91,7 @@ func setupNamespace(t *testing.T, namespace string) *env {
 	t.Cleanup(cancel)
 	e := &env{t: t, ctx: ctx, c: clients, ns: namespace}
 
-	ns := mustParse[corev1.Namespace](t, `
+	ns := test.MustParse[corev1.Namespace](t, `
 apiVersion: v1
 kind: Namespace
 metadata:
@@ -133,26 +124,6 @@ func (e *env) deleteNamespace() {
 	}
 }
 
-// mustParse fills a T from YAML, formatted with args first.
-func mustParse[T any](t *testing.T, format string, args ...any) *T {
-	t.Helper()
-	obj := new(T)
-	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(format, args...)), obj); err != nil {
-		t.Fatalf("parsing %T: %v\n%s", obj, err, fmt.Sprintf(format, args...))
-	}
-	return obj
-}
-
-// mustParseUnstructured parses YAML into an object for the dynamic client.
-func mustParseUnstructured(t *testing.T, format string, args ...any) *unstructured.Unstructured {
-	t.Helper()
-	obj := map[string]any{}
-	if err := yaml.Unmarshal([]byte(fmt.Sprintf(format, args...)), &obj); err != nil {
-		t.Fatalf("parsing YAML: %v", err)
-	}
-	return &unstructured.Unstructured{Object: obj}
-}
-
 // ------------------------------------------------------------------ sandboxes
 
 // ensureNode creates the fake node the test's sandbox pods are bound to. No
@@ -164,7 +135,7 @@ func (e *env) ensureNode() string {
 		return e.node
 	}
 	name := "node-" + e.ns
-	node := mustParse[corev1.Node](e.t, `
+	node := test.MustParse[corev1.Node](e.t, `
 apiVersion: v1
 kind: Node
 metadata:
@@ -200,52 +171,26 @@ func (e *env) createSandbox(name string, opts sandboxOpts) *corev1.Pod {
 	if len(opts.containers) == 0 {
 		opts.containers = []string{"app", "sidecar"}
 	}
-	sb := mustParseUnstructured(e.t, `
-apiVersion: sandbox.opensandbox.io/v1alpha1
-kind: BatchSandbox
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-  annotations:
-    sandbox.opensandbox.io/alloc-status: '{"pods":["%[1]s-0"]}'
-spec:
-  replicas: 1
-`, name, e.ns)
-	if _, err := e.c.Dynamic.Resource(batchSandboxGVR).Namespace(e.ns).Create(e.ctx, sb, metav1.CreateOptions{}); err != nil {
-		e.t.Fatalf("creating BatchSandbox %s: %v", name, err)
-	}
-
 	var containers strings.Builder
 	for _, c := range opts.containers {
-		fmt.Fprintf(&containers, "  - name: %s\n    image: 127.0.0.1:5000/busybox:latest\n    command: [sleep, infinity]\n", c)
+		fmt.Fprintf(&containers, "- name: %s\n  image: 127.0.0.1:5000/busybox:latest\n  command: [sleep, infinity]\n", c)
 	}
 	nodeName := ""
 	if !opts.pending {
 		nodeName = e.ensureNode()
 	}
-	pod := mustParse[corev1.Pod](e.t, `
-apiVersion: v1
-kind: Pod
-metadata:
-  name: %s-0
-  namespace: %s
-  labels:
-    batch-sandbox.sandbox.opensandbox.io/name: %s
-spec:
-  nodeName: %q
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 0
-  tolerations:
-  - key: sandbox.opensandbox.io/dedicated
-    operator: Exists
-    effect: NoSchedule
-  containers:
-%s`, name, e.ns, name, nodeName, containers.String())
+	spec := test.MustParse[corev1.PodSpec](e.t, `
+nodeName: %q
+automountServiceAccountToken: false
+terminationGracePeriodSeconds: 0
+tolerations:
+- key: sandbox.opensandbox.io/dedicated
+  operator: Exists
+  effect: NoSchedule
+containers:
+%s`, nodeName, containers.String())
 	e.waitForDefaultServiceAccount()
-	created, err := e.c.Kube.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatalf("creating pod %s: %v", pod.Name, err)
-	}
+	created := test.CreateSandbox(e.ctx, e.t, e.c, e.ns, name, *spec)
 	if opts.pending {
 		return created
 	}
@@ -270,7 +215,7 @@ spec:
 	}
 	running, err := e.c.Kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, created, metav1.UpdateOptions{})
 	if err != nil {
-		e.t.Fatalf("marking pod %s Running: %v", pod.Name, err)
+		e.t.Fatalf("marking pod %s Running: %v", created.Name, err)
 	}
 	return running
 }
@@ -279,18 +224,9 @@ spec:
 // ServiceAccount: pods are refused until kube-controller-manager made it.
 func (e *env) waitForDefaultServiceAccount() {
 	e.t.Helper()
-	sas := e.c.Kube.CoreV1().ServiceAccounts(e.ns)
-	until(e.t, e.ctx, timeout, "the default ServiceAccount of "+e.ns, &corev1.ServiceAccount{},
-		&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = "metadata.name=default"
-				return sas.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = "metadata.name=default"
-				return sas.Watch(ctx, o)
-			},
-		}, nil, func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted, nil })
+	test.Until(e.ctx, e.t, timeout, "the default ServiceAccount of "+e.ns, &corev1.ServiceAccount{},
+		test.ListWatch(e.c.Kube.CoreV1().ServiceAccounts(e.ns), test.Named("default")),
+		nil, func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted, nil })
 }
 
 // ------------------------------------------------------------------ snapshots
@@ -298,47 +234,19 @@ func (e *env) waitForDefaultServiceAccount() {
 // createSnapshot creates a SandboxSnapshot of a sandbox.
 func (e *env) createSnapshot(name, sandboxName string) *v1alpha1.SandboxSnapshot {
 	e.t.Helper()
-	s := mustParse[v1alpha1.SandboxSnapshot](e.t, `
-apiVersion: sandbox.opensandbox.io/v1alpha1
-kind: SandboxSnapshot
-metadata:
-  name: %s
-  namespace: %s
-spec:
-  sandboxName: %s
-`, name, e.ns, sandboxName)
-	created, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Create(e.ctx, s, metav1.CreateOptions{})
-	if err != nil {
-		e.t.Fatalf("creating SandboxSnapshot %s: %v", name, err)
-	}
-	return created
+	return test.CreateSnapshot(e.ctx, e.t, e.c, e.ns, name, sandboxName)
 }
 
 // snapshotLW lists and watches one snapshot, or all of the namespace when name is empty.
 func (e *env) snapshotLW(name string) cache.ListerWatcher {
-	snaps := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
-	sel := func(o *metav1.ListOptions) {
-		if name != "" {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-		}
-	}
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			sel(&o)
-			return snaps.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			sel(&o)
-			return snaps.Watch(ctx, o)
-		},
-	}
+	return test.ListWatch(e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns), test.Named(name))
 }
 
 // waitSnapshot watches a snapshot until cond holds and returns it.
 func (e *env) waitSnapshot(name, what string, cond func(*v1alpha1.SandboxSnapshot) bool) *v1alpha1.SandboxSnapshot {
 	e.t.Helper()
 	var last *v1alpha1.SandboxSnapshot
-	ev := until(e.t, e.ctx, timeout, fmt.Sprintf("SandboxSnapshot %s/%s %s", e.ns, name, what), &v1alpha1.SandboxSnapshot{},
+	ev := test.Until(e.ctx, e.t, timeout, fmt.Sprintf("SandboxSnapshot %s/%s %s", e.ns, name, what), &v1alpha1.SandboxSnapshot{},
 		e.snapshotLW(name), nil, func(ev watch.Event) (bool, error) {
 			if ev.Type == watch.Deleted {
 				return false, fmt.Errorf("SandboxSnapshot %s/%s was deleted", e.ns, name)
@@ -352,12 +260,7 @@ func (e *env) waitSnapshot(name, what string, cond func(*v1alpha1.SandboxSnapsho
 // waitSnapshotGone waits until a snapshot no longer exists.
 func (e *env) waitSnapshotGone(name string) {
 	e.t.Helper()
-	key := e.ns + "/" + name
-	until(e.t, e.ctx, timeout, "SandboxSnapshot "+key+" to be deleted", &v1alpha1.SandboxSnapshot{}, e.snapshotLW(name),
-		func(store cache.Store) (bool, error) {
-			_, exists, err := store.GetByKey(key)
-			return !exists, err
-		}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
+	test.WaitForSnapshotGone(e.ctx, e.t, e.c, e.ns, name, timeout)
 }
 
 // waitAllTerminal waits until the namespace holds want snapshots, all Succeed or Failed.
@@ -387,7 +290,7 @@ func (e *env) waitAllTerminal(want int, within time.Duration) []*v1alpha1.Sandbo
 		}
 		return true, nil
 	}
-	until(e.t, e.ctx, within, fmt.Sprintf("%d snapshots in %s to end", want, e.ns), &v1alpha1.SandboxSnapshot{}, e.snapshotLW(""),
+	test.Until(e.ctx, e.t, within, fmt.Sprintf("%d snapshots in %s to end", want, e.ns), &v1alpha1.SandboxSnapshot{}, e.snapshotLW(""),
 		allDone, func(watch.Event) (bool, error) { return allDone(store) }, describe)
 	out := make([]*v1alpha1.SandboxSnapshot, 0, want)
 	for _, o := range store.List() {
@@ -401,26 +304,6 @@ func isPhase(p v1alpha1.SandboxSnapshotPhase) func(*v1alpha1.SandboxSnapshot) bo
 }
 
 func isTerminal(s *v1alpha1.SandboxSnapshot) bool { return s.Status.IsTerminal() }
-
-// until runs watchtools.UntilWithSync within d and fails the test on a
-// timeout, with describe's view of the last state.
-func until(t *testing.T, ctx context.Context, d time.Duration, what string, obj runtime.Object, lw cache.ListerWatcher,
-	pre watchtools.PreconditionFunc, cond watchtools.ConditionFunc, describe ...func() string) *watch.Event {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	start := time.Now()
-	ev, err := watchtools.UntilWithSync(ctx, lw, obj, pre, cond)
-	if err != nil {
-		var last string
-		for _, f := range describe {
-			last += f()
-		}
-		t.Fatalf("waiting %v for %s: %v\nlast seen:\n%s", d, what, err, last)
-	}
-	t.Logf("%s after %v", what, time.Since(start).Round(time.Millisecond))
-	return ev
-}
 
 func dump(obj any) string {
 	if obj == nil {
@@ -446,21 +329,13 @@ type taskRunRecorder struct {
 	cancelled map[string]bool
 }
 
-func recordTaskRuns(t *testing.T, ctx context.Context, c *Clients, ns string) *taskRunRecorder {
+func recordTaskRuns(t *testing.T, ctx context.Context, c *test.Clients, ns string) *taskRunRecorder {
 	t.Helper()
-	sel := labels.SelectorFromSet(labels.Set{sandbox.SnapshotNamespaceLabel: ns}).String()
-	trs := c.Pipeline.TektonV1().TaskRuns(systemNamespace)
+	sel := test.TaskRunSelector(ns, "")
 	r := &taskRunRecorder{adds: map[string]int{}, deletes: map[string]int{}, cancelled: map[string]bool{}}
-	r.informer = cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = sel
-			return trs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = sel
-			return trs.Watch(ctx, o)
-		},
-	}, &pipelinev1.TaskRun{}, 0, cache.Indexers{})
+	r.informer = cache.NewSharedIndexInformer(
+		test.ListWatch(c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace), metav1.ListOptions{LabelSelector: sel}),
+		&pipelinev1.TaskRun{}, 0, cache.Indexers{})
 	seen := func(obj any) {
 		if tr, ok := obj.(*pipelinev1.TaskRun); ok && tr.Spec.Status == pipelinev1.TaskRunSpecStatusCancelled {
 			r.cancelled[tr.Name] = true
@@ -524,35 +399,19 @@ func (r *taskRunRecorder) wasCancelled(name string) bool {
 // taskRunsOf lists the TaskRuns labelled with a snapshot's name and namespace.
 func (e *env) taskRunsOf(snapshot string) []pipelinev1.TaskRun {
 	e.t.Helper()
-	sel := labels.SelectorFromSet(labels.Set{sandbox.SnapshotNameLabel: snapshot, sandbox.SnapshotNamespaceLabel: e.ns}).String()
-	list, err := e.c.Pipeline.TektonV1().TaskRuns(systemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		e.t.Fatalf("listing TaskRuns %s: %v", sel, err)
-	}
-	return list.Items
+	return test.TaskRunsOf(e.ctx, e.t, e.c, e.ns, snapshot)
 }
 
 // taskRunLW lists and watches one TaskRun of the system namespace.
 func (e *env) taskRunLW(name string) cache.ListerWatcher {
-	trs := e.c.Pipeline.TektonV1().TaskRuns(systemNamespace)
-	fs := fields.OneTermEqualSelector("metadata.name", name).String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = fs
-			return trs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = fs
-			return trs.Watch(ctx, o)
-		},
-	}
+	return test.ListWatch(e.c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace), test.Named(name))
 }
 
 // waitTaskRun waits for a TaskRun to exist (and cond to hold) and returns it.
 func (e *env) waitTaskRun(name, what string, cond func(*pipelinev1.TaskRun) bool) *pipelinev1.TaskRun {
 	e.t.Helper()
 	var last *pipelinev1.TaskRun
-	ev := until(e.t, e.ctx, timeout, "TaskRun "+name+" "+what, &pipelinev1.TaskRun{}, e.taskRunLW(name), nil,
+	ev := test.Until(e.ctx, e.t, timeout, "TaskRun "+name+" "+what, &pipelinev1.TaskRun{}, e.taskRunLW(name), nil,
 		func(ev watch.Event) (bool, error) {
 			if ev.Type == watch.Deleted {
 				return false, nil
@@ -566,12 +425,8 @@ func (e *env) waitTaskRun(name, what string, cond func(*pipelinev1.TaskRun) bool
 // waitTaskRunGone waits until a TaskRun no longer exists.
 func (e *env) waitTaskRunGone(name string) {
 	e.t.Helper()
-	key := systemNamespace + "/" + name
-	until(e.t, e.ctx, timeout, "TaskRun "+key+" to be deleted", &pipelinev1.TaskRun{}, e.taskRunLW(name),
-		func(store cache.Store) (bool, error) {
-			_, exists, err := store.GetByKey(key)
-			return !exists, err
-		}, func(ev watch.Event) (bool, error) { return ev.Type == watch.Deleted, nil })
+	key := test.SystemNamespace + "/" + name
+	test.UntilGone(e.ctx, e.t, timeout, "TaskRun "+key+" to be deleted", &pipelinev1.TaskRun{}, e.taskRunLW(name), key)
 }
 
 // setTaskRunStatus plays Tekton: it writes a TaskRun's status.
@@ -584,8 +439,8 @@ func (e *env) setTaskRunStatus(name string, mutate func(*pipelinev1.TaskRun)) *p
 	return tr
 }
 
-func setTaskRunStatus(ctx context.Context, c *Clients, name string, mutate func(*pipelinev1.TaskRun)) (*pipelinev1.TaskRun, error) {
-	trs := c.Pipeline.TektonV1().TaskRuns(systemNamespace)
+func setTaskRunStatus(ctx context.Context, c *test.Clients, name string, mutate func(*pipelinev1.TaskRun)) (*pipelinev1.TaskRun, error) {
+	trs := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
 	var out *pipelinev1.TaskRun
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		tr, err := trs.Get(ctx, name, metav1.GetOptions{})
@@ -764,15 +619,10 @@ func runContext(ctx context.Context, t *testing.T, name string, args ...string) 
 	t.Helper()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = repoRoot
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+clients.Kubeconfig)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	t.Logf("$ %s %s\n%s%s", filepath.Base(name), strings.Join(args, " "), stdout.String(), stderr.String())
-	if err != nil {
-		return stdout.String(), fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.String(), nil
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	stdout, stderr, err := test.Run(cmd)
+	t.Logf("$ %s %s\n%s%s", filepath.Base(name), strings.Join(args, " "), stdout, stderr)
+	return stdout, err
 }
 
 // tool finds a CLI: on PATH (hack/env.sh puts the built ones first), else in _output/tools.

@@ -19,21 +19,18 @@ limitations under the License.
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // burst is how many snapshots the crash tests keep in flight.
@@ -98,24 +95,15 @@ func TestLeaderElection(t *testing.T) {
 // waitTaskRunsCreated waits until at least n TaskRuns exist for the namespace's snapshots.
 func (e *env) waitTaskRunsCreated(n int) {
 	e.t.Helper()
-	trs := e.c.Pipeline.TektonV1().TaskRuns(systemNamespace)
-	sel := labels.SelectorFromSet(labels.Set{sandbox.SnapshotNamespaceLabel: e.ns}).String()
+	trs := e.c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
+	sel := metav1.ListOptions{LabelSelector: test.TaskRunSelector(e.ns, "")}
 	var store cache.Store
 	enough := func(s cache.Store) (bool, error) {
 		store = s
 		return len(s.List()) >= n, nil
 	}
-	until(e.t, e.ctx, timeout, fmt.Sprintf("%d TaskRun(s) for %s", n, e.ns), &pipelinev1.TaskRun{},
-		&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = sel
-				return trs.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.LabelSelector = sel
-				return trs.Watch(ctx, o)
-			},
-		}, enough, func(watch.Event) (bool, error) { return enough(store) })
+	test.Until(e.ctx, e.t, timeout, fmt.Sprintf("%d TaskRun(s) for %s", n, e.ns), &pipelinev1.TaskRun{}, test.ListWatch(trs, sel),
+		enough, func(watch.Event) (bool, error) { return enough(store) })
 }
 
 // checkOneTaskRunEach checks that every snapshot Succeeded through exactly one
@@ -132,7 +120,7 @@ func checkOneTaskRunEach(t *testing.T, e *env, all []*v1alpha1.SandboxSnapshot) 
 			t.Errorf("%s: taskRunRef %v, want %s", s.Name, s.Status.TaskRunRef, want)
 		}
 		if trs := e.taskRunsOf(s.Name); len(trs) != 1 {
-			t.Errorf("%s has %d TaskRuns: %v", s.Name, len(trs), trNames(trs))
+			t.Errorf("%s has %d TaskRuns: %v", s.Name, len(trs), test.TaskRunNames(trs))
 		}
 		checkCreatedOnce(t, e, want)
 	}

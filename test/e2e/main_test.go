@@ -29,31 +29,18 @@ import (
 	"testing"
 	"time"
 
-	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	sandboxclientset "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
-
-// Clients are the admin clients the tests act with. The controller has its
-// own, under its ServiceAccount.
-type Clients struct {
-	Kubeconfig string
-	Config     *rest.Config
-	Kube       kubernetes.Interface
-	Sandbox    sandboxclientset.Interface
-	Pipeline   pipelineclientset.Interface
-	Dynamic    dynamic.Interface
-}
 
 var (
 	// repoRoot is the repository, found from the test's working directory.
 	repoRoot string
-	// clients are built from $KUBECONFIG (admin) in TestMain.
-	clients *Clients
+	// kubeconfig is the admin kubeconfig: $KUBECONFIG, else the local cluster's.
+	kubeconfig string
+	// clients are built from kubeconfig in TestMain.
+	clients *test.Clients
 )
 
 func TestMain(m *testing.M) {
@@ -78,7 +65,7 @@ func setupMain() error {
 			return fmt.Errorf("no go.mod above %s", wd)
 		}
 	}
-	kubeconfig := os.Getenv("KUBECONFIG")
+	kubeconfig = os.Getenv("KUBECONFIG")
 	if kubeconfig == "" {
 		kubeconfig = filepath.Join(repoRoot, "_output", "cluster", "kubeconfig")
 	}
@@ -87,23 +74,13 @@ func setupMain() error {
 		return fmt.Errorf("no cluster (run hack/e2e.sh, or hack/cluster-up.sh and hack/run-controller.sh start): %w", err)
 	}
 	cfg.QPS, cfg.Burst = 100, 200
-	clients = &Clients{Kubeconfig: kubeconfig, Config: cfg}
-	if clients.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		return err
-	}
-	if clients.Sandbox, err = sandboxclientset.NewForConfig(cfg); err != nil {
-		return err
-	}
-	if clients.Pipeline, err = pipelineclientset.NewForConfig(cfg); err != nil {
-		return err
-	}
-	if clients.Dynamic, err = dynamic.NewForConfig(cfg); err != nil {
+	if clients, err = test.NewClients(cfg); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := clients.Kube.CoreV1().Namespaces().Get(ctx, systemNamespace, metav1GetOptions); err != nil {
-		return fmt.Errorf("namespace %s (is config/ applied?): %w", systemNamespace, err)
+	if _, err := clients.Kube.CoreV1().Namespaces().Get(ctx, test.SystemNamespace, metav1GetOptions); err != nil {
+		return fmt.Errorf("namespace %s (is config/ applied?): %w", test.SystemNamespace, err)
 	}
 	if len(controllerPIDs()) == 0 {
 		return fmt.Errorf("no controller runs: start one with hack/run-controller.sh start")

@@ -30,9 +30,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -40,6 +37,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // The operator's own metrics (docs/metrics.md), as Prometheus names them.
@@ -78,7 +76,7 @@ func TestMetrics(t *testing.T) {
 		c := s.Status.GetCondition(v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonWaitingForCommit
 	})
-	waitScrape(t, port, func(m scraped) []string {
+	waitScrape(t, port, func(m test.Metrics) []string {
 		return gaugeMismatch(m, before, map[string]float64{
 			inFlightMetric: 1, waitingMetric: 1,
 			phaseMetric + "{phase=Pending}": 1, phaseMetric + "{phase=Committing}": 1,
@@ -120,14 +118,14 @@ func TestMetrics(t *testing.T) {
 	}
 	// A pass records a snapshot's end just after its status write, which
 	// the test may see first.
-	after := waitScrape(t, port, func(m scraped) []string {
+	after := waitScrape(t, port, func(m test.Metrics) []string {
 		mismatch := gaugeMismatch(m, before, map[string]float64{
 			inFlightMetric: 0, waitingMetric: 0,
 			phaseMetric + "{phase=Pending}": 0, phaseMetric + "{phase=Committing}": 0,
 			phaseMetric + "{phase=Succeed}": 2, phaseMetric + "{phase=Failed}": 2,
 		})
 		for _, c := range ends {
-			if count, _ := m.histogram(t, c.metric, c.labels).delta(before.histogram(t, c.metric, c.labels)); count != c.want {
+			if count, _ := m.Histogram(t, c.metric, c.labels).Delta(before.Histogram(t, c.metric, c.labels)); count != c.want {
 				mismatch = append(mismatch, fmt.Sprintf("%s{%s}: %d more observations, want %d", c.metric, c.labels, count, c.want))
 			}
 		}
@@ -137,19 +135,19 @@ func TestMetrics(t *testing.T) {
 	for _, c := range ends {
 		// The clock of each observation ran within this test; the second
 		// resolution of Kubernetes timestamps adds up to one second.
-		_, sum := after.histogram(t, c.metric, c.labels).delta(before.histogram(t, c.metric, c.labels))
+		_, sum := after.Histogram(t, c.metric, c.labels).Delta(before.Histogram(t, c.metric, c.labels))
 		if limit := float64(c.want) * (elapsed + 1); sum < 0 || sum > limit {
 			t.Errorf("%s{%s}: the sum grew by %gs, want between 0 and %gs", c.metric, c.labels, sum, limit)
 		}
 	}
 
 	// The pause windows: 0.321 s and 1.5 s, exactly, and in their buckets.
-	pause, pauseBefore := after.histogram(t, pauseWindowMetric, ""), before.histogram(t, pauseWindowMetric, "")
-	if _, sum := pause.delta(pauseBefore); math.Abs(sum-1.821) > 1e-9 {
+	pause, pauseBefore := after.Histogram(t, pauseWindowMetric, ""), before.Histogram(t, pauseWindowMetric, "")
+	if _, sum := pause.Delta(pauseBefore); math.Abs(sum-1.821) > 1e-9 {
 		t.Errorf("%s: the sum grew by %g, want 1.821 (321 ms + 1500 ms)", pauseWindowMetric, sum)
 	}
 	for le, want := range map[float64]uint64{0.25: 0, 0.5: 1, 1: 1, 2.5: 2} {
-		if got := pause.bucket(t, le) - pauseBefore.bucket(t, le); got != want {
+		if got := pause.Bucket(t, le) - pauseBefore.Bucket(t, le); got != want {
 			t.Errorf("%s{le=%g}: %d more observations, want %d", pauseWindowMetric, le, got, want)
 		}
 	}
@@ -203,11 +201,8 @@ func metricsPort(t *testing.T, instance string) string {
 	return ""
 }
 
-// scraped are the metric families of one scrape, by name.
-type scraped map[string]*dto.MetricFamily
-
 // scrape reads the controller's /metrics over loopback.
-func scrape(t *testing.T, port string) scraped {
+func scrape(t *testing.T, port string) test.Metrics {
 	t.Helper()
 	m, err := tryScrape(port)
 	if err != nil {
@@ -216,7 +211,7 @@ func scrape(t *testing.T, port string) scraped {
 	return m
 }
 
-func tryScrape(port string) (scraped, error) {
+func tryScrape(port string) (test.Metrics, error) {
 	url := "http://127.0.0.1:" + port + "/metrics"
 	resp, err := http.Get(url)
 	if err != nil {
@@ -226,85 +221,17 @@ func tryScrape(port string) (scraped, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scraping %s: %s", url, resp.Status)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := test.ParseMetrics(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("parsing %s: %w", url, err)
 	}
 	return families, nil
 }
 
-// seriesLabels writes a metric's labels, but OpenTelemetry's otel_scope_*, as
-// key=value,... in key order (Prometheus sorts them).
-func seriesLabels(m *dto.Metric) string {
-	var parts []string
-	for _, l := range m.GetLabel() {
-		if !strings.HasPrefix(l.GetName(), "otel_scope_") {
-			parts = append(parts, l.GetName()+"="+l.GetValue())
-		}
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ",")
-}
-
-// gauge returns the value of a gauge series, given as name or name{labels}.
-func (m scraped) gauge(series string) (float64, error) {
-	name, want, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
-	f, ok := m[name]
-	if !ok {
-		return 0, fmt.Errorf("no metric %s", name)
-	}
-	for _, s := range f.GetMetric() {
-		if seriesLabels(s) == want {
-			return s.GetGauge().GetValue(), nil
-		}
-	}
-	return 0, fmt.Errorf("no series %s", series)
-}
-
-// histogram returns the series of a histogram with exactly the given
-// labels; an empty one when it has had no observation yet.
-func (m scraped) histogram(t *testing.T, name, want string) histogram {
-	t.Helper()
-	f := m[name]
-	if f != nil && f.GetType() != dto.MetricType_HISTOGRAM {
-		t.Fatalf("%s is a %s, not a histogram", name, f.GetType())
-	}
-	for _, s := range f.GetMetric() {
-		if seriesLabels(s) == want {
-			return histogram{s.GetHistogram()}
-		}
-	}
-	return histogram{&dto.Histogram{}}
-}
-
-// histogram is one series of a histogram.
-type histogram struct{ *dto.Histogram }
-
-// delta returns how many observations, and how much, h has over earlier.
-func (h histogram) delta(earlier histogram) (uint64, float64) {
-	return h.GetSampleCount() - earlier.GetSampleCount(), h.GetSampleSum() - earlier.GetSampleSum()
-}
-
-// bucket returns the cumulative count of bucket le, which must exist
-// once h has observations.
-func (h histogram) bucket(t *testing.T, le float64) uint64 {
-	t.Helper()
-	for _, b := range h.GetBucket() {
-		if b.GetUpperBound() == le {
-			return b.GetCumulativeCount()
-		}
-	}
-	if h.GetSampleCount() > 0 {
-		t.Fatalf("no bucket le=%g in %v", le, h.GetBucket())
-	}
-	return 0
-}
-
 // waitScrape scrapes until mismatch finds nothing amiss, and returns that scrape.
-func waitScrape(t *testing.T, port string, mismatch func(scraped) []string) scraped {
+func waitScrape(t *testing.T, port string, mismatch func(test.Metrics) []string) test.Metrics {
 	t.Helper()
-	var last scraped
+	var last test.Metrics
 	var wrong []string
 	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		m, err := tryScrape(port)
@@ -322,15 +249,15 @@ func waitScrape(t *testing.T, port string, mismatch func(scraped) []string) scra
 
 // gaugeMismatch describes each gauge series whose value in m is not its
 // value in before plus its delta.
-func gaugeMismatch(m, before scraped, deltas map[string]float64) []string {
+func gaugeMismatch(m, before test.Metrics, deltas map[string]float64) []string {
 	var out []string
 	for series, delta := range deltas {
-		was, err := before.gauge(series)
+		was, err := before.Gauge(series)
 		if err != nil {
 			out = append(out, err.Error())
 			continue
 		}
-		now, err := m.gauge(series)
+		now, err := m.Gauge(series)
 		if err != nil {
 			out = append(out, err.Error())
 			continue

@@ -24,16 +24,10 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
-
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // TestObservation: what a user sees with kubectl and tkn (the built ones,
@@ -96,7 +90,7 @@ func TestObservation(t *testing.T) {
 	})
 
 	t.Run("TknTaskRunList", func(t *testing.T) {
-		out, err := run(t, tkn, "taskrun", "list", "--label", sandbox.SnapshotNameLabel+"=observed", "-n", systemNamespace)
+		out, err := run(t, tkn, "taskrun", "list", "--label", sandbox.SnapshotNameLabel+"=observed", "-n", test.SystemNamespace)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,7 +100,7 @@ func TestObservation(t *testing.T) {
 	})
 
 	t.Run("TknTaskRunDescribe", func(t *testing.T) {
-		out, err := run(t, tkn, "taskrun", "describe", tr, "-n", systemNamespace)
+		out, err := run(t, tkn, "taskrun", "describe", tr, "-n", test.SystemNamespace)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,20 +113,8 @@ func TestObservation(t *testing.T) {
 	})
 }
 
-// waitEvent waits for an event with reason on a snapshot: events are
-// written asynchronously by the controller's event broadcaster.
+// waitEvent waits for an event with reason on a snapshot.
 func (e *env) waitEvent(snapshot, reason string) {
 	e.t.Helper()
-	evs := e.c.Kube.CoreV1().Events(e.ns)
-	fs := fields.Set{"involvedObject.name": snapshot, "reason": reason}.String()
-	until(e.t, e.ctx, timeout, "event "+reason+" on "+snapshot, &corev1.Event{}, &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = fs
-			return evs.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = fs
-			return evs.Watch(ctx, o)
-		},
-	}, nil, func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted, nil })
+	test.WaitForEvent(e.ctx, e.t, e.c, e.ns, snapshot, reason, "", timeout)
 }

@@ -35,6 +35,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // TestRBAC: the controller runs as its ServiceAccount, and that account can
@@ -80,7 +82,7 @@ func TestRBAC(t *testing.T) {
 
 	// A ServiceAccount without any binding: what every ServiceAccount may do
 	// (discovery, self reviews). Only the difference to it comes from config/.
-	baseline := mustParse[corev1.ServiceAccount](t, `
+	baseline := test.MustParse[corev1.ServiceAccount](t, `
 apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -99,7 +101,7 @@ metadata:
 		rules    []rbacv1.PolicyRule
 	}{
 		{"UserNamespace", e.ns, clusterRole.Rules},
-		{"OperatorNamespace", systemNamespace, append(slices.Clone(clusterRole.Rules), role.Rules...)},
+		{"OperatorNamespace", test.SystemNamespace, append(slices.Clone(clusterRole.Rules), role.Rules...)},
 	} {
 		t.Run("CanIList/"+tc.name, func(t *testing.T) {
 			got := canIList(t, controllerSA, tc.ns)

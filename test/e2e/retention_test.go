@@ -19,12 +19,9 @@ limitations under the License.
 package e2e
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log"
-	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +32,6 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +43,7 @@ import (
 	idresources "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // loopbackRegistry serves go-containerregistry's registry on 127.0.0.1 for
@@ -54,14 +51,7 @@ import (
 // reaches it there.
 func loopbackRegistry(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: registry.New(registry.Logger(log.New(io.Discard, "", 0))), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return l.Addr().String()
+	return test.ListenAndServe(t, "127.0.0.1:0", registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 }
 
 // useRegistry points config-snapshot at a loopback registry, with more
@@ -125,29 +115,13 @@ func pushAndSucceed(t *testing.T, e *env, s *v1alpha1.SandboxSnapshot, img v1.Im
 // snapshot's first container.
 func manifestHeld(t *testing.T, s *v1alpha1.SandboxSnapshot) bool {
 	t.Helper()
-	c := s.Status.Containers[0]
-	tag, err := name.ParseReference(c.ImageURI, name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = remote.Head(tag.Context().Digest(c.ImageDigest))
-	var te *transport.Error
-	switch {
-	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
-		return false
-	case err != nil:
-		t.Fatalf("looking up %s@%s: %v", tag.Context(), c.ImageDigest, err)
-	}
-	return true
+	return test.ManifestHeld(t.Context(), t, test.PinnedDigests(t, s)[0])
 }
 
 // deleteSnapshot deletes a snapshot and waits until it is gone.
 func (e *env) deleteSnapshot(name string) {
 	e.t.Helper()
-	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
-		e.t.Fatalf("deleting SandboxSnapshot %s: %v", name, err)
-	}
-	e.waitSnapshotGone(name)
+	test.DeleteSnapshot(e.ctx, e.t, e.c, e.ns, name, timeout)
 }
 
 func randomImage(t *testing.T) v1.Image {
@@ -197,7 +171,7 @@ func TestTaskRunRetention(t *testing.T) {
 			t.Errorf("%s: phase %s after its TaskRun was removed, want %s", name, s.Status.Phase, want)
 		}
 		if trs := e.taskRunsOf(name); len(trs) != 0 {
-			t.Errorf("%s: TaskRuns %v exist after the retention", name, trNames(trs))
+			t.Errorf("%s: TaskRuns %v exist after the retention", name, test.TaskRunNames(trs))
 		}
 		tr := names.CommitTaskRun(s)
 		if n := e.taskRuns.created()[tr]; n != 1 {
@@ -284,10 +258,10 @@ func TestImageDeletionWaitsForPodsAndTemplates(t *testing.T) {
 		t.Fatalf("imageUri %s is not pinned to digest %s", pinned, s.Status.Containers[0].ImageDigest)
 	}
 	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q}]}}}}`, pinned)
-	if _, err := e.c.Dynamic.Resource(batchSandboxGVR).Namespace(e.ns).Patch(e.ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := e.c.Dynamic.Resource(test.BatchSandboxes).Namespace(e.ns).Patch(e.ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	resumed := mustParse[corev1.Pod](t, `
+	resumed := test.MustParse[corev1.Pod](t, `
 apiVersion: v1
 kind: Pod
 metadata:
@@ -318,7 +292,7 @@ spec:
 	}
 
 	patch = `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"registry.test/elsewhere:1"}]}}}}`
-	if _, err := e.c.Dynamic.Resource(batchSandboxGVR).Namespace(e.ns).Patch(e.ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := e.c.Dynamic.Resource(test.BatchSandboxes).Namespace(e.ns).Patch(e.ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitEvent(s.Name, v1alpha1.ReasonImagesDeleted)
@@ -353,23 +327,7 @@ func TestImageDeletionRefused(t *testing.T) {
 // manifests, as distribution without REGISTRY_STORAGE_DELETE_ENABLED does.
 func refusingRegistry(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusMethodNotAllowed)
-			fmt.Fprint(w, `{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}`)
-			return
-		}
-		reg.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return l.Addr().String()
+	return test.ListenAndServe(t, "127.0.0.1:0", test.RefuseDeletes(registry.New(registry.Logger(log.New(io.Discard, "", 0)))))
 }
 
 // waitNoImageDeletions waits until no image deletion record of this test's
@@ -378,7 +336,7 @@ func (e *env) waitNoImageDeletions() {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		cms, err := e.c.Kube.CoreV1().ConfigMaps(systemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: idresources.RecordLabel + "=true"})
+		cms, err := e.c.Kube.CoreV1().ConfigMaps(test.SystemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: idresources.RecordLabel + "=true"})
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -415,14 +373,11 @@ func TestImageMissing(t *testing.T) {
 	s = pushAndSucceed(t, e, s, img)
 	e.waitTaskRunGone(names.CommitTaskRun(s))
 	c := s.Status.Containers[0]
-	tag, err := name.ParseReference(c.ImageURI, name.Insecure)
-	if err != nil {
+	ref := test.PinnedDigests(t, s)[0]
+	if err := remote.Delete(ref, remote.WithContext(e.ctx)); err != nil {
 		t.Fatal(err)
 	}
-	if err := remote.Delete(tag.Context().Digest(c.ImageDigest), remote.WithContext(e.ctx)); err != nil {
-		t.Fatal(err)
-	}
-	want := tag.Context().Digest(c.ImageDigest).String()
+	want := ref.String()
 	marked := e.waitSnapshot(s.Name, "marked image-missing", func(s *v1alpha1.SandboxSnapshot) bool {
 		return s.Annotations[sandbox.ImageMissingAnnotation] != "" && (!ownStatusFields() || len(s.Status.MissingImages) > 0)
 	})
@@ -439,7 +394,7 @@ func TestImageMissing(t *testing.T) {
 
 	// By digest: this registry kept the tag, and a write by tag would find
 	// it and upload nothing.
-	if err := remote.Write(tag.Context().Digest(c.ImageDigest), img, remote.WithContext(e.ctx)); err != nil {
+	if err := remote.Write(ref, img, remote.WithContext(e.ctx)); err != nil {
 		t.Fatal(err)
 	}
 	cleared := e.waitSnapshot(s.Name, "unmarked", func(s *v1alpha1.SandboxSnapshot) bool {

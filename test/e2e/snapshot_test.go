@@ -33,6 +33,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // TestMissingSandbox: a snapshot of a sandbox that does not exist, or has no
@@ -51,7 +52,7 @@ func TestMissingSandbox(t *testing.T) {
 			t.Errorf("Failed message %q does not name the sandbox ghost", c.Message)
 		}
 		if trs := e.taskRunsOf("ghost-snap"); len(trs) != 0 {
-			t.Errorf("TaskRuns labelled %s=ghost-snap exist: %v", sandbox.SnapshotNameLabel, trNames(trs))
+			t.Errorf("TaskRuns labelled %s=ghost-snap exist: %v", sandbox.SnapshotNameLabel, test.TaskRunNames(trs))
 		}
 	})
 
@@ -64,7 +65,7 @@ func TestMissingSandbox(t *testing.T) {
 			t.Errorf("Failed condition = %s: %q, want %s naming the sandbox", c.Reason, c.Message, v1alpha1.ReasonSourcePodNotFound)
 		}
 		if trs := e.taskRunsOf("pending-snap"); len(trs) != 0 {
-			t.Errorf("TaskRuns exist: %v", trNames(trs))
+			t.Errorf("TaskRuns exist: %v", test.TaskRunNames(trs))
 		}
 	})
 
@@ -82,8 +83,8 @@ func TestSnapshotSucceeds(t *testing.T) {
 	e.createSnapshot("snap", "sb")
 
 	s := e.waitSnapshot("snap", "Committing", isPhase(v1alpha1.PhaseCommitting))
-	if ownStatusFields() && (s.Status.TaskRunRef == nil || *s.Status.TaskRunRef != v1alpha1.TaskRunReference{Namespace: systemNamespace, Name: names.CommitTaskRun(s)}) {
-		t.Fatalf("Committing with taskRunRef %v, want %s/%s:\n%s", s.Status.TaskRunRef, systemNamespace, names.CommitTaskRun(s), dump(s.Status))
+	if ownStatusFields() && (s.Status.TaskRunRef == nil || *s.Status.TaskRunRef != v1alpha1.TaskRunReference{Namespace: test.SystemNamespace, Name: names.CommitTaskRun(s)}) {
+		t.Fatalf("Committing with taskRunRef %v, want %s/%s:\n%s", s.Status.TaskRunRef, test.SystemNamespace, names.CommitTaskRun(s), dump(s.Status))
 	}
 	if s.Status.SourcePodName != pod.Name || s.Status.SourceNodeName != pod.Spec.NodeName {
 		t.Errorf("source = %s on %s, want %s on %s", s.Status.SourcePodName, s.Status.SourceNodeName, pod.Name, pod.Spec.NodeName)
@@ -358,14 +359,6 @@ func checkCreatedOnceThenDeleted(t *testing.T, e *env, name string) {
 	if n := e.taskRuns.deleted(name); n != 1 {
 		t.Errorf("TaskRun %s was deleted %d times, want once", name, n)
 	}
-}
-
-func trNames(trs []pipelinev1.TaskRun) []string {
-	var out []string
-	for _, tr := range trs {
-		out = append(out, tr.Name)
-	}
-	return out
 }
 
 func containerNames(s *v1alpha1.SandboxSnapshot) []string {

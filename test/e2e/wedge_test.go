@@ -33,7 +33,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -46,6 +45,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 const (
@@ -99,7 +99,7 @@ func TestOrphanTaskRun(t *testing.T) {
 		e.createSandbox("sb", sandboxOpts{})
 		probe := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "sb-pause"}}
 		name := names.CommitTaskRun(probe)
-		tr := mustParse[pipelinev1.TaskRun](t, `
+		tr := test.MustParse[pipelinev1.TaskRun](t, `
 apiVersion: tekton.dev/v1
 kind: TaskRun
 metadata:
@@ -117,21 +117,21 @@ spec:
   params:
   - name: %s
     value: %s
-`, name, systemNamespace,
+`, name, test.SystemNamespace,
 			sandbox.ManagedByLabel, sandbox.ManagedByValue,
 			snapshotUIDLabel, uuid.NewUUID(),
 			sandbox.SnapshotNameLabel,
 			sandbox.SnapshotNamespaceLabel, e.ns,
 			sandbox.SandboxNameLabel,
 			task.Name, task.ParamMode, task.ModeCommit)
-		orphan, err := e.c.Pipeline.TektonV1().TaskRuns(systemNamespace).Create(e.ctx, tr, metav1.CreateOptions{})
+		orphan, err := e.c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Create(e.ctx, tr, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("creating the orphan TaskRun %s: %v", name, err)
 		}
 		cleanup(t, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = e.c.Pipeline.TektonV1().TaskRuns(systemNamespace).Delete(ctx, name, metav1.DeleteOptions{
+			_ = e.c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Delete(ctx, name, metav1.DeleteOptions{
 				Preconditions: &metav1.Preconditions{UID: &orphan.UID}})
 		})
 		e.createSnapshot("sb-pause", "sb")
@@ -243,14 +243,7 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 	}
 
 	// No TaskRun of these snapshots may exist any more, nor appear later.
-	sel := labels.SelectorFromSet(labels.Set{sandbox.SnapshotNamespaceLabel: e.ns}).String()
-	list := func() []string {
-		l, err := e.c.Pipeline.TektonV1().TaskRuns(systemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: sel})
-		if err != nil {
-			t.Fatalf("listing TaskRuns %s: %v", sel, err)
-		}
-		return trNames(l.Items)
-	}
+	list := func() []string { return test.TaskRunNames(test.TaskRunsOf(e.ctx, t, e.c, e.ns, "")) }
 	var left []string
 	start := time.Now()
 	err := wait.PollUntilContextTimeout(e.ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
@@ -348,7 +341,7 @@ func TestClassSwitchKeepsFinalizedSnapshots(t *testing.T) {
 	}
 	if len(theirs.Finalizers) != 0 || theirs.Status.Phase != "" || len(e.taskRunsOf("theirs")) != 0 {
 		t.Errorf("a snapshot of class opensandbox was handled: finalizers %v, phase %q, TaskRuns %v",
-			theirs.Finalizers, theirs.Status.Phase, trNames(e.taskRunsOf("theirs")))
+			theirs.Finalizers, theirs.Status.Phase, test.TaskRunNames(e.taskRunsOf("theirs")))
 	}
 }
 
@@ -430,7 +423,7 @@ func TestCommitPodCannotStart(t *testing.T) {
 					Reason: tc.reason, Message: tc.message})
 			})
 			var last *v1alpha1.SandboxSnapshot
-			until(t, e.ctx, 10*time.Second, snap+"'s Ready condition to say why its commit pod cannot start",
+			test.Until(e.ctx, t, 10*time.Second, snap+"'s Ready condition to say why its commit pod cannot start",
 				&v1alpha1.SandboxSnapshot{}, e.snapshotLW(snap), nil, func(ev watch.Event) (bool, error) {
 					if ev.Type == watch.Deleted {
 						return false, fmt.Errorf("%s was deleted", snap)

@@ -1,0 +1,71 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+)
+
+// PatchSnapshotConfig merges patch into config-snapshot (a nil value
+// removes its key) and returns a func that restores the previous values; it
+// does so once, however often it is called. The caller registers it to run
+// when the test ends.
+func PatchSnapshotConfig(t *testing.T, c *Clients, patch map[string]any) (restore func()) {
+	t.Helper()
+	cms := c.Kube.CoreV1().ConfigMaps(SystemNamespace)
+	apply := func(data map[string]any) error {
+		b, _ := json.Marshal(map[string]any{"data": data})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := cms.Patch(ctx, config.SnapshotConfigName, types.MergePatchType, b, metav1.PatchOptions{})
+		return err
+	}
+	cm, err := cms.Get(t.Context(), config.SnapshotConfigName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	undo := map[string]any{}
+	for k := range patch {
+		if v, ok := cm.Data[k]; ok {
+			undo[k] = v
+		} else {
+			undo[k] = nil
+		}
+	}
+	if err := apply(patch); err != nil {
+		t.Fatalf("patching %s: %v", config.SnapshotConfigName, err)
+	}
+	t.Logf("%s patched with %v", config.SnapshotConfigName, patch)
+	done := false
+	return func() {
+		if done {
+			return
+		}
+		done = true
+		if err := apply(undo); err != nil {
+			t.Errorf("restoring %s: %v", config.SnapshotConfigName, err)
+		}
+	}
+}
