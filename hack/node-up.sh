@@ -8,7 +8,11 @@
 #     than 127.0.0.1 so that pods reach it too (commit pods push snapshots
 #     there, Tekton's controller reads image configs); go-containerregistry
 #     (ko, crane, Tekton) speaks plain HTTP to private 10.x addresses;
-#   - containerd (Debian's, CRI on) with private root/state/CNI config;
+#   - containerd v2.1.3 built from its module (hack/containerd-build.sh), CRI on,
+#     with private root/state/CNI config and CRIU 4.2 on its PATH
+#     (hack/criu-build.sh), so that memory snapshots checkpoint and restore;
+#     NODE_CONTAINERD=system runs Debian's containerd 1.6 instead (no memory
+#     snapshots);
 #   - the control plane of hack/cluster-up.sh, bound to 10.88.0.1;
 #   - kubelet and kube-proxy (iptables mode), node name node-0;
 #   - Tekton ${TEKTON_VERSION}, built with ko from its module's config/ (webhook included);
@@ -25,7 +29,8 @@
 #
 # env: SKIP_DEPLOY=1 skips hack/deploy.sh; SKIP_TEKTON=1 skips the Tekton install
 #      (and Chains'); SKIP_CHAINS=1 skips Tekton Chains;
-#      SNAPSHOT_CRDS (hack/lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs.
+#      SNAPSHOT_CRDS (hack/lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs;
+#      NODE_CONTAINERD=v2.1.3 (default) or system.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -35,6 +40,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/node-host.sh"
 IMAGES_DIR="${OUTPUT_DIR}/images"       # OCI layouts re-pushed at every start (tags live in memory)
 REGISTRY_DIR="${OUTPUT_DIR}/registry"   # registry blobs, kept as a cache across node-down
 TEKTON_SRC="${OUTPUT_DIR}/src/pipeline-${TEKTON_VERSION}"
+NODE_CONTAINERD="${NODE_CONTAINERD:-v2.1.3}"
 
 preflight() {
   require_root
@@ -208,8 +214,14 @@ oom_score = 0
     [plugins."io.containerd.grpc.v1.cri".registry]
       config_path = "${NODE_DIR}/containerd/certs.d"
 EOF
-  start_daemon containerd containerd --config "${d}/config.toml"
-  wait_daemon containerd 30 "containerd" ctr --address "${CTR_SOCK}" version
+  local path="${PATH}"
+  if [[ "${NODE_CONTAINERD}" != system ]]; then
+    # The shim and ctr built with it come first; runc finds CRIU on PATH.
+    path="$("${ROOT_DIR}/hack/containerd-build.sh" "${NODE_CONTAINERD}"):$("${ROOT_DIR}/hack/criu-build.sh"):${PATH}"
+  fi
+  start_daemon containerd env PATH="${path}" containerd --config "${d}/config.toml"
+  wait_daemon containerd 30 "containerd" env PATH="${path}" ctr --address "${CTR_SOCK}" version
+  log "containerd $(PATH="${path}" containerd --version | awk '{print $3}')"
 }
 
 # ------------------------------------------------------------ kubelet / proxy

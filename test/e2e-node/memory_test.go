@@ -1,0 +1,174 @@
+//go:build e2e_node
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2enode
+
+import (
+	"fmt"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+)
+
+// hibernatingPod runs, in one shell: a web server on port 8080, and a
+// counter held only in a shell variable, written with a random mark through
+// one open file descriptor (no append) ten times a second. A restarted
+// process draws a new mark and truncates the file; one restored with the
+// wrong offset overwrites earlier lines.
+const hibernatingPod = `
+terminationGracePeriodSeconds: 1
+containers:
+  - name: app
+    image: %s
+    command:
+      - /bin/sh
+      - -c
+      - |
+        mkdir -p /tmp/www && echo pong >/tmp/www/ping
+        httpd -f -p 8080 -h /tmp/www &
+        mark=$(head -c 16 /dev/urandom | sha256sum | head -c 16)
+        exec 3>/tmp/counter
+        i=0
+        while :; do i=$((i+1)); echo "$mark $i" >&3; sleep 0.1; done
+`
+
+// memoryBase pushes busybox under a digest of its own and serves the node's
+// registry on loopback for the test, and returns the image's name there.
+// containerd 2.1's restore pulls a checkpoint's base image with its default
+// resolver, which speaks plain HTTP only to localhost and reads neither the
+// CRI's registry configuration nor its credentials; the digest of its own
+// makes localhost the image's only name on the node, the one the checkpoint
+// records.
+func memoryBase(t *testing.T) string {
+	t.Helper()
+	src, err := name.ParseReference(localRegistry+"/busybox:latest", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(src)
+	if err != nil {
+		t.Fatalf("reading %s: %v", src, err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Env = append(cf.Config.Env, "HIBERNATE_TEST="+strconv.FormatInt(time.Now().UnixNano(), 10))
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := name.ParseReference(localRegistry+"/memory/busybox:latest", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(dst, img); err != nil {
+		t.Fatalf("pushing %s: %v", dst, err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
+	host := test.ListenAndServe(t, "127.0.0.1:0", proxy)
+	return "localhost:" + strings.TrimPrefix(host, "127.0.0.1:") + "/memory/busybox:latest"
+}
+
+// counterLines reads /tmp/counter in pod: its mark, and how many lines,
+// which must count 1, 2, 3, ... under that one mark.
+func counterLines(t *testing.T, ns, pod string) (string, int) {
+	t.Helper()
+	out := run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "cat", "/tmp/counter")
+	mark, n := "", 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		m, count, _ := strings.Cut(line, " ")
+		if mark == "" {
+			mark = m
+		}
+		if m != mark || count != strconv.Itoa(n+1) {
+			t.Fatalf("pod %s/%s: counter line %d is %q after mark %s: the counter restarted or the file offset moved", ns, pod, n+1, line, mark)
+		}
+		n++
+	}
+	return mark, n
+}
+
+// TestMemorySnapshotResumesProcesses pauses a sandbox with a memory snapshot
+// as OpenSandbox does (the snapshot, then the pod deleted) and resumes it
+// from the imageUri: its processes go on where they were, the counter in a
+// shell variable, the open file's offset and the listening socket with
+// them.
+func TestMemorySnapshotResumesProcesses(t *testing.T) {
+	ns := newNamespace(t)
+	base := memoryBase(t)
+	test.CreateSandbox(t.Context(), t, c, ns, "mem", *test.MustParse[corev1.PodSpec](t, hibernatingPod, base))
+	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/mem-0", "--timeout=2m")
+	eventually(t, "the counter to pass 10", 30*time.Second, func() (bool, error) {
+		_, n := counterLines(t, ns, "mem-0")
+		return n >= 10, nil
+	})
+
+	s := &v1alpha1.SandboxSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-pause",
+			Annotations: map[string]string{sandbox.SnapshotModeAnnotation: task.SnapshotModeMemory}},
+		Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: "mem"},
+	}
+	if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s = waitForPhase(t, ns, s.Name, v1alpha1.PhaseSucceed)
+	mark, atSnapshot := counterLines(t, ns, "mem-0")
+	if s.Status.PauseWindowMilliseconds == nil || *s.Status.PauseWindowMilliseconds <= 0 {
+		t.Errorf("pauseWindowMilliseconds = %v, want the checkpoint's freeze", s.Status.PauseWindowMilliseconds)
+	}
+	if tr := commitTaskRunOf(t, ns, s.Name); !strings.Contains(fmt.Sprint(tr.Status.Results), task.SnapshotModeMemory) {
+		t.Errorf("TaskRun %s results %v do not say %s was taken", tr.Name, tr.Status.Results, task.SnapshotModeMemory)
+	}
+	t.Logf("memory snapshot %s: pause window %d ms, counter at %d", s.Status.Containers[0].ImageURI, *s.Status.PauseWindowMilliseconds, atSnapshot)
+	assertNotPaused(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}})
+	run(t, "", "kubectl", "-n", ns, "delete", "pod", "mem-0", "--wait=true", "--timeout=60s")
+
+	// OpenSandbox's resume: the template's image becomes the imageUri.
+	start := time.Now()
+	spec := test.MustParse[corev1.PodSpec](t, hibernatingPod, s.Status.Containers[0].ImageURI)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"}, Spec: *spec}
+	if _, err := c.Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/mem-0", "--timeout=2m")
+	t.Logf("resumed pod Ready %v after its creation", time.Since(start).Round(100*time.Millisecond))
+	time.Sleep(time.Second)
+	rmark, n := counterLines(t, ns, "mem-0")
+	if rmark != mark || n <= atSnapshot {
+		t.Errorf("after the resume: mark %s with %d lines, want mark %s past %d lines", rmark, n, mark, atSnapshot)
+	}
+	if got := strings.TrimSpace(run(t, "", "kubectl", "-n", ns, "exec", "mem-0", "-c", "app", "--", "wget", "-qO-", "http://127.0.0.1:8080/ping")); got != "pong" {
+		t.Errorf("after the resume the listening socket answers %q, want pong", got)
+	}
+}
