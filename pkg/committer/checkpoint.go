@@ -27,10 +27,10 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/images"
-	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -43,12 +43,10 @@ import (
 // A memory snapshot is the archive containerd's CRI CheckpointContainer
 // writes, the call behind kubelet's checkpoint API (KEP-2008): CRIU's dump
 // of the processes, their spec and status, and the container's filesystem
-// change. containerd freezes the container for the dump and the filesystem
-// change and lets it run on. The archive becomes the one layer of a
-// checkpoint image, the format containerd's CRI (2.1 and later) restores a
-// container from and CRI-O reads too. containerd's task checkpoint API was
-// not chosen: its image is containerd's own format, which the CRI does not
-// restore.
+// change. The archive becomes the one layer of a checkpoint image, the
+// format containerd's CRI (2.1 and later) restores a container from and
+// CRI-O reads too. containerd's task checkpoint API was not chosen: its
+// image is containerd's own format, which the CRI does not restore.
 
 // ErrMemorySnapshotUnsupported reports a node that cannot checkpoint a
 // container's processes: a containerd without CRI checkpoint, no CRIU on its
@@ -62,68 +60,47 @@ const (
 	AnnotationCRIOCheckpointName = "io.kubernetes.cri-o.annotations.checkpoint.name"
 )
 
-// checkpointSlack is how long a checkpoint call may run past max-pause,
-// so that containerd, not a cancelled call, ends CRIU's dump and resumes
-// the container.
-const checkpointSlack = 30 * time.Second
-
-// Checkpoint takes a memory snapshot of each target container, one after
-// the other, and stores each as a checkpoint image under its working name
-// (workingName) for the push step. CheckpointDir must be the same
-// directory for containerd and this process. Containers are thawed on
-// every return path; PauseWindow is the time of the checkpoint calls,
-// which hold each container frozen for its dump.
+// Checkpoint takes a memory snapshot of each target container and stores
+// each as a checkpoint image under its working name (workingName) for the
+// push step. It freezes all of them at once, as Commit does, so that they
+// are checkpointed at one instant, and containerd, finding them frozen,
+// leaves the thaw to it. CheckpointDir must be the same directory for
+// containerd and this process.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
-	ctx = c.nsCtx(ctx)
 	if c.cfg.CheckpointDir == "" {
 		return nil, fmt.Errorf("pod %s: no checkpoint directory", c.podRef())
 	}
-	lock, err := c.tryLockPod(ctx)
+	ctx, live, unlock, done, err := c.acquire(c.nsCtx(ctx))
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if rerr := lock.release(rctx); rerr != nil {
-			c.log.Printf("pod %s: releasing the containerd lock: %v", c.podRef(), rerr)
-		}
-	}()
-	live, err := c.findLive(ctx, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.checkOwnership(ctx, live); err != nil {
-		return nil, err
-	}
-	ctx, doneLease, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
-	if err != nil {
-		return nil, fmt.Errorf("pod %s: creating containerd lease: %w", c.podRef(), err)
-	}
-	defer func() {
-		if derr := doneLease(context.WithoutCancel(ctx)); derr != nil {
-			c.log.Printf("pod %s: deleting lease: %v", c.podRef(), derr)
-		}
-	}()
+	defer done()
+	defer unlock()
 
-	res = &CommitResult{}
 	archives := make([]string, len(live))
-	defer func() {
-		for _, a := range archives {
-			if a != "" {
-				os.Remove(a)
-			}
-		}
-	}()
 	for i, l := range live {
 		archives[i] = filepath.Join(c.cfg.CheckpointDir, fmt.Sprintf("%s-%s.tar", c.cfg.Params.RunID, l.target.Container))
-		took, err := c.checkpointOne(ctx, l, archives[i])
-		res.PauseWindow += took
-		if err != nil {
-			return nil, err
-		}
-		c.log.Printf("pod %s %s: checkpointed in %d ms", c.podRef(), l, took.Milliseconds())
+		defer os.Remove(archives[i])
 	}
+	res = &CommitResult{}
+	res.PauseWindow, err = c.whileFrozen(ctx, live, func(pctx context.Context) error {
+		errs := make([]error, len(live))
+		var wg sync.WaitGroup
+		for i, l := range live {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = c.checkpointOne(pctx, l, archives[i])
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.log.Printf("pod %s: %d containers checkpointed and thawed; pause window %d ms", c.podRef(), len(live), res.PauseWindow.Milliseconds())
+	unlock()
 	for i, l := range live {
 		ci, err := c.checkpointImage(ctx, l, archives[i])
 		if err != nil {
@@ -135,36 +112,18 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	return res, nil
 }
 
-// checkpointOne writes the checkpoint archive of l to archive and makes
-// sure l runs afterwards, whatever happened to the call.
-func (c *Committer) checkpointOne(ctx context.Context, l *liveContainer, archive string) (time.Duration, error) {
-	if l.foundPaused {
-		if _, err := c.resume(ctx, l); err != nil {
-			return 0, err
-		}
+// checkpointOne writes the checkpoint archive of l, frozen, to archive.
+func (c *Committer) checkpointOne(ctx context.Context, l *liveContainer, archive string) error {
+	timeout := int64(1)
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(timeout, int64(time.Until(d).Seconds()))
 	}
 	rs := runtimeapi.NewRuntimeServiceClient(c.client.Conn().(*grpc.ClientConn))
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.MaxPause+checkpointSlack)
-	start := time.Now()
-	_, err := rs.CheckpointContainer(cctx, &runtimeapi.CheckpointContainerRequest{
-		ContainerId: l.info.ID,
-		Location:    archive,
-		Timeout:     int64(c.cfg.MaxPause.Seconds() + 1),
-	})
-	took := time.Since(start)
-	cancel()
-	// containerd resumes the container after the dump, but not with the
-	// call's context cancelled: resume anything still frozen.
-	tctx, tcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	_, terr := c.resume(tctx, l)
-	tcancel()
-	if terr != nil {
-		terr = fmt.Errorf("%w: %w", ErrThawFailed, terr)
+	_, err := rs.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: l.info.ID, Location: archive, Timeout: timeout})
+	if err != nil {
+		return c.checkpointError(l, err)
 	}
-	if err == nil {
-		return took, terr
-	}
-	return took, errors.Join(c.checkpointError(l, err), terr)
+	return nil
 }
 
 // checkpointError names why a checkpoint call failed: the node cannot take

@@ -99,40 +99,12 @@ type prepared struct {
 // and fails with ErrFrozenElsewhere, touching nothing, when another run
 // holds the pod or something else froze it (checkOwnership).
 func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
-	ctx = c.nsCtx(ctx)
-	lock, err := c.tryLockPod(ctx)
+	ctx, live, unlock, done, err := c.acquire(c.nsCtx(ctx))
 	if err != nil {
 		return nil, err
 	}
-	locked := true
-	unlock := func() {
-		if !locked {
-			return
-		}
-		locked = false
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if rerr := lock.release(rctx); rerr != nil {
-			c.log.Printf("pod %s: releasing the containerd lock: %v", c.podRef(), rerr)
-		}
-	}
+	defer done()
 	defer unlock()
-	live, err := c.findLive(ctx, false)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.checkOwnership(ctx, live); err != nil {
-		return nil, err
-	}
-	ctx, doneLease, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
-	if err != nil {
-		return nil, fmt.Errorf("pod %s: creating containerd lease: %w", c.podRef(), err)
-	}
-	defer func() {
-		if derr := doneLease(context.WithoutCancel(ctx)); derr != nil {
-			c.log.Printf("pod %s: deleting lease: %v", c.podRef(), derr)
-		}
-	}()
 	preps := make([]*prepared, len(live))
 	defer func() {
 		for _, p := range preps {
@@ -148,45 +120,7 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	}
 
 	res = &CommitResult{}
-	// Thaw on every path. The deferred call is a no-op after a normal thaw.
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if n, terr := c.thawAll(tctx, false); terr != nil {
-			err = errors.Join(err, fmt.Errorf("%w: %w", ErrThawFailed, terr))
-		} else if n > 0 {
-			c.log.Printf("pod %s: thawed %d containers after failure", c.podRef(), n)
-		}
-	}()
-
-	// The bound covers the whole pause window: pausing, diffing and the
-	// time left for the thaw.
-	if err := c.markAll(ctx, live); err != nil {
-		return nil, err
-	}
-	start := time.Now()
-	deadline := start.Add(c.cfg.MaxPause)
-	pctx, pcancel := context.WithDeadline(ctx, deadline)
-	err = c.pauseAll(pctx, live)
-	if err == nil {
-		c.log.Printf("pod %s: %d containers frozen in %s", c.podRef(), len(live), time.Since(start).Round(time.Millisecond))
-		err = c.diffAll(pctx, preps)
-	}
-	// containerd enforces the deadline too (gRPC sends it along), and may
-	// answer before pctx's own timer fires: the clock decides.
-	if err != nil && (errors.Is(pctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
-		err = fmt.Errorf("pod %s: %w: the containers were frozen longer than max-pause %s; they are thawed and nothing was committed (last error: %w)",
-			c.podRef(), ErrMaxPauseExceeded, c.cfg.MaxPause, err)
-	}
-	pcancel()
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	_, terr := c.thawAll(tctx, false)
-	cancel()
-	res.PauseWindow = time.Since(start)
-	if terr != nil {
-		terr = fmt.Errorf("%w: %w", ErrThawFailed, terr)
-	}
-	if err = errors.Join(err, terr); err != nil {
+	if res.PauseWindow, err = c.whileFrozen(ctx, live, func(pctx context.Context) error { return c.diffAll(pctx, preps) }); err != nil {
 		return nil, err
 	}
 	c.log.Printf("pod %s: containers thawed; pause window %d ms", c.podRef(), res.PauseWindow.Milliseconds())
@@ -202,6 +136,44 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 		res.Images = append(res.Images, *ci)
 	}
 	return res, nil
+}
+
+// acquire takes the pod's lock, finds the live target containers, checks
+// that no other run froze them (checkOwnership) and opens a lease for what
+// the run writes. unlock releases the lock, once; done ends the lease.
+func (c *Committer) acquire(ctx context.Context) (_ context.Context, live []*liveContainer, unlock, done func(), err error) {
+	lock, err := c.tryLockPod(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	var once sync.Once
+	unlock = func() {
+		once.Do(func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if rerr := lock.release(rctx); rerr != nil {
+				c.log.Printf("pod %s: releasing the containerd lock: %v", c.podRef(), rerr)
+			}
+		})
+	}
+	if live, err = c.findLive(ctx, false); err == nil {
+		err = c.checkOwnership(ctx, live)
+	}
+	if err != nil {
+		unlock()
+		return nil, nil, nil, nil, err
+	}
+	lctx, doneLease, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	if err != nil {
+		unlock()
+		return nil, nil, nil, nil, fmt.Errorf("pod %s: creating containerd lease: %w", c.podRef(), err)
+	}
+	done = func() {
+		if derr := doneLease(context.WithoutCancel(lctx)); derr != nil {
+			c.log.Printf("pod %s: deleting lease: %v", c.podRef(), derr)
+		}
+	}
+	return lctx, live, unlock, done, nil
 }
 
 // workingName is the name under which the commit step leaves a target's

@@ -390,6 +390,49 @@ func (c *Committer) pauseAll(ctx context.Context, live []*liveContainer) error {
 	return errors.Join(errs...)
 }
 
+// whileFrozen marks and pauses every container of live at once, runs
+// capture, and thaws them, on every path; it returns the pause window. The
+// window is bounded by Config.MaxPause: past it the containers are thawed
+// and the error wraps ErrMaxPauseExceeded; one that may have left them
+// paused wraps ErrThawFailed.
+func (c *Committer) whileFrozen(ctx context.Context, live []*liveContainer, capture func(context.Context) error) (window time.Duration, err error) {
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if n, terr := c.thawAll(tctx, false); terr != nil {
+			err = errors.Join(err, fmt.Errorf("%w: %w", ErrThawFailed, terr))
+		} else if n > 0 {
+			c.log.Printf("pod %s: thawed %d containers after failure", c.podRef(), n)
+		}
+	}()
+	if err := c.markAll(ctx, live); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	deadline := start.Add(c.cfg.MaxPause)
+	pctx, pcancel := context.WithDeadline(ctx, deadline)
+	err = c.pauseAll(pctx, live)
+	if err == nil {
+		c.log.Printf("pod %s: %d containers frozen in %s", c.podRef(), len(live), time.Since(start).Round(time.Millisecond))
+		err = capture(pctx)
+	}
+	// containerd enforces the deadline too (gRPC sends it along), and may
+	// answer before pctx's own timer fires: the clock decides.
+	if err != nil && (errors.Is(pctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
+		err = fmt.Errorf("pod %s: %w: the containers were frozen longer than max-pause %s; they are thawed and nothing was committed (last error: %w)",
+			c.podRef(), ErrMaxPauseExceeded, c.cfg.MaxPause, err)
+	}
+	pcancel()
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	_, terr := c.thawAll(tctx, false)
+	cancel()
+	window = time.Since(start)
+	if terr != nil {
+		terr = fmt.Errorf("%w: %w", ErrThawFailed, terr)
+	}
+	return window, errors.Join(err, terr)
+}
+
 // thawAll resumes every task this process tried to pause. It is safe to call
 // more than once and from the signal handler.
 func (c *Committer) thawAll(ctx context.Context, closeIt bool) (int, error) {
