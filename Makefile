@@ -80,13 +80,15 @@ e2e-node: ## Node e2e: snapshot a live pod with real Tekton and resume from it (
 release: ## Images for linux/amd64 and arm64, release.yaml and the Task bundle (KO_DOCKER_REPO=...; docs/release.md).
 	hack/release.sh
 
-.PHONY: bench-committer bench-control-plane bench-cycles
+.PHONY: bench-committer bench-control-plane bench-cycles bench-hibernate
 bench-committer: ## Pause window and commit+push time against nerdctl.
 	hack/bench-committer.sh
 bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000.
 	hack/bench-control-plane.sh
 bench-cycles: ## 200 pause -> resume cycles of one sandbox on the real node (root).
 	hack/bench-cycles.sh
+bench-hibernate: ## Memory snapshots of 64 MiB, 256 MiB and 1 GiB: freeze, size, restore (root).
+	hack/bench-hibernate.sh
 
 .PHONY: check
 check: deps verify verify-tiers test test-integration e2e e2e-opensandbox e2e-node ## Every test tier (CI runs this).

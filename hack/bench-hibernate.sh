@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Memory snapshots measured (test/integration/benchhibernate): a process
+# holding 64 MiB, 256 MiB and 1 GiB resident is checkpointed by the committer
+# on a private containerd v2.1.3 with its CRI and CRIU 4.2, pushed to a
+# loopback registry and restored into a new pod, from the image kept on the
+# node and pulled. Prints medians of ITERATIONS runs per size. Needs root.
+#
+#   hack/bench-hibernate.sh
+#   SIZES=256 ITERATIONS=5 hack/bench-hibernate.sh
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SIZES="${SIZES:-64,256,1024}"
+ITERATIONS="${ITERATIONS:-3}"
+if [[ "$(id -u)" != 0 ]]; then
+  echo "bench-hibernate: needs root (it runs a private containerd)" >&2
+  exit 1
+fi
+"${ROOT}/hack/install-deps.sh"
+ctrd="$("${ROOT}/hack/containerd-build.sh" v2.1.3)"
+criu="$("${ROOT}/hack/criu-build.sh")"
+mkdir -p "${ROOT}/_output/bin"
+(
+  cd "${ROOT}"
+  CGO_ENABLED=0 go build -o _output/bin/hog ./test/integration/benchhibernate/hog
+  go build -o _output/bin/benchhibernate ./test/integration/benchhibernate
+)
+CONTAINERD_BIN="${ctrd}/containerd" CRIU_DIR="${criu}" "${ROOT}/_output/bin/benchhibernate" \
+  --hog "${ROOT}/_output/bin/hog" --sizes "${SIZES}" --iterations "${ITERATIONS}"
