@@ -30,7 +30,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/containerd/containerd/v2/core/images"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -159,17 +158,8 @@ func (c *Committer) checkpointImage(ctx context.Context, l *liveContainer, archi
 		_, err = io.CopyBuffer(w, f, make([]byte, 1<<20))
 		return err
 	}
-	var lf *layerFileWriter
-	var also []io.Writer
-	if c.cfg.LayerDir != "" {
-		if lf, err = newLayerFile(c.cfg.LayerDir); err != nil {
-			return nil, fail("creating layer file: %v", err)
-		}
-		defer lf.Close()
-		also = append(also, lf)
-	}
 	ref := fmt.Sprintf("sandbox-checkpoint-gzip-%s-%d", l.info.ID, time.Now().UnixNano())
-	layer, diffID, size, err := buildLayer(ctx, cs, ref, write, ocispec.MediaTypeImageLayerGzip, also...)
+	layer, diffID, size, err := c.newLayer(ctx, ref, write, ocispec.MediaTypeImageLayerGzip)
 	if err != nil {
 		return nil, fail("compressing the checkpoint: %v", err)
 	}
@@ -178,11 +168,6 @@ func (c *Committer) checkpointImage(ctx context.Context, l *liveContainer, archi
 			c.removeLayerFiles(layer)
 		}
 	}()
-	if lf != nil {
-		if err := lf.commit(layer); err != nil {
-			return nil, fail("writing layer file: %v", err)
-		}
-	}
 	now := time.Now().UTC()
 	cfg, err := json.Marshal(ocispec.Image{
 		Created:  &now,
@@ -209,29 +194,16 @@ func (c *Committer) checkpointImage(ctx context.Context, l *liveContainer, archi
 			annotationBaseName:           l.info.Image,
 		},
 	}
-	mraw, err := json.Marshal(m)
+	mdesc, err := c.saveImage(ctx, l, m, map[string]string{
+		LabelSourceImage:   l.info.Image,
+		LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
+		LabelLocalBytes:    strconv.FormatInt(size+layer.Size, 10),
+		LabelSnapshotter:   l.info.Snapshotter,
+	})
 	if err != nil {
-		return nil, fail("encoding manifest: %v", err)
-	}
-	mdesc := ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(mraw), Size: int64(len(mraw))}
-	gc := map[string]string{labelGCRefContent + ".config": cfgDesc.Digest.String(), labelGCRefContent + ".l.0": layer.Digest.String()}
-	if err := writeBlob(ctx, cs, mdesc, mraw, gc); err != nil {
-		return nil, fail("writing manifest: %v", err)
-	}
-	img := images.Image{
-		Name:   c.workingName(l.target),
-		Target: mdesc,
-		Labels: map[string]string{
-			LabelSourceImage:   l.info.Image,
-			LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
-			LabelLocalBytes:    strconv.FormatInt(size+layer.Size, 10),
-			LabelSnapshotter:   l.info.Snapshotter,
-		},
-	}
-	if err := c.saveImage(ctx, img); err != nil {
 		return nil, fail("%v", err)
 	}
 	c.log.Printf("pod %s %s checkpointed as %s (manifest %s, checkpoint %d bytes, layer %d bytes)",
-		c.podRef(), l, img.Name, mdesc.Digest, size, layer.Size)
+		c.podRef(), l, c.workingName(l.target), mdesc.Digest, size, layer.Size)
 	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: size, Layer: layer}, nil
 }

@@ -344,16 +344,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		}
 	}
 	ref := fmt.Sprintf("sandbox-commit-gzip-%s-%d", l.info.ID, time.Now().UnixNano())
-	var lf *layerFileWriter
-	var also []io.Writer
-	if c.cfg.LayerDir != "" {
-		if lf, err = newLayerFile(c.cfg.LayerDir); err != nil {
-			return nil, fail("creating layer file: %v", err)
-		}
-		defer lf.Close()
-		also = append(also, lf)
-	}
-	layer, diffID, diffSize, err := buildLayer(ctx, cs, ref, write, layerMT, also...)
+	layer, diffID, diffSize, err := c.newLayer(ctx, ref, write, layerMT)
 	if err != nil {
 		if squashed > 0 {
 			return nil, fail("squashing %d layers of earlier commits and this change: %v", squashed, err)
@@ -365,11 +356,6 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 			c.removeLayerFiles(layer)
 		}
 	}()
-	if lf != nil {
-		if err := lf.commit(layer); err != nil {
-			return nil, fail("writing layer file: %v", err)
-		}
-	}
 
 	now := time.Now().UTC()
 	createdBy := fmt.Sprintf("sandbox-commit pod %s container %s", c.podRef(), l.target.Container)
@@ -409,50 +395,47 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		}
 		m.Annotations = ann
 	}
-	mraw, err := json.Marshal(m)
+	mdesc, err := c.saveImage(ctx, l, m, map[string]string{
+		LabelSourceImage:   p.baseName,
+		LabelSourceRepos:   strings.Join(p.sourceRepos, ","),
+		LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
+		LabelLocalBytes:    strconv.FormatInt(diffSize+layer.Size, 10),
+		LabelSnapshotter:   l.info.Snapshotter,
+	})
 	if err != nil {
-		return nil, fail("encoding manifest: %v", err)
-	}
-	mdesc := ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(mraw), Size: int64(len(mraw))}
-	gc := map[string]string{labelGCRefContent + ".config": cfgDesc.Digest.String()}
-	for i, ld := range m.Layers {
-		gc[labelGCRefContent+".l."+strconv.Itoa(i)] = ld.Digest.String()
-	}
-	if err := writeBlob(ctx, cs, mdesc, mraw, gc); err != nil {
-		return nil, fail("writing manifest: %v", err)
-	}
-
-	img := images.Image{
-		Name:   c.workingName(l.target),
-		Target: mdesc,
-		Labels: map[string]string{
-			LabelSourceImage:   p.baseName,
-			LabelSourceRepos:   strings.Join(p.sourceRepos, ","),
-			LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
-			LabelLocalBytes:    strconv.FormatInt(diffSize+layer.Size, 10),
-			LabelSnapshotter:   l.info.Snapshotter,
-		},
-	}
-	if err := c.saveImage(ctx, img); err != nil {
 		return nil, fail("%v", err)
 	}
 	c.log.Printf("pod %s %s committed as %s (manifest %s, %d layers, diff %d bytes, layer %d bytes)",
-		c.podRef(), l, img.Name, mdesc.Digest, len(m.Layers), diffSize, layer.Size)
+		c.podRef(), l, c.workingName(l.target), mdesc.Digest, len(m.Layers), diffSize, layer.Size)
 	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
 }
 
-// saveImage creates img's record, or points an existing one at img.
-func (c *Committer) saveImage(ctx context.Context, img images.Image) error {
+// saveImage writes manifest m, whose config and layers are in containerd,
+// and names it l's working name (workingName), with labels.
+func (c *Committer) saveImage(ctx context.Context, l *liveContainer, m ocispec.Manifest, labels map[string]string) (ocispec.Descriptor, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("encoding manifest: %w", err)
+	}
+	desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(raw), Size: int64(len(raw))}
+	gc := map[string]string{labelGCRefContent + ".config": m.Config.Digest.String()}
+	for i, ld := range m.Layers {
+		gc[labelGCRefContent+".l."+strconv.Itoa(i)] = ld.Digest.String()
+	}
+	if err := writeBlob(ctx, c.client.ContentStore(), desc, raw, gc); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("writing manifest: %w", err)
+	}
+	img := images.Image{Name: c.workingName(l.target), Target: desc, Labels: labels}
 	is := c.client.ImageService()
 	if _, err := is.Create(ctx, img); err != nil {
 		if !errdefs.IsAlreadyExists(err) {
-			return fmt.Errorf("creating image record: %w", err)
+			return ocispec.Descriptor{}, fmt.Errorf("creating image record: %w", err)
 		}
 		if _, err := is.Update(ctx, img, "target", "labels"); err != nil {
-			return fmt.Errorf("updating image record: %w", err)
+			return ocispec.Descriptor{}, fmt.Errorf("updating image record: %w", err)
 		}
 	}
-	return nil
+	return desc, nil
 }
 
 // appendLayerToConfig appends a diff ID and a history entry to an image

@@ -17,7 +17,10 @@ limitations under the License.
 package committer
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -47,6 +50,33 @@ func (c *Committer) layerFile(d digest.Digest) string {
 		return ""
 	}
 	return p
+}
+
+// newLayer builds the gzipped layer of the tar write produces into
+// containerd (buildLayer) and, with Config.LayerDir set, into a file there
+// for the push step.
+func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
+	var none ocispec.Descriptor
+	var also []io.Writer
+	var lf *layerFileWriter
+	if c.cfg.LayerDir != "" {
+		var err error
+		if lf, err = newLayerFile(c.cfg.LayerDir); err != nil {
+			return none, "", 0, fmt.Errorf("creating layer file: %w", err)
+		}
+		defer lf.Close()
+		also = append(also, lf)
+	}
+	layer, diffID, size, err := buildLayer(ctx, c.client.ContentStore(), ref, write, mediaType, also...)
+	if err != nil {
+		return none, "", 0, err
+	}
+	if lf != nil {
+		if err := lf.commit(layer); err != nil {
+			return none, "", 0, fmt.Errorf("writing layer file: %w", err)
+		}
+	}
+	return layer, diffID, size, nil
 }
 
 // newLayerFile creates the file a new layer is written to, in dir.
