@@ -76,6 +76,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	defer done()
 	defer unlock()
 
+	c.removeStaleArchives()
 	archives := make([]string, len(live))
 	for i, l := range live {
 		archives[i] = filepath.Join(c.cfg.CheckpointDir, fmt.Sprintf("%s-%s.tar", c.cfg.Params.RunID, l.target.Container))
@@ -111,8 +112,30 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	return res, nil
 }
 
-// checkpointOne writes the checkpoint archive of l, frozen, to archive.
+// staleArchiveAge is the age past which an archive in CheckpointDir is
+// taken for one a killed run left: a run reads its own within minutes.
+const staleArchiveAge = time.Hour
+
+// removeStaleArchives removes the archives runs killed before they could
+// remove their own left in CheckpointDir: they hold a sandbox's memory.
+func (c *Committer) removeStaleArchives() {
+	old, _ := filepath.Glob(filepath.Join(c.cfg.CheckpointDir, "*.tar"))
+	for _, f := range old {
+		if st, err := os.Stat(f); err == nil && time.Since(st.ModTime()) > staleArchiveAge {
+			if err := os.Remove(f); err == nil {
+				c.log.Printf("removed %s, left by a run killed %s ago", f, time.Since(st.ModTime()).Round(time.Minute))
+			}
+		}
+	}
+}
+
+// checkpointOne writes the checkpoint archive of l, frozen, to archive, in
+// place of any an earlier attempt of this run left (containerd does not
+// truncate it).
 func (c *Committer) checkpointOne(ctx context.Context, l *liveContainer, archive string) error {
+	if err := os.Remove(archive); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("pod %s %s: removing an earlier archive: %w", c.podRef(), l, err)
+	}
 	timeout := int64(1)
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(timeout, int64(time.Until(d).Seconds()))

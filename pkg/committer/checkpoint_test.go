@@ -19,8 +19,11 @@ package committer
 import (
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,6 +53,31 @@ func TestCheckpointError(t *testing.T) {
 		}
 		if !strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), `container "app"`) {
 			t.Errorf("%s: %v does not name the container and say %q", tc.name, err, tc.says)
+		}
+	}
+}
+
+// TestRemoveStaleArchives removes the archives killed runs left in the
+// checkpoint directory, and only those: a run's own archive is fresh.
+func TestRemoveStaleArchives(t *testing.T) {
+	dir := t.TempDir()
+	stale, fresh, other := filepath.Join(dir, "run-a-app.tar"), filepath.Join(dir, "run-b-app.tar"), filepath.Join(dir, "notes")
+	for _, f := range []string{stale, fresh, other} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * staleArchiveAge)
+	for _, f := range []string{stale, other} {
+		if err := os.Chtimes(f, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := New(nil, Config{Params: &Params{}, CheckpointDir: dir, Log: io.Discard})
+	c.removeStaleArchives()
+	for f, want := range map[string]bool{stale: false, fresh: true, other: true} {
+		if _, err := os.Stat(f); (err == nil) != want {
+			t.Errorf("%s: present = %t, want %t", filepath.Base(f), err == nil, want)
 		}
 	}
 }
