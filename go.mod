@@ -31,6 +31,7 @@ require (
 	k8s.io/apiserver v0.35.7
 	k8s.io/client-go v0.35.7
 	k8s.io/code-generator v0.35.7
+	k8s.io/cri-api v0.35.7
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/utils v0.0.0-20260210185600-b8788abfbbc2
 	knative.dev/pkg v0.0.0-20260622140654-39ebae2ee2dc
@@ -133,7 +134,6 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	gotest.tools/v3 v3.5.2 // indirect
 	k8s.io/component-base v0.35.7 // indirect
-	k8s.io/cri-api v0.35.7 // indirect
 	k8s.io/gengo/v2 v2.0.0-20250922181213-ec3ebc5fd46b // indirect
 	k8s.io/kube-openapi v0.0.0-20260317180543-43fb72c5454a // indirect
 	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.31.2 // indirect
