@@ -29,13 +29,22 @@ stop_containers() {
 }
 
 # kill_shims kills containerd-shim processes that our containerd started and
-# that outlived it (matched on their -address argument, killed by pid).
+# that outlived it (matched on their -address argument, killed by pid), and
+# removes the socket each leaves, named after its -namespace and -id (with
+# containerd 2, the pod sandbox's, which may be gone from containerd's
+# folders by then).
 kill_shims() {
-  local p cmd
+  local p cmd ns id t
   for p in /proc/[0-9]*; do
     cmd=$(tr '\0' ' ' 2>/dev/null <"${p}/cmdline") || continue
     if [[ "${cmd}" == *containerd-shim* && "${cmd}" == *"-address ${CTR_SOCK} "* ]]; then
       kill -KILL "${p#/proc/}" 2>/dev/null && log "killed leftover shim ${p#/proc/}"
+      ns=$(sed -n 's/.*-namespace \([^ ]*\) .*/\1/p' <<<"${cmd}")
+      id=$(sed -n 's/.* -id \([^ ]*\) .*/\1/p' <<<"${cmd}")
+      t=$(shim_socket "${ns}" "${id}")
+      if [[ -n "${ns}" && -n "${id}" && -S "${t}" ]] && ! in_file "${t}" "${HOST_BEFORE}/entries"; then
+        rm -f "${t}"
+      fi
     fi
   done
   return 0

@@ -166,8 +166,9 @@ record_mkdir() {
 
 # ------------------------------------------------------------------- undoing
 
-# shim_socket ID prints the path of containerd 1.6's shim socket for task ID
-# of namespace NS under our containerd: /run/containerd/s/sha256(address/ns/id).
+# shim_socket NS ID prints the path of the shim socket for task (containerd
+# 1.6) or group (2.x) ID of namespace NS under our containerd:
+# /run/containerd/s/sha256(address/ns/id).
 shim_socket() {
   printf '/run/containerd/s/%s' "$(printf '%s' "${CTR_SOCK}/$1/$2" | sha256sum | cut -d' ' -f1)"
 }
