@@ -75,13 +75,14 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 			pipelinev1.Param{Name: task.ParamMemoryFallback, Value: *pipelinev1.NewStructuredValues(cfg.MemoryFallback)},
 			pipelinev1.Param{Name: task.ParamCheckpointDir, Value: *pipelinev1.NewStructuredValues(cfg.CheckpointDir)},
 		)
-		tr.Spec.PodTemplate.Volumes = append(tr.Spec.PodTemplate.Volumes[:2], corev1.Volume{
-			Name: task.CheckpointVolume,
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-				Path: cfg.CheckpointDir,
-				Type: ptr.To(corev1.HostPathDirectoryOrCreate),
-			}},
-		})
+		for i, v := range tr.Spec.PodTemplate.Volumes {
+			if v.Name == task.CheckpointVolume {
+				tr.Spec.PodTemplate.Volumes[i].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: cfg.CheckpointDir,
+					Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+				}}
+			}
+		}
 	}
 	if cfg.PushSecret != "" {
 		tr.Spec.Workspaces = []pipelinev1.WorkspaceBinding{{
