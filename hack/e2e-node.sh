@@ -11,7 +11,8 @@
 #   3. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS);
 #   4. on the same node, OpenSandbox's own SandboxSnapshot and BatchSandbox
 #      CRDs swapped in with `kubectl replace`, the operator restarted, and
-#      the tests of E2E_NODE_OPENSANDBOX_RUN (snapshot -> resume) run again
+#      the tests of E2E_NODE_OPENSANDBOX_RUN (snapshot -> resume, and a
+#      memory snapshot -> resume) run again
 #      with SNAPSHOT_CRDS=opensandbox;
 #   5. on the same node, a release (make release, linux/amd64 and arm64)
 #      installed with kubectl apply -f release.yaml in place of the ko-applied
@@ -32,7 +33,8 @@
 #
 # env: E2E_NODE_RUN=regexp  only the matching tests of step 3 (go test -run)
 #      E2E_NODE_OPENSANDBOX_RUN=regexp  the tests of step 4 (default
-#                           '^TestSnapshotAndResume$'; empty skips step 4)
+#                           '^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)$';
+#                           empty skips step 4)
 #      E2E_NODE_RELEASE_RUN=regexp  the tests of step 5 (default
 #                           '^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)$';
 #                           empty skips step 5)
@@ -46,7 +48,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 FILTER='^(=== RUN|--- |\s+\S+_test\.go:|PASS|FAIL|ok|panic|\S+\.go:[0-9]+:)'
-OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^TestSnapshotAndResume\$}"
+OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)\$}"
 RELEASE_RUN="${E2E_NODE_RELEASE_RUN-^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)\$}"
 E2E_DIR="${OUTPUT_DIR}/e2e-node/$(date +%Y%m%d-%H%M%S)"
 START=$(now_s)

@@ -19,7 +19,6 @@ limitations under the License.
 package e2enode
 
 import (
-	"fmt"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
@@ -143,13 +142,20 @@ func TestMemorySnapshotResumesProcesses(t *testing.T) {
 	}
 	s = waitForPhase(t, ns, s.Name, v1alpha1.PhaseSucceed)
 	mark, atSnapshot := counterLines(t, ns, "mem-0")
-	if s.Status.PauseWindowMilliseconds == nil || *s.Status.PauseWindowMilliseconds <= 0 {
-		t.Errorf("pauseWindowMilliseconds = %v, want the checkpoint's freeze", s.Status.PauseWindowMilliseconds)
+	// The TaskRun's results, which OpenSandbox's CRD cannot prune as it
+	// prunes status.pauseWindowMilliseconds.
+	tr := commitTaskRunOf(t, ns, s.Name)
+	results := map[string]string{}
+	for _, r := range tr.Status.Results {
+		results[r.Name] = r.Value.StringVal
 	}
-	if tr := commitTaskRunOf(t, ns, s.Name); !strings.Contains(fmt.Sprint(tr.Status.Results), task.SnapshotModeMemory) {
-		t.Errorf("TaskRun %s results %v do not say %s was taken", tr.Name, tr.Status.Results, task.SnapshotModeMemory)
+	if results[task.ResultSnapshotMode] != task.SnapshotModeMemory {
+		t.Errorf("TaskRun %s took %s %q, want %s", tr.Name, task.ResultSnapshotMode, results[task.ResultSnapshotMode], task.SnapshotModeMemory)
 	}
-	t.Logf("memory snapshot %s: pause window %d ms, counter at %d", s.Status.Containers[0].ImageURI, *s.Status.PauseWindowMilliseconds, atSnapshot)
+	if ms, err := strconv.Atoi(results[task.ResultPauseWindowMS]); err != nil || ms <= 0 {
+		t.Errorf("TaskRun %s: %s is %q, want the checkpoint's freeze", tr.Name, task.ResultPauseWindowMS, results[task.ResultPauseWindowMS])
+	}
+	t.Logf("memory snapshot %s: pause window %s, counter at %d", s.Status.Containers[0].ImageURI, pauseWindow(s), atSnapshot)
 	assertNotPaused(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}})
 	run(t, "", "kubectl", "-n", ns, "delete", "pod", "mem-0", "--wait=true", "--timeout=60s")
