@@ -33,7 +33,6 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -140,18 +139,6 @@ func ping(port int) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
-// removePod stops and removes a pod sandbox and its containers, as kubelet
-// does when OpenSandbox deletes a paused sandbox's pod.
-func removePod(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, p *ctrharness.Pod) {
-	t.Helper()
-	if _, err := cri.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.ID}); err != nil {
-		t.Fatalf("stopping pod: %v", err)
-	}
-	if _, err := cri.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.ID}); err != nil {
-		t.Fatalf("removing pod: %v", err)
-	}
-}
-
 // checkpointer returns a Committer of container app of pod p, pushing to
 // regB.
 func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string) *Committer {
@@ -221,7 +208,9 @@ func TestCheckpointRestore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("push: %v", err)
 	}
-	removePod(t, ctx, cri, pod)
+	if err := cri.RemovePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ping(port); err == nil {
 		t.Fatal("the server still answers after its pod was removed")
 	}

@@ -38,7 +38,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -148,7 +147,7 @@ func run(o opts) error {
 			}
 			ds = append(ds, d)
 		}
-		startRef[b] = medianDur(ds)
+		startRef[b] = ctrharness.Median(ds)
 	}
 
 	tools := []string{"committer"}
@@ -218,34 +217,10 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func mib(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) }
 
-func medianDur(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}
-
-func medianInt(ns []int64) int64 {
-	s := append([]int64(nil), ns...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
-}
-
 // medianSample takes the median of every field on its own.
 func medianSample(ss []sample) sample {
-	pick := func(f func(sample) time.Duration) time.Duration {
-		var v []time.Duration
-		for _, s := range ss {
-			v = append(v, f(s))
-		}
-		return medianDur(v)
-	}
-	pickN := func(f func(sample) int64) int64 {
-		var v []int64
-		for _, s := range ss {
-			v = append(v, f(s))
-		}
-		return medianInt(v)
-	}
+	pick := func(f func(sample) time.Duration) time.Duration { return ctrharness.MedianOf(ss, f) }
+	pickN := func(f func(sample) int64) int64 { return ctrharness.MedianOf(ss, f) }
 	return sample{
 		pause:         pick(func(s sample) time.Duration { return s.pause }),
 		total:         pick(func(s sample) time.Duration { return s.total }),
@@ -383,7 +358,7 @@ func (e *env) once(base, shape, tool string, iter int) (sample, error) {
 		}
 		local = append(local, d)
 	}
-	s.resumeLocal, s.startPresent = medianDur(local), medianDur(present)
+	s.resumeLocal, s.startPresent = ctrharness.Median(local), ctrharness.Median(present)
 	e.dropImages(refs)
 	if s.resumeRemote, err = e.timeStart(last, pod+"-resume-remote"); err != nil {
 		return s, fmt.Errorf("base-only-node resume: %w", err)

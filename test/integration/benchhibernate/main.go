@@ -34,14 +34,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
@@ -122,7 +120,7 @@ func once(cri *ctrharness.Containerd, base, work string, mib, i int) (sample, er
 	if err != nil {
 		return s, err
 	}
-	defer removePod(ctx, cri, pod)
+	defer cri.RemovePod(ctx, pod)
 	id, err := cri.StartContainer(ctx, pod, "app", base, "/bin/hog", strconv.Itoa(mib))
 	if err != nil {
 		return s, err
@@ -178,7 +176,7 @@ func restore(ctx context.Context, cri *ctrharness.Containerd, name, ref string, 
 	if err != nil {
 		return 0, err
 	}
-	defer removePod(ctx, cri, pod)
+	defer cri.RemovePod(ctx, pod)
 	id, err := cri.StartContainer(ctx, pod, "app", ref)
 	if err != nil {
 		return 0, err
@@ -235,11 +233,6 @@ func forget(ctx context.Context, cri *ctrharness.Containerd, repository string) 
 	return nil
 }
 
-func removePod(ctx context.Context, cri *ctrharness.Containerd, p *ctrharness.Pod) {
-	_, _ = cri.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.ID})
-	_, _ = cri.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.ID})
-}
-
 // pushImages pushes busybox with the hog as base, and busybox sleeping as
 // the pod sandbox image.
 func pushImages(hog, base, sandboxImage string) error {
@@ -288,23 +281,14 @@ func pushImages(hog, base, sandboxImage string) error {
 
 // median takes the median of each figure on its own.
 func median(ss []sample) sample {
-	pick := func(get func(sample) int64) int64 {
-		v := make([]int64, len(ss))
-		for i, s := range ss {
-			v[i] = get(s)
-		}
-		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
-		return v[len(v)/2]
-	}
-	d := func(get func(sample) time.Duration) time.Duration {
-		return time.Duration(pick(func(s sample) int64 { return int64(get(s)) }))
-	}
+	d := func(f func(sample) time.Duration) time.Duration { return ctrharness.MedianOf(ss, f) }
+	n := func(f func(sample) int64) int64 { return ctrharness.MedianOf(ss, f) }
 	return sample{
 		freeze:        d(func(s sample) time.Duration { return s.freeze }),
 		checkpoint:    d(func(s sample) time.Duration { return s.checkpoint }),
 		push:          d(func(s sample) time.Duration { return s.push }),
-		imageBytes:    pick(func(s sample) int64 { return s.imageBytes }),
-		archiveBytes:  pick(func(s sample) int64 { return s.archiveBytes }),
+		imageBytes:    n(func(s sample) int64 { return s.imageBytes }),
+		archiveBytes:  n(func(s sample) int64 { return s.archiveBytes }),
 		restoreLocal:  d(func(s sample) time.Duration { return s.restoreLocal }),
 		restorePulled: d(func(s sample) time.Duration { return s.restorePulled }),
 	}

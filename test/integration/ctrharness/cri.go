@@ -133,6 +133,18 @@ func (c *Containerd) StartContainer(ctx context.Context, p *Pod, name, image str
 	return created.ContainerId, nil
 }
 
+// RemovePod stops and removes pod sandbox p and its containers, as kubelet
+// does when a pod is deleted.
+func (c *Containerd) RemovePod(ctx context.Context, p *Pod) error {
+	if _, err := c.Runtime().StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.ID}); err != nil {
+		return fmt.Errorf("stopping pod %s: %w", p.ID, err)
+	}
+	if _, err := c.Runtime().RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.ID}); err != nil {
+		return fmt.Errorf("removing pod %s: %w", p.ID, err)
+	}
+	return nil
+}
+
 // ExecSync runs cmd in container id and returns its standard output; a
 // non-zero exit is an error carrying standard error.
 func (c *Containerd) ExecSync(ctx context.Context, id string, cmd ...string) (string, error) {
