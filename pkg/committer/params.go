@@ -115,19 +115,12 @@ func ParseParams(in RawParams) (*Params, error) {
 	default:
 		return nil, fmt.Errorf("param mode must be %q, %q or %q, got %q", ModeCommit, ModeUnpause, ModeRelease, in.Mode)
 	}
-	switch p.SnapshotMode = in.SnapshotMode; p.SnapshotMode {
-	case "":
-		p.SnapshotMode = task.SnapshotModeFilesystem
-	case task.SnapshotModeFilesystem, task.SnapshotModeMemory:
-	default:
-		return nil, fmt.Errorf("param %s must be %q or %q, got %q", task.ParamSnapshotMode, task.SnapshotModeFilesystem, task.SnapshotModeMemory, in.SnapshotMode)
+	var err error
+	if p.SnapshotMode, err = eitherOr(task.ParamSnapshotMode, in.SnapshotMode, task.SnapshotModeFilesystem, task.SnapshotModeMemory); err != nil {
+		return nil, err
 	}
-	switch p.MemoryFallback = in.MemoryFallback; p.MemoryFallback {
-	case "":
-		p.MemoryFallback = task.MemoryFallbackNone
-	case task.MemoryFallbackNone, task.MemoryFallbackFilesystem:
-	default:
-		return nil, fmt.Errorf("param %s must be %q or %q, got %q", task.ParamMemoryFallback, task.MemoryFallbackNone, task.MemoryFallbackFilesystem, in.MemoryFallback)
+	if p.MemoryFallback, err = eitherOr(task.ParamMemoryFallback, in.MemoryFallback, task.MemoryFallbackNone, task.MemoryFallbackFilesystem); err != nil {
+		return nil, err
 	}
 	if len(in.Containers) == 0 && p.Mode == ModeCommit {
 		return nil, fmt.Errorf("param containers is empty: pod %s/%s needs at least one \"<container>=<image>\" item", in.PodNamespace, in.PodName)
@@ -153,6 +146,17 @@ func ParseParams(in RawParams) (*Params, error) {
 		p.Targets = append(p.Targets, t)
 	}
 	return p, nil
+}
+
+// eitherOr checks that param's value v is def (also when empty) or other.
+func eitherOr(param, v, def, other string) (string, error) {
+	switch v {
+	case "":
+		return def, nil
+	case def, other:
+		return v, nil
+	}
+	return "", fmt.Errorf("param %s must be %q or %q, got %q", param, def, other, v)
 }
 
 // maxIDLength bounds pod-uid and run-id; Kubernetes UIDs are 36 characters.
