@@ -8,11 +8,15 @@
 #      iptables chain, files where the stack writes) are laid, and a node-up
 #      interrupted half-way must leave the host as it was;
 #   2. hack/node-up.sh;
-#   3. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS);
+#   3. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS),
+#      then the tests of E2E_NODE_CLIENT_RUN with OpenSandbox's own
+#      controller running as this operator's client (built by
+#      hack/opensandbox-build.sh, its SandboxSnapshot reconciler off, its
+#      Pool CRD installed): it pauses and resumes real BatchSandboxes;
 #   4. on the same node, OpenSandbox's own SandboxSnapshot and BatchSandbox
 #      CRDs swapped in with `kubectl replace`, the operator restarted, and
 #      the tests of E2E_NODE_OPENSANDBOX_RUN (snapshot -> resume, and a
-#      memory snapshot -> resume) run again
+#      memory snapshot -> resume) and of E2E_NODE_CLIENT_RUN run again
 #      with SNAPSHOT_CRDS=opensandbox;
 #   5. on the same node, a release (make release, linux/amd64 and arm64)
 #      installed with kubectl apply -f release.yaml in place of the ko-applied
@@ -26,12 +30,17 @@
 # operator redeployed from the working tree, and left running with the CRDs of
 # SNAPSHOT_CRDS. The tier fails when any of these steps fails.
 #
-# Logs: _output/e2e-node/<time>/ holds go-test.log and go-test-opensandbox.log
-# (the full go test output; the terminal shows the RUN/PASS/FAIL lines),
+# Logs: _output/e2e-node/<time>/ holds go-test.log, go-test-client.log,
+# go-test-opensandbox.log and go-test-opensandbox-client.log (the full go test
+# output; the terminal shows the RUN/PASS/FAIL lines), opensandbox-*.log (the
+# log of OpenSandbox's controller),
 # go-test-release.log and release/ (the release's files) and, on failure,
 # the node's logs.
 #
 # env: E2E_NODE_RUN=regexp  only the matching tests of step 3 (go test -run)
+#      E2E_NODE_CLIENT_RUN=regexp  the tests run with OpenSandbox's controller
+#                           in steps 3 and 4 (default '^TestOpenSandbox';
+#                           empty skips them; the main suite never runs them)
 #      E2E_NODE_OPENSANDBOX_RUN=regexp  the tests of step 4 (default
 #                           '^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)$';
 #                           empty skips step 4)
@@ -49,6 +58,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 FILTER='^(=== RUN|--- |\s+\S+_test\.go:|PASS|FAIL|ok|panic|\S+\.go:[0-9]+:)'
 OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)\$}"
+CLIENT_RUN="${E2E_NODE_CLIENT_RUN-^TestOpenSandbox}"
 RELEASE_RUN="${E2E_NODE_RELEASE_RUN-^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)\$}"
 E2E_DIR="${OUTPUT_DIR}/e2e-node/$(date +%Y%m%d-%H%M%S)"
 START=$(now_s)
@@ -76,6 +86,19 @@ use_crds() {
   kc -n "${OPERATOR_NAMESPACE}" rollout restart deployment >/dev/null
   kc -n "${OPERATOR_NAMESPACE}" rollout status deployment --timeout=180s >/dev/null ||
     die "the operator did not come back after the CRD swap"
+}
+
+# client_suite LOG runs the tests of CLIENT_RUN with OpenSandbox's controller,
+# which the suite starts and stops, logging beside LOG.
+client_suite() {
+  local log=$1 bin="tierfail.invalid/opensandbox-controller"
+  if [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
+    bin=$(hack/opensandbox-build.sh) || return
+    kc apply -f "${OPENSANDBOX_CRDS_DIR}/sandbox.opensandbox.io_pools.yaml" >/dev/null || return
+    wait_crds_established -f "${OPENSANDBOX_CRDS_DIR}/sandbox.opensandbox.io_pools.yaml" || return
+  fi
+  E2E_NODE_OPENSANDBOX_CONTROLLER="${bin}" E2E_NODE_OPENSANDBOX_LOG="${log%.log}-controller.log" \
+    suite "${log}" -run "${CLIENT_RUN}"
 }
 
 # release_step installs a release in place of the ko-applied operator
@@ -145,17 +168,26 @@ main() {
 
   # shellcheck source=hack/env.sh
   source hack/env.sh
-  local rc=0 rc_opensandbox=0 rc_release=0
-  suite "${E2E_DIR}/go-test.log" ${E2E_NODE_RUN:+-run "${E2E_NODE_RUN}"} || rc=$?
-  if [[ -n "${OPENSANDBOX_RUN}" && "${SNAPSHOT_CRDS}" != opensandbox ]]; then
+  local rc=0 rc_client=0 rc_opensandbox=0 rc_opensandbox_client=0 rc_release=0 r
+  suite "${E2E_DIR}/go-test.log" -skip '^TestOpenSandbox' ${E2E_NODE_RUN:+-run "${E2E_NODE_RUN}"} || rc=$?
+  if [[ -n "${CLIENT_RUN}" ]]; then
+    client_suite "${E2E_DIR}/go-test-client.log" || rc_client=$?
+  fi
+  if [[ (-n "${OPENSANDBOX_RUN}" || -n "${CLIENT_RUN}") && "${SNAPSHOT_CRDS}" != opensandbox ]]; then
     use_crds opensandbox
-    suite "${E2E_DIR}/go-test-opensandbox.log" -run "${OPENSANDBOX_RUN}" || rc_opensandbox=$?
+    if [[ -n "${OPENSANDBOX_RUN}" ]]; then
+      suite "${E2E_DIR}/go-test-opensandbox.log" -run "${OPENSANDBOX_RUN}" || rc_opensandbox=$?
+    fi
+    if [[ -n "${CLIENT_RUN}" ]]; then
+      client_suite "${E2E_DIR}/go-test-opensandbox-client.log" || rc_opensandbox_client=$?
+    fi
   fi
   if [[ -n "${RELEASE_RUN}" ]]; then
     release_step || rc_release=$?
   fi
-  ((rc)) || rc=${rc_opensandbox}
-  ((rc)) || rc=${rc_release}
+  for r in "${rc_client}" "${rc_opensandbox}" "${rc_opensandbox_client}" "${rc_release}"; do
+    ((rc)) || rc=${r}
+  done
   return "${rc}"
 }
 

@@ -72,11 +72,13 @@ main() {
 
     expect red e2e-node always                        # the main suite
     expect red e2e-node panic
-    # Only the second run, under OpenSandbox's CRDs.
+    # Only the runs with OpenSandbox's controller as the client.
+    expect red e2e-node '^E2E_NODE_OPENSANDBOX_CONTROLLER=.' E2E_NODE_CLIENT_RUN='^TestTierFail$'
+    # Only the runs under OpenSandbox's CRDs.
     expect red e2e-node '^SNAPSHOT_CRDS=opensandbox$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$'
     # Only the last run, against the installed release.
-    expect red e2e-node '^E2E_NODE_TASK_BUNDLE=.' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$' E2E_NODE_RELEASE_RUN='^TestTierFail$'
-    expect green e2e-node '' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$' E2E_NODE_RELEASE_RUN='^TestTierFail$'
+    expect red e2e-node '^E2E_NODE_TASK_BUNDLE=.' E2E_NODE_CLIENT_RUN='^TestTierFail$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$' E2E_NODE_RELEASE_RUN='^TestTierFail$'
+    expect green e2e-node '' E2E_NODE_CLIENT_RUN='^TestTierFail$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$' E2E_NODE_RELEASE_RUN='^TestTierFail$'
   else
     echo "verify-tiers: SKIP test-integration and e2e-node (root only)"
   fi

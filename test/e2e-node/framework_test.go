@@ -71,7 +71,14 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e-node:", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	stop, err := startOpenSandbox()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e-node:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	stop()
+	os.Exit(code)
 }
 
 // newNamespace creates a namespace for one test and deletes it afterwards.
