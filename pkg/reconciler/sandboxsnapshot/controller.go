@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	kubeclient "knative.dev/pkg/client/injection/kube/client"
+	filteredpodinformer "knative.dev/pkg/client/injection/kube/informers/core/v1/pod/filtered"
 	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/injection/sharedmain"
@@ -42,6 +43,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	sandboxclient "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/client"
+	batchsandboxinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/batchsandbox"
 	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
@@ -58,6 +60,10 @@ const AgentName = "sandbox-snapshot-controller"
 
 // TaskRunSelector selects the TaskRuns this operator makes.
 var TaskRunSelector = labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: sandbox.ManagedByValue}).String()
+
+// PodSelector selects the pods the controller caches: those of BatchSandboxes,
+// whatever the sandbox. cmd/controller sets it on knative's filtered informers.
+const PodSelector = sandbox.BatchSandboxPodLabel
 
 // NewController wires the reconciler to its informers and config.
 func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
@@ -85,12 +91,18 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	).Tekton().V1().TaskRuns()
 	snapshots := snapshotinformer.Get(ctx)
 
+	// BatchSandboxes and their pods are read from injection's informers,
+	// which sharedmain starts and syncs before any pass. The pod informer
+	// holds only the pods of BatchSandboxes, so memory does not grow with
+	// other pods.
 	r := &Reconciler{
 		kubeClient:     kubeclient.Get(ctx),
 		sandboxClient:  sandboxclient.Get(ctx),
 		pipelineClient: pipelineclient.Get(ctx),
 		taskRunLister:  taskRuns.Lister(),
 		snapshotLister: snapshots.Lister(),
+		sandboxLister:  batchsandboxinformer.Get(ctx).Lister(),
+		podLister:      filteredpodinformer.Get(ctx, PodSelector).Lister(),
 		clock:          clock.RealClock{},
 		namespace:      namespace,
 		commits:        newCommitGate(),

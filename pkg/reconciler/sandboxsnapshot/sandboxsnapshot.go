@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/utils/clock"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
@@ -62,6 +63,8 @@ type Reconciler struct {
 	pipelineClient pipelineclientset.Interface
 	taskRunLister  pipelinelisters.TaskRunLister
 	snapshotLister snapshotlisters.SandboxSnapshotLister
+	sandboxLister  snapshotlisters.BatchSandboxLister
+	podLister      corev1listers.PodLister // only the pods of BatchSandboxes: see PodSelector
 	clock          clock.PassiveClock
 	// namespace is where TaskRuns run: the operator's own namespace, where
 	// the commit Task and the push Secret live.
@@ -254,7 +257,7 @@ func (r *Reconciler) adopt(s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, 
 // deleted, being deleted, moved, or replaced by another pod of the same name
 // (another UID, when uid is known).
 func (r *Reconciler) sourcePod(ctx context.Context, s *v1alpha1.SandboxSnapshot, uid types.UID) (*corev1.Pod, error) {
-	pod, err := r.kubeClient.CoreV1().Pods(s.Namespace).Get(ctx, s.Status.SourcePodName, metav1.GetOptions{})
+	pod, err := r.cachedPods(s.Namespace).get(ctx, s.Status.SourcePodName)
 	switch {
 	case apierrs.IsNotFound(err):
 		return nil, nil

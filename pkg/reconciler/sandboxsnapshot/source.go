@@ -19,6 +19,7 @@ package sandboxsnapshot
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -26,6 +27,8 @@ import (
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corev1listers "k8s.io/client-go/listers/core/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
@@ -57,7 +60,7 @@ func (r *Reconciler) resolveSource(ctx context.Context, s *v1alpha1.SandboxSnaps
 	if err := r.checkPushSecret(ctx, cfg); err != nil {
 		return resources.Source{}, err
 	}
-	sb, err := r.sandboxClient.SandboxV1alpha1().BatchSandboxes(s.Namespace).Get(ctx, s.Spec.SandboxName, metav1.GetOptions{})
+	sb, err := r.batchSandbox(ctx, s.Namespace, s.Spec.SandboxName)
 	if apierrs.IsNotFound(err) {
 		return resources.Source{}, permanent(v1alpha1.ReasonBatchSandboxLookupFailed,
 			"BatchSandbox %s/%s not found", s.Namespace, s.Spec.SandboxName)
@@ -112,18 +115,93 @@ func (r *Reconciler) checkPushSecret(ctx context.Context, cfg *config.Snapshot) 
 	return nil
 }
 
+// batchSandbox reads a BatchSandbox from the informer's cache, or from the
+// API when the cache does not hold it: a sandbox created a moment before its
+// snapshot may not have reached the informer yet.
+func (r *Reconciler) batchSandbox(ctx context.Context, namespace, name string) (*v1alpha1.BatchSandbox, error) {
+	if sb, err := r.sandboxLister.BatchSandboxes(namespace).Get(name); err == nil {
+		return sb, nil
+	}
+	return r.sandboxClient.SandboxV1alpha1().BatchSandboxes(namespace).Get(ctx, name, metav1.GetOptions{})
+}
+
+// podReader reads the pods of one namespace.
+type podReader interface {
+	get(ctx context.Context, name string) (*corev1.Pod, error)
+	list(ctx context.Context, selector labels.Selector) ([]*corev1.Pod, error)
+}
+
+// livePods reads pods from the API.
+type livePods struct{ pods typedcorev1.PodInterface }
+
+func (l livePods) get(ctx context.Context, name string) (*corev1.Pod, error) {
+	return l.pods.Get(ctx, name, metav1.GetOptions{})
+}
+
+func (l livePods) list(ctx context.Context, selector labels.Selector) ([]*corev1.Pod, error) {
+	list, err := l.pods.List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		pods[i] = &list.Items[i]
+	}
+	return pods, nil
+}
+
+// cachedPods reads pods from the informer's cache of sandbox pods. A pod it
+// does not hold by name is read from the API: a pod without the BatchSandbox
+// label, or one the informer has not seen yet.
+type cachedPods struct {
+	cache corev1listers.PodNamespaceLister
+	live  livePods
+}
+
+func (c cachedPods) get(ctx context.Context, name string) (*corev1.Pod, error) {
+	if pod, err := c.cache.Get(name); err == nil {
+		return pod, nil
+	}
+	return c.live.get(ctx, name)
+}
+
+func (c cachedPods) list(_ context.Context, selector labels.Selector) ([]*corev1.Pod, error) {
+	return c.cache.List(selector)
+}
+
+func (r *Reconciler) livePods(namespace string) livePods {
+	return livePods{pods: r.kubeClient.CoreV1().Pods(namespace)}
+}
+
+func (r *Reconciler) cachedPods(namespace string) cachedPods {
+	return cachedPods{cache: r.podLister.Pods(namespace), live: r.livePods(namespace)}
+}
+
 // runningPod resolves the sandbox's pod as OpenSandbox does: the pods in the
 // alloc-status annotation, then the pods labelled with the sandbox's name,
 // then the pod <sandbox>-0. Only a Running pod bound to a node counts.
+//
+// Pods are read from the informer's cache. It may not have seen a pod that
+// started a moment ago, so a search that finds none is made again from the
+// API before the snapshot fails.
 func (r *Reconciler) runningPod(ctx context.Context, sb *v1alpha1.BatchSandbox) (*corev1.Pod, error) {
-	pods := r.kubeClient.CoreV1().Pods(sb.Namespace)
+	pod, err := r.findRunningPod(ctx, sb, r.cachedPods(sb.Namespace))
+	var pe *permanentError
+	if errors.As(err, &pe) {
+		return r.findRunningPod(ctx, sb, r.livePods(sb.Namespace))
+	}
+	return pod, err
+}
+
+// findRunningPod is runningPod reading pods from pods.
+func (r *Reconciler) findRunningPod(ctx context.Context, sb *v1alpha1.BatchSandbox, pods podReader) (*corev1.Pod, error) {
 	var tried []string
 
 	// An empty or malformed annotation is passed over, as OpenSandbox does.
 	var alloc allocStatus
 	if raw := sb.Annotations[sandbox.AllocStatusAnnotation]; raw != "" && json.Unmarshal([]byte(raw), &alloc) == nil && len(alloc.Pods) > 0 {
 		for _, name := range alloc.Pods {
-			pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+			pod, err := pods.get(ctx, name)
 			if err != nil && !apierrs.IsNotFound(err) {
 				return nil, fmt.Errorf("getting pod %s/%s: %w", sb.Namespace, name, err)
 			}
@@ -134,21 +212,21 @@ func (r *Reconciler) runningPod(ctx context.Context, sb *v1alpha1.BatchSandbox) 
 		tried = append(tried, fmt.Sprintf("pods %v from annotation %s", alloc.Pods, sandbox.AllocStatusAnnotation))
 	}
 
-	selector := labels.SelectorFromSet(labels.Set{sandbox.BatchSandboxPodLabel: sb.Name}).String()
-	list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	selector := labels.SelectorFromSet(labels.Set{sandbox.BatchSandboxPodLabel: sb.Name})
+	list, err := pods.list(ctx, selector)
 	if err != nil {
 		return nil, fmt.Errorf("listing pods %s in %s: %w", selector, sb.Namespace, err)
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	for i := range list.Items {
-		if isRunning(&list.Items[i]) {
-			return &list.Items[i], nil
+	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+	for _, pod := range list {
+		if isRunning(pod) {
+			return pod, nil
 		}
 	}
-	tried = append(tried, "pods labelled "+selector)
+	tried = append(tried, "pods labelled "+selector.String())
 
 	name := sb.Name + "-0"
-	pod, err := pods.Get(ctx, name, metav1.GetOptions{})
+	pod, err := pods.get(ctx, name)
 	if err != nil && !apierrs.IsNotFound(err) {
 		return nil, fmt.Errorf("getting pod %s/%s: %w", sb.Namespace, name, err)
 	}

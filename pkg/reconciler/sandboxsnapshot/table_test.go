@@ -73,6 +73,16 @@ var (
 		{ContainerName: "sidecar", ImageURI: registryPrefix + "/team-a/sb/sidecar:" + tag},
 	}
 	runningPod = Pod(ns, "sb-0", twoApps, WithRunningOn(node))
+	// labelledPod is runningPod with the label OpenSandbox gives it, so that
+	// the controller's informer holds it.
+	labelledPod = Pod(ns, "sb-0", twoApps, WithRunningOn(node), WithSandboxLabel(sbName))
+	// noAPIReads fails every API read of BatchSandboxes and pods, so that a
+	// row passes only if it reads them from the informers' caches.
+	noAPIReads = []clientgotesting.ReactionFunc{
+		rtesting.InduceFailure("get", "batchsandboxes"),
+		rtesting.InduceFailure("get", "pods"),
+		rtesting.InduceFailure("list", "pods"),
+	}
 )
 
 func TestReconcile(t *testing.T) {
@@ -197,6 +207,32 @@ func TestReconcile(t *testing.T) {
 		}, defaultCfg, trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-alloc", "node-2", committed, trNamespace, trName))}},
 	}, {
+		Name:                    "a BatchSandbox and its pod in the informers' caches are read without an API call",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), labelledPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            noAPIReads,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name:                    "a BatchSandbox the informer has not seen yet is read from the API",
+		Objects:                 []runtime.Object{snap(), labelledPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{getBatchSandbox(BatchSandbox(ns, sbName, 1))},
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name:                    "a labelled pod the informer has not seen yet is found in the API before the snapshot fails",
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{listPods(Pod(ns, "sb-labelled", twoApps, WithRunningOn("node-3"), WithSandboxLabel(sbName)))},
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{
+			Pod: Pod(ns, "sb-labelled", twoApps, WithRunningOn("node-3"), WithSandboxLabel(sbName)), Containers: committed,
+		}, defaultCfg, trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-labelled", "node-3", committed, trNamespace, trName))}},
+	}, {
 		Name: "labelled pods come before <sandbox>-0, and only Running ones count",
 		Objects: []runtime.Object{
 			snap(),
@@ -284,7 +320,7 @@ func TestReconcile(t *testing.T) {
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonInvalidSpec, "%s", badModeMessage)},
 	}, {
-		Name:    "missing BatchSandbox fails without a TaskRun",
+		Name:    "a BatchSandbox neither in the informer's cache nor in the API fails without a TaskRun",
 		Objects: []runtime.Object{snap(), runningPod},
 		Key:     key,
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
@@ -541,8 +577,8 @@ func TestReconcile(t *testing.T) {
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
 			"creating TaskRun %s/%s: inducing failure for create taskruns", trNamespace, trName)},
 	}, {
-		Name:              "a failed BatchSandbox read is retried",
-		Objects:           []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Name:              "a failed read of a BatchSandbox the informer has not seen yet is retried",
+		Objects:           []runtime.Object{snap(), runningPod},
 		Key:               key,
 		WithReactors:      []clientgotesting.ReactionFunc{rtesting.InduceFailure("get", "batchsandboxes")},
 		WantErr:           true,
@@ -645,6 +681,22 @@ func TestReconcile(t *testing.T) {
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
 		Key:                     key,
 		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName),
+				WithFailed(v1alpha1.ReasonCommitJobFailed, failedMessage("Failed", "\"step-commit\" exited with code 137"))),
+		}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 1)", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", failedMessage("Failed", "\"step-commit\" exited with code 137")),
+		},
+	}, {
+		Name: "a sandbox pod in the informer's cache is checked before the thaw without an API call",
+		Objects: []runtime.Object{snap(committing), labelledPod, commitTaskRun(
+			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            noAPIReads,
 		WantCreates:             []runtime.Object{unpauseTaskRun},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
 			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName),
@@ -1124,6 +1176,8 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		pipelineClient: fakepipelineclient.Get(ctx),
 		taskRunLister:  ls.GetTaskRunLister(),
 		snapshotLister: ls.GetSandboxSnapshotLister(),
+		sandboxLister:  ls.GetBatchSandboxLister(),
+		podLister:      ls.GetPodLister(PodSelector),
 		clock:          clocktesting.NewFakePassiveClock(Now.Time),
 		namespace:      system.Namespace(),
 		commits:        newCommitGate(),
@@ -1248,6 +1302,32 @@ func getReturns(tr *pipelinev1.TaskRun) clientgotesting.ReactionFunc {
 			return false, nil, nil
 		}
 		return true, tr, nil
+	}
+}
+
+// getBatchSandbox serves sb to BatchSandbox gets, as the API does for a
+// BatchSandbox the informer has not seen yet.
+func getBatchSandbox(sb *v1alpha1.BatchSandbox) clientgotesting.ReactionFunc {
+	return func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetVerb() != "get" || action.GetResource().Resource != "batchsandboxes" {
+			return false, nil, nil
+		}
+		return true, sb, nil
+	}
+}
+
+// listPods serves pods to pod lists, as the API does for pods the informer
+// has not seen yet.
+func listPods(pods ...*corev1.Pod) clientgotesting.ReactionFunc {
+	return func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		if action.GetVerb() != "list" || action.GetResource().Resource != "pods" {
+			return false, nil, nil
+		}
+		list := &corev1.PodList{}
+		for _, p := range pods {
+			list.Items = append(list.Items, *p)
+		}
+		return true, list, nil
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	fakepipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/fake"
 	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	fakekubeclientset "k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -94,6 +95,29 @@ func (l *Listers) GetPipelineObjects() []runtime.Object {
 // GetSandboxSnapshotLister returns a lister of the row's SandboxSnapshots.
 func (l *Listers) GetSandboxSnapshotLister() sandboxlisters.SandboxSnapshotLister {
 	return sandboxlisters.NewSandboxSnapshotLister(l.sorter.IndexerForObjectType(&v1alpha1.SandboxSnapshot{}))
+}
+
+// GetBatchSandboxLister returns a lister of the row's BatchSandboxes.
+func (l *Listers) GetBatchSandboxLister() sandboxlisters.BatchSandboxLister {
+	return sandboxlisters.NewBatchSandboxLister(l.sorter.IndexerForObjectType(&v1alpha1.BatchSandbox{}))
+}
+
+// GetPodLister returns a lister of the row's pods that selector selects, as
+// an informer filtered by that label selector holds them.
+func (l *Listers) GetPodLister(selector string) corev1listers.PodLister {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		panic(err)
+	}
+	i := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for _, o := range l.sorter.ObjectsForSchemeFunc(fakekubeclientset.AddToScheme) {
+		if pod, ok := o.(*corev1.Pod); ok && sel.Matches(labels.Set(pod.Labels)) {
+			if err := i.Add(pod); err != nil {
+				panic(err)
+			}
+		}
+	}
+	return corev1listers.NewPodLister(i)
 }
 
 // GetTaskRunLister returns a lister of the row's TaskRuns.
