@@ -216,14 +216,23 @@ func cleanup(ctx context.Context, c *clients, o *options) error {
 			}
 		}
 	}
-	// The controller deletes each snapshot's TaskRun as it finalizes it;
-	// give it a minute for any it has not got to yet.
+	// The controller deletes each snapshot's TaskRun as it finalizes it,
+	// and starts one that releases what a Succeed snapshot kept on its node,
+	// which it deletes once Tekton (the harness, here) has run it; give it a
+	// minute for any it has not got to yet.
 	selector := sandbox.SnapshotNamespaceLabel + "=" + ns
 	left := 0
 	_ = poll(ctx, time.Minute, func() (bool, error) {
 		trs, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err
+		}
+		for i := range trs.Items {
+			if tr := &trs.Items[i]; !tr.IsDone() && tr.DeletionTimestamp == nil {
+				if err := complete(ctx, c, tr); ignoreNotFound(err) != nil {
+					return false, err
+				}
+			}
 		}
 		left = len(trs.Items)
 		return left == 0, nil
