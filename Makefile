@@ -83,7 +83,7 @@ release: ## Images for linux/amd64 and arm64, release.yaml and the Task bundle (
 .PHONY: bench-committer bench-control-plane bench-cycles bench-hibernate
 bench-committer: ## Pause window and commit+push time against nerdctl.
 	hack/bench-committer.sh
-bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000.
+bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000, beside OpenSandbox's controller.
 	hack/bench-control-plane.sh
 bench-cycles: ## 200 pause -> resume cycles of one sandbox on the real node (root).
 	hack/bench-cycles.sh

@@ -15,19 +15,23 @@ limitations under the License.
 */
 
 // Command bench measures the SandboxSnapshot controller against a real
-// kube-apiserver, the way OpenSandbox's own controller was measured, so that
-// the figures compare. hack/bench-control-plane.sh drives it:
+// kube-apiserver, beside OpenSandbox's own controller on the same API server.
+// hack/bench-control-plane.sh drives it:
 //
-//	bench setup   -n N   N BatchSandboxes, each with a pod on the kwok node, all Running
-//	bench run     -n N   one warm-up snapshot, then N snapshots in one burst; every
-//	                     TaskRun is completed the moment it appears; writes a result file
-//	bench cleanup -n N   deletes the namespace (the controller finalizes the snapshots)
-//	bench limit   -n N   with no controller running: what the API server allows, a
-//	                     write-only client making each snapshot's writes; writes a result file
-//	bench report  FILE…  prints the table beside the baseline (-markdown: as Markdown)
+//	bench setup       -n N   N BatchSandboxes, each with a pod on the kwok node, all Running
+//	bench run         -n N   one warm-up snapshot, then N snapshots in one burst; every
+//	                         TaskRun is completed the moment it appears; writes a result file
+//	bench opensandbox -n N   the same with OpenSandbox's controller: every commit Job's pod
+//	                         is completed the moment kwok runs it; writes a result file
+//	bench cleanup     -n N   deletes the namespace (the controller finalizes the snapshots)
+//	bench limit       -n N   with no controller running: what the API server allows, a
+//	                         write-only client making each snapshot's writes; writes a result file
+//	bench report      FILE…  prints the three side by side (-markdown: as Markdown)
 //
-// The controller runs as its own process (hack/run-controller.sh); bench only
-// plays the parts of OpenSandbox (sandboxes and pods) and Tekton (TaskRun status).
+// The controllers run as their own processes (hack/run-controller.sh,
+// OpenSandbox's built by hack/opensandbox-build.sh); bench only plays the
+// parts of OpenSandbox's sandboxes and pods, Tekton (TaskRun status) and the
+// kubelet of the commit Jobs' pods.
 package main
 
 import (
@@ -112,11 +116,11 @@ func main() {
 	fs.IntVar(&o.n, "n", 100, "number of sandboxes and snapshots")
 	fs.StringVar(&o.node, "node", "kwok-node-0", "the kwok node the sandbox pods run on")
 	fs.IntVar(&o.containers, "containers", 1, "containers per sandbox pod")
-	fs.StringVar(&o.out, "out", "", "run, limit: result file (JSON)")
-	fs.IntVar(&o.pid, "pid", 0, "run: controller pid, for its peak RSS and CPU time")
-	fs.IntVar(&o.apiPid, "apiserver-pid", 0, "run, limit: kube-apiserver pid, for its CPU time")
-	fs.IntVar(&o.etcdPid, "etcd-pid", 0, "run, limit: etcd pid, for its CPU time")
-	fs.IntVar(&o.trial, "trial", 1, "run, limit: the trial's number, recorded in the result")
+	fs.StringVar(&o.out, "out", "", "run, opensandbox, limit: result file (JSON)")
+	fs.IntVar(&o.pid, "pid", 0, "run, opensandbox: controller pid, for its peak RSS and CPU time")
+	fs.IntVar(&o.apiPid, "apiserver-pid", 0, "run, opensandbox, limit: kube-apiserver pid, for its CPU time")
+	fs.IntVar(&o.etcdPid, "etcd-pid", 0, "run, opensandbox, limit: etcd pid, for its CPU time")
+	fs.IntVar(&o.trial, "trial", 1, "run, opensandbox, limit: the trial's number, recorded in the result")
 	fs.BoolVar(&o.markdown, "markdown", false, "report: a Markdown table")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long a step may take")
 	_ = fs.Parse(os.Args[2:])
@@ -128,7 +132,7 @@ func main() {
 	switch cmd {
 	case "report":
 		err = report(os.Stdout, o.markdown, fs.Args())
-	case "setup", "run", "cleanup", "limit":
+	case "setup", "run", "opensandbox", "cleanup", "limit":
 		var c *clients
 		if c, err = newClients(o.kubeconfig); err != nil {
 			break
@@ -138,6 +142,8 @@ func main() {
 			err = setup(ctx, c, o)
 		case "run":
 			err = run(ctx, c, o)
+		case "opensandbox":
+			err = openSandbox(ctx, c, o)
 		case "cleanup":
 			err = cleanup(ctx, c, o)
 		case "limit":
@@ -153,7 +159,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: bench setup|run|cleanup|limit [-n N] [flags] | bench report [-markdown] RESULT.json...")
+	fmt.Fprintln(os.Stderr, "usage: bench setup|run|opensandbox|cleanup|limit [-n N] [flags] | bench report [-markdown] RESULT.json...")
 	os.Exit(2)
 }
 

@@ -45,15 +45,17 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// Modes of a result: the controller's burst, or the write-only client's.
+// Modes of a result: this controller's burst, the write-only client's, or
+// OpenSandbox's controller's burst.
 const (
-	modeBurst = ""
-	modeLimit = "limit"
+	modeBurst       = ""
+	modeLimit       = "limit"
+	modeOpenSandbox = "opensandbox"
 )
 
 // result is what one run measured; bench report prints it.
 type result struct {
-	// Mode is modeBurst or modeLimit.
+	// Mode is modeBurst, modeLimit or modeOpenSandbox.
 	Mode string `json:"mode,omitempty"`
 	// Trial numbers the runs of one size, from 1.
 	Trial      int `json:"trial"`
@@ -67,7 +69,8 @@ type result struct {
 	Failures map[string]int `json:"failures,omitempty"`
 
 	// Seconds from a snapshot's creation (its create call returning) to the
-	// harness seeing its TaskRun, and to the harness seeing phase Succeed.
+	// harness seeing its TaskRun (OpenSandbox: its commit Job), and to the
+	// harness seeing phase Succeed.
 	ToTaskRun latency `json:"toTaskRun"`
 	ToSucceed latency `json:"toSucceed"`
 
@@ -80,16 +83,20 @@ type result struct {
 	WallSecs    float64 `json:"wallSecs"`
 
 	// Writes during the burst, the harness's own subtracted. ObjectWrites
-	// are on snapshots and TaskRuns, Events on events, Conflicts all 409s;
-	// Background is every other write (leases, nodes...), not per snapshot.
+	// are on snapshots, TaskRuns, BatchSandboxes and Jobs (not their
+	// status), Events on core events, Conflicts all 409s; JobWrites are
+	// those of OpenSandbox's commit Jobs that the Job controller and kwok
+	// make (pods, Jobs' status, events.k8s.io events); Background is every
+	// other write (leases, nodes...), not per snapshot.
 	ObjectWrites float64      `json:"objectWrites"`
 	Events       float64      `json:"events"`
+	JobWrites    float64      `json:"jobWrites,omitempty"`
 	Conflicts    float64      `json:"conflicts"`
 	Background   float64      `json:"background"`
 	Requests     []countEntry `json:"requests"`
-	// Reads are the GETs and LISTs on snapshots, TaskRuns, BatchSandboxes,
-	// pods and Secrets during the burst, the harness's own subtracted (all
-	// the controller's: nothing else reads those).
+	// Reads are the GETs and LISTs on snapshots, TaskRuns, Jobs,
+	// BatchSandboxes, pods and Secrets during the burst, the harness's own
+	// subtracted.
 	Reads        float64      `json:"reads"`
 	ReadRequests []countEntry `json:"readRequests"`
 	// EventReasons counts the snapshots' Event objects by reason.
@@ -107,9 +114,9 @@ type result struct {
 	MachineBusyCores float64 `json:"machineBusyCores"`
 	MachineCores     int     `json:"machineCores"`
 
-	// limit is the write-only client's result of the same N, which bench
-	// report pairs with a burst's.
-	limit *result
+	// limit and openSandbox are the write-only client's and OpenSandbox's
+	// results of the same N and trial, which bench report pairs with a burst's.
+	limit, openSandbox *result
 }
 
 type latency struct {
@@ -164,6 +171,12 @@ func (tl *timeline) finished(s *v1alpha1.SandboxSnapshot) {
 	if c := s.Status.GetCondition(v1alpha1.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
 		tl.message[s.Name] = c.Reason + ": " + c.Message
 	}
+	for _, ctr := range s.Status.Containers {
+		if s.Status.Phase == v1alpha1.PhaseSucceed && ctr.ImageDigest == "" {
+			tl.phase[s.Name] = v1alpha1.PhaseFailed
+			tl.message[s.Name] = "Succeed without the digest of container " + ctr.ContainerName
+		}
+	}
 	tl.mu.Unlock()
 	select {
 	case tl.changed <- struct{}{}:
@@ -200,31 +213,39 @@ func (tl *timeline) waitDone(ctx context.Context, names []string, timeout time.D
 // run creates the warm-up snapshot, then N snapshots in one burst, plays
 // Tekton by completing each TaskRun as soon as it appears, and measures.
 func run(ctx context.Context, c *clients, o *options) error {
+	return burst(ctx, c, o, modeBurst)
+}
+
+// openSandbox is run with OpenSandbox's controller: the harness plays the
+// kubelet of its commit Jobs' pods instead.
+func openSandbox(ctx context.Context, c *clients, o *options) error {
+	return burst(ctx, c, o, modeOpenSandbox)
+}
+
+// burst measures the controller of mode on a warm-up snapshot and then N
+// snapshots in one burst.
+func burst(ctx context.Context, c *clients, o *options, mode string) error {
 	ns := o.namespace()
 	tl := newTimeline()
 	stop := make(chan struct{})
 	var completers sync.WaitGroup
 	defer func() { close(stop); completers.Wait() }()
 
-	// Tekton's part: complete each TaskRun of this namespace once, at once.
-	taskRuns := pipelineinformers.NewSharedInformerFactoryWithOptions(c.pipeline, 0,
-		pipelineinformers.WithNamespace(systemNamespace),
-		pipelineinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sandbox.SnapshotNamespaceLabel + "=" + ns }),
-	).Tekton().V1().TaskRuns().Informer()
-	toComplete := make(chan *pipelinev1.TaskRun, o.n+1)
-	_, _ = taskRuns.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
-		tr := obj.(*pipelinev1.TaskRun)
-		if tl.first(tl.taskRun, tr.Labels[sandbox.SnapshotNameLabel], time.Now()) {
-			toComplete <- tr
-		}
-	}})
-	completeErrs := make(chan error, o.n+1)
+	// What runs each commit: 16 workers complete what the watches queue.
+	work := make(chan func() error, 2*o.n+2)
+	var watches []cache.SharedIndexInformer
+	if mode == modeOpenSandbox {
+		watches = kubeletPart(ctx, c, ns, tl, work)
+	} else {
+		watches = tektonPart(ctx, c, ns, tl, work)
+	}
+	completeErrs := make(chan error, 2*o.n+2)
 	for range 16 {
 		completers.Go(func() {
 			for {
 				select {
-				case tr := <-toComplete:
-					if err := complete(ctx, c, tr); err != nil {
+				case fn := <-work:
+					if err := fn(); err != nil {
 						completeErrs <- err
 					}
 				case <-stop:
@@ -241,9 +262,12 @@ func run(ctx context.Context, c *clients, o *options) error {
 	_, _ = snapshots.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: onSnapshot, UpdateFunc: func(_, obj any) { onSnapshot(obj) },
 	})
-	go taskRuns.Run(stop)
-	go snapshots.Run(stop)
-	if !cache.WaitForCacheSync(ctx.Done(), taskRuns.HasSynced, snapshots.HasSynced) {
+	var synced []cache.InformerSynced
+	for _, inf := range append(watches, snapshots) {
+		go inf.Run(stop)
+		synced = append(synced, inf.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return fmt.Errorf("informers did not sync")
 	}
 
@@ -302,7 +326,14 @@ func run(ctx context.Context, c *clients, o *options) error {
 		return err
 	}
 
-	res := result{Trial: o.trial, N: o.n, Containers: o.containers, CreateSecs: createSecs, WallSecs: wall, EventReasons: reasons}
+	jobEvents := 0.0
+	if mode == modeOpenSandbox {
+		if jobEvents, err = jobEventWrites(ctx, c, ns); err != nil {
+			return err
+		}
+	}
+
+	res := result{Mode: mode, Trial: o.trial, N: o.n, Containers: o.containers, CreateSecs: createSecs, WallSecs: wall, EventReasons: reasons}
 	res.PeakRSSKiB = peakRSS(o.pid)
 	res.CPUSecs, res.ApiserverCPUSecs, res.EtcdCPUSecs, res.HarnessCPUSecs = cpu, apiCPU, etcdCPU, ownCPU
 	res.MachineCores = runtime.NumCPU()
@@ -310,11 +341,11 @@ func run(ctx context.Context, c *clients, o *options) error {
 		res.MachineBusyCores = float64(res.MachineCores) * (busy - busyBefore) / (total - totalBefore)
 	}
 	res.measure(tl, names, burst)
-	res.attribute(requests)
+	res.attribute(requests, jobEvents)
 
 	select {
 	case err := <-completeErrs:
-		return fmt.Errorf("completing TaskRuns: %w", err)
+		return fmt.Errorf("completing commits: %w", err)
 	default:
 	}
 	if waitErr != nil {
@@ -334,6 +365,22 @@ func createSnapshot(ctx context.Context, c *clients, ns string, i int, tl *timel
 	}
 	tl.first(tl.created, s.Name, time.Now())
 	return nil
+}
+
+// tektonPart plays Tekton: each TaskRun of the snapshots of ns is completed
+// once, at once.
+func tektonPart(ctx context.Context, c *clients, ns string, tl *timeline, work chan<- func() error) []cache.SharedIndexInformer {
+	taskRuns := pipelineinformers.NewSharedInformerFactoryWithOptions(c.pipeline, 0,
+		pipelineinformers.WithNamespace(systemNamespace),
+		pipelineinformers.WithTweakListOptions(func(lo *metav1.ListOptions) { lo.LabelSelector = sandbox.SnapshotNamespaceLabel + "=" + ns }),
+	).Tekton().V1().TaskRuns().Informer()
+	_, _ = taskRuns.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		tr := obj.(*pipelinev1.TaskRun)
+		if tl.first(tl.taskRun, tr.Labels[sandbox.SnapshotNameLabel], time.Now()) {
+			work <- func() error { return complete(ctx, c, tr) }
+		}
+	}})
+	return []cache.SharedIndexInformer{taskRuns}
 }
 
 // complete plays the sandbox-commit Task: Succeeded=True with one valid
@@ -368,9 +415,9 @@ func complete(ctx context.Context, c *clients, tr *pipelinev1.TaskRun) error {
 	}
 }
 
-// quiesce waits until the writes on snapshots, TaskRuns and events have
-// stopped for 3 s (events are sent asynchronously, and the sink backs off
-// after an error), for up to 30 s.
+// quiesce waits until the writes on snapshots, TaskRuns, Jobs, pods,
+// BatchSandboxes and events have stopped for 3 s (events are sent
+// asynchronously, and the sink backs off after an error), for up to 30 s.
 func quiesce(ctx context.Context, c *clients) {
 	start := time.Now()
 	last, still := -1.0, 0
@@ -381,7 +428,7 @@ func quiesce(ctx context.Context, c *clients) {
 		}
 		total := 0.0
 		for r, v := range now {
-			if r.isWrite() && (r.Resource == "events" || r.Resource == "sandboxsnapshots" || r.Resource == "taskruns") {
+			if r.isWrite() && quiesceResources[r.Resource] {
 				total += v
 			}
 		}
@@ -400,6 +447,9 @@ func quiesce(ctx context.Context, c *clients) {
 	}
 	logf("run: writes still going on after %s", time.Since(start).Round(time.Second))
 }
+
+// quiesceResources are the resources whose writes quiesce waits out.
+var quiesceResources = map[string]bool{"events": true, "sandboxsnapshots": true, "taskruns": true, "jobs": true, "pods": true, "batchsandboxes": true}
 
 // eventReasons sums the count of the snapshots' events by reason, the
 // warm-up snapshot's left out.
@@ -469,8 +519,9 @@ func (res *result) failure(msg string) {
 var snapshotNumber = regexp.MustCompile(`(snap-|sb-)[0-9]{4}`)
 
 // attribute splits the burst's writes into the controller's object writes,
-// its events, and background writes.
-func (res *result) attribute(requests counts) {
+// its events, the commit Jobs' writes (jobEvents of the events among them)
+// and background writes.
+func (res *result) attribute(requests counts, jobEvents float64) {
 	for _, r := range requests.sorted() {
 		v := requests[r]
 		if r.isRead() && readResources[r.Resource] && v != 0 {
@@ -481,11 +532,14 @@ func (res *result) attribute(requests counts) {
 			continue
 		}
 		res.Requests = append(res.Requests, countEntry{request: r, Count: v})
-		switch r.Resource {
-		case "events":
+		switch {
+		case r.Resource == "events" && r.Group == "":
 			res.Events += v
-		case "sandboxsnapshots", "taskruns":
+		case r.Resource == "sandboxsnapshots" || r.Resource == "taskruns" || r.Resource == "batchsandboxes" ||
+			(r.Resource == "jobs" && r.Subresource == ""):
 			res.ObjectWrites += v
+		case r.Resource == "jobs" || r.Resource == "pods" || r.Resource == "events":
+			res.JobWrites += v
 		default:
 			res.Background += v
 		}
@@ -493,6 +547,9 @@ func (res *result) attribute(requests counts) {
 			res.Conflicts += v
 		}
 	}
+	jobEvents = min(jobEvents, res.Events)
+	res.Events -= jobEvents
+	res.JobWrites += jobEvents
 }
 
 func (res *result) write(path string) error {
@@ -559,7 +616,7 @@ func machineCPU() (busy, total float64) {
 }
 
 // readResources are the resources whose reads count as the controller's.
-var readResources = map[string]bool{"sandboxsnapshots": true, "taskruns": true, "batchsandboxes": true, "pods": true, "secrets": true}
+var readResources = map[string]bool{"sandboxsnapshots": true, "taskruns": true, "jobs": true, "batchsandboxes": true, "pods": true, "secrets": true}
 
 // ownCPUSeconds is this process's CPU time.
 func ownCPUSeconds() float64 { return cpuSeconds(os.Getpid()) }

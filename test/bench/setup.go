@@ -68,10 +68,16 @@ func containerNames(n int) []string {
 	return names
 }
 
+// podIndexLabel numbers a BatchSandbox's pods, as OpenSandbox labels them.
+const podIndexLabel = "batch-sandbox.sandbox.opensandbox.io/pod-index"
+
 // setup makes the world the snapshots start from: the kwok node, the
 // namespace, and the warm-up plus N BatchSandboxes, each with one pod on the
-// node that kwok turns Running. The pod is named in the sandbox's
-// alloc-status annotation, as OpenSandbox records it.
+// node that kwok turns Running. Each is what OpenSandbox's BatchSandbox
+// controller leaves a one-replica sandbox of a template in (its pod <name>-0,
+// owned by it and labelled with its name and index), so that controller has
+// nothing to create or delete; the pod is also named in the sandbox's
+// alloc-status annotation, where both controllers look first.
 func setup(ctx context.Context, c *clients, o *options) error {
 	start := time.Now()
 	if err := ensureNode(ctx, c, o.node); err != nil {
@@ -90,8 +96,10 @@ func setup(ctx context.Context, c *clients, o *options) error {
 	}
 
 	containers := make([]corev1.Container, o.containers)
+	template := make([]any, o.containers)
 	for i, name := range containerNames(o.containers) {
 		containers[i] = corev1.Container{Name: name, Image: "127.0.0.1:5000/bench/sandbox:latest"}
+		template[i] = map[string]any{"name": name, "image": containers[i].Image}
 	}
 	err := parallel(ctx, o.n+1, 32, func(i int) error {
 		sb := sandboxName(i)
@@ -105,13 +113,22 @@ func setup(ctx context.Context, c *clients, o *options) error {
 				"namespace":   ns,
 				"annotations": map[string]any{sandbox.AllocStatusAnnotation: string(alloc)},
 			},
-			"spec": map[string]any{"replicas": int64(1)},
+			"spec": map[string]any{
+				"replicas": int64(1),
+				"template": map[string]any{"spec": map[string]any{"containers": template}},
+			},
 		}}
-		if _, err := c.dynamic.Resource(batchSandboxes).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+		created, err := c.dynamic.Resource(batchSandboxes).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
+		if err != nil {
 			return fmt.Errorf("creating BatchSandbox %s: %w", sb, err)
 		}
-		_, err := c.kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: pod, Labels: map[string]string{sandbox.BatchSandboxPodLabel: sb}},
+		_, err = c.kube.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:   pod,
+				Labels: map[string]string{sandbox.BatchSandboxPodLabel: sb, podIndexLabel: "0"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: batchSandboxes.GroupVersion().String(), Kind: "BatchSandbox",
+					Name: sb, UID: created.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+			},
 			Spec: corev1.PodSpec{
 				NodeName:                      o.node,
 				Containers:                    containers,
@@ -199,14 +216,23 @@ func cleanup(ctx context.Context, c *clients, o *options) error {
 			}
 		}
 	}
-	// The controller deletes each snapshot's TaskRun as it finalizes it;
-	// give it a minute for any it has not got to yet.
+	// The controller deletes each snapshot's TaskRun as it finalizes it,
+	// and starts one that releases what a Succeed snapshot kept on its node,
+	// which it deletes once Tekton (the harness, here) has run it; give it a
+	// minute for any it has not got to yet.
 	selector := sandbox.SnapshotNamespaceLabel + "=" + ns
 	left := 0
 	_ = poll(ctx, time.Minute, func() (bool, error) {
 		trs, err := c.pipeline.TektonV1().TaskRuns(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
 		if err != nil {
 			return false, err
+		}
+		for i := range trs.Items {
+			if tr := &trs.Items[i]; !tr.IsDone() && tr.DeletionTimestamp == nil {
+				if err := complete(ctx, c, tr); ignoreNotFound(err) != nil {
+					return false, err
+				}
+			}
 		}
 		left = len(trs.Items)
 		return left == 0, nil
