@@ -18,7 +18,6 @@ limitations under the License.
 package main
 
 import (
-	filteredinformerfactory "knative.dev/pkg/client/injection/kube/informers/factory/filtered"
 	"knative.dev/pkg/injection/sharedmain"
 	"knative.dev/pkg/signals"
 
@@ -27,6 +26,5 @@ import (
 )
 
 func main() {
-	ctx := filteredinformerfactory.WithSelectors(signals.NewContext(), sandboxsnapshot.PodSelector)
-	sharedmain.MainWithContext(ctx, "sandbox-snapshot-controller", sandboxsnapshot.NewController, imagedeletion.NewController)
+	sharedmain.MainWithContext(signals.NewContext(), "sandbox-snapshot-controller", sandboxsnapshot.NewController, imagedeletion.NewController)
 }

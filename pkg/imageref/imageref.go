@@ -180,9 +180,10 @@ func SnapshotRepositories(obj any) ([]string, error) {
 	return repositories(snapshotImages(s)...), nil
 }
 
-// PodTransform keeps of a pod what the index and the look-ups read, so that
-// a cluster's worth of pods costs the informer little memory: identity,
-// labels, node, phase, and each container's name, image and image ID.
+// PodTransform keeps of a pod what the index, the look-ups and the snapshot
+// reconciler's pod search read, so that a cluster's worth of pods costs the
+// informer little memory: identity, labels, deletion, node, phase, and each
+// container's name, image and image ID.
 func PodTransform(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {

@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,6 +138,8 @@ func TestPodTransform(t *testing.T) {
 	full := pod("p", corev1.PodRunning, repo+"@"+digest, repo+"@"+digest)
 	full.Spec.NodeName = "node-1"
 	full.Labels = map[string]string{"a": "b"}
+	full.UID = "uid-1"
+	full.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
 	full.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "SECRET", Value: "x"}}
 	full.Spec.Volumes = []corev1.Volume{{Name: "v"}}
 	got, err := PodTransform(full)
@@ -144,7 +147,8 @@ func TestPodTransform(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := got.(*corev1.Pod)
-	if p.Spec.NodeName != "node-1" || p.Labels["a"] != "b" || p.Status.Phase != corev1.PodRunning ||
+	if p.Name != full.Name || p.UID != full.UID || p.DeletionTimestamp == nil || p.Spec.Containers[0].Name != full.Spec.Containers[0].Name ||
+		p.Spec.NodeName != "node-1" || p.Labels["a"] != "b" || p.Status.Phase != corev1.PodRunning ||
 		p.Spec.Containers[0].Image != full.Spec.Containers[0].Image || p.Status.ContainerStatuses[0].ImageID != full.Status.ContainerStatuses[0].ImageID {
 		t.Errorf("stripped pod lost what the look-ups read: %+v", p)
 	}

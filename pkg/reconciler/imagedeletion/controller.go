@@ -41,6 +41,7 @@ import (
 	batchsandboxinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/batchsandbox"
 	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/imageref"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
@@ -62,7 +63,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	records := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithNamespace(namespace),
 		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = resources.RecordLabel + "=true" }),
 	).Core().V1().ConfigMaps()
-	pods := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithTransform(imageref.PodTransform)).Core().V1().Pods()
+	pods := podinformer.Get(ctx)
 	sandboxes := batchsandboxinformer.Get(ctx)
 	snapshots := snapshotinformer.Get(ctx)
 	for inf, index := range map[cache.SharedIndexInformer]cache.IndexFunc{
@@ -148,11 +149,9 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		return a.Status.Phase != b.Status.Phase || a.DeletionTimestamp == nil && b.DeletionTimestamp != nil
 	}))
 
-	for _, inf := range []cache.SharedIndexInformer{records.Informer(), pods.Informer()} {
-		go inf.Run(ctx.Done())
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), records.Informer().HasSynced, pods.Informer().HasSynced) {
-		logger.Fatal("Failed to sync the image deletion record and pod informers")
+	go records.Informer().Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), records.Informer().HasSynced) {
+		logger.Fatal("Failed to sync the image deletion record informer")
 	}
 	return impl
 }

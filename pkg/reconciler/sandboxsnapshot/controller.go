@@ -31,7 +31,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	kubeclient "knative.dev/pkg/client/injection/kube/client"
-	filteredpodinformer "knative.dev/pkg/client/injection/kube/informers/core/v1/pod/filtered"
 	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/injection/sharedmain"
@@ -47,6 +46,7 @@ import (
 	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
@@ -60,10 +60,6 @@ const AgentName = "sandbox-snapshot-controller"
 
 // TaskRunSelector selects the TaskRuns this operator makes.
 var TaskRunSelector = labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: sandbox.ManagedByValue}).String()
-
-// PodSelector selects the pods the controller caches: those of BatchSandboxes,
-// whatever the sandbox. cmd/controller sets it on knative's filtered informers.
-const PodSelector = sandbox.BatchSandboxPodLabel
 
 // NewController wires the reconciler to its informers and config.
 func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
@@ -92,9 +88,8 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	snapshots := snapshotinformer.Get(ctx)
 
 	// BatchSandboxes and their pods are read from injection's informers,
-	// which sharedmain starts and syncs before any pass. The pod informer
-	// holds only the pods of BatchSandboxes, so memory does not grow with
-	// other pods.
+	// which sharedmain starts and syncs before any pass. The pod informer is
+	// the one the image deletion controller indexes, of slimmed pods.
 	r := &Reconciler{
 		kubeClient:     kubeclient.Get(ctx),
 		sandboxClient:  sandboxclient.Get(ctx),
@@ -102,7 +97,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		taskRunLister:  taskRuns.Lister(),
 		snapshotLister: snapshots.Lister(),
 		sandboxLister:  batchsandboxinformer.Get(ctx).Lister(),
-		podLister:      filteredpodinformer.Get(ctx, PodSelector).Lister(),
+		podLister:      podinformer.Get(ctx).Lister(),
 		clock:          clock.RealClock{},
 		namespace:      namespace,
 		commits:        newCommitGate(),

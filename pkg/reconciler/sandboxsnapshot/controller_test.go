@@ -28,9 +28,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	_ "knative.dev/pkg/client/injection/kube/client/fake"
-	_ "knative.dev/pkg/client/injection/kube/informers/core/v1/pod/filtered/fake"
-	filteredinformerfactory "knative.dev/pkg/client/injection/kube/informers/factory/filtered"
-	_ "knative.dev/pkg/client/injection/kube/informers/factory/filtered/fake"
 	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/reconciler"
@@ -42,6 +39,7 @@ import (
 	fakesandboxclient "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/client/fake"
 	_ "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/batchsandbox/fake"
 	_ "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot/fake"
+	_ "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer/fake"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
@@ -104,9 +102,7 @@ func TestNewControllerEnqueuesOnlyItsClass(t *testing.T) {
 // config-snapshot holding data, until the test ends.
 func startController(t *testing.T, data map[string]string) (context.Context, *controller.Impl) {
 	t.Helper()
-	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t, func(ctx context.Context) context.Context {
-		return filteredinformerfactory.WithSelectors(ctx, PodSelector)
-	})
+	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t)
 	cmw := configmap.NewStaticWatcher(&corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: config.SnapshotConfigName, Namespace: system.Namespace()},
 		Data:       data,

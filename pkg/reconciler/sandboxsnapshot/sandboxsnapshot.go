@@ -64,7 +64,7 @@ type Reconciler struct {
 	taskRunLister  pipelinelisters.TaskRunLister
 	snapshotLister snapshotlisters.SandboxSnapshotLister
 	sandboxLister  snapshotlisters.BatchSandboxLister
-	podLister      corev1listers.PodLister // only the pods of BatchSandboxes: see PodSelector
+	podLister      corev1listers.PodLister // slimmed: see podinformer
 	clock          clock.PassiveClock
 	// namespace is where TaskRuns run: the operator's own namespace, where
 	// the commit Task and the push Secret live.

@@ -73,9 +73,6 @@ var (
 		{ContainerName: "sidecar", ImageURI: registryPrefix + "/team-a/sb/sidecar:" + tag},
 	}
 	runningPod = Pod(ns, "sb-0", twoApps, WithRunningOn(node))
-	// labelledPod is runningPod with the label OpenSandbox gives it, so that
-	// the controller's informer holds it.
-	labelledPod = Pod(ns, "sb-0", twoApps, WithRunningOn(node), WithSandboxLabel(sbName))
 	// noAPIReads fails every API read of BatchSandboxes and pods, so that a
 	// row passes only if it reads them from the informers' caches.
 	noAPIReads = []clientgotesting.ReactionFunc{
@@ -208,7 +205,7 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(WithCommitting("sb-alloc", "node-2", committed, trNamespace, trName))}},
 	}, {
 		Name:                    "a BatchSandbox and its pod in the informers' caches are read without an API call",
-		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), labelledPod},
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WithReactors:            noAPIReads,
@@ -216,7 +213,7 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
 	}, {
 		Name:                    "a BatchSandbox the informer has not seen yet is read from the API",
-		Objects:                 []runtime.Object{snap(), labelledPod},
+		Objects:                 []runtime.Object{snap(), runningPod},
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WithReactors:            []clientgotesting.ReactionFunc{getBatchSandbox(BatchSandbox(ns, sbName, 1))},
@@ -692,7 +689,7 @@ func TestReconcile(t *testing.T) {
 		},
 	}, {
 		Name: "a sandbox pod in the informer's cache is checked before the thaw without an API call",
-		Objects: []runtime.Object{snap(committing), labelledPod, commitTaskRun(
+		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
 		Key:                     key,
 		SkipNamespaceValidation: true,
@@ -759,8 +756,8 @@ func TestReconcile(t *testing.T) {
 		}},
 		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonSourcePodNotFound, "%s", podGone(failedMessage("Failed", "\"step-commit\" exited with code 1")))},
 	}, {
-		Name:         "a failed read of the sandbox pod after a failed TaskRun is retried",
-		Objects:      []runtime.Object{snap(committing), runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "boom"))},
+		Name:         "a failed read of a sandbox pod the informer has not seen, after a failed TaskRun, is retried",
+		Objects:      []runtime.Object{snap(committing), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "boom"))},
 		Key:          key,
 		WithReactors: []clientgotesting.ReactionFunc{rtesting.InduceFailure("get", "pods")},
 		WantErr:      true,
@@ -1177,7 +1174,7 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		taskRunLister:  ls.GetTaskRunLister(),
 		snapshotLister: ls.GetSandboxSnapshotLister(),
 		sandboxLister:  ls.GetBatchSandboxLister(),
-		podLister:      ls.GetPodLister(PodSelector),
+		podLister:      ls.GetPodLister(),
 		clock:          clocktesting.NewFakePassiveClock(Now.Time),
 		namespace:      system.Namespace(),
 		commits:        newCommitGate(),

@@ -23,7 +23,6 @@ import (
 	fakepipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/fake"
 	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	fakekubeclientset "k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
@@ -33,6 +32,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	fakesandboxclientset "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/clientset/versioned/fake"
 	sandboxlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/imageref"
 )
 
 var clientSetSchemes = []func(*runtime.Scheme) error{
@@ -102,19 +102,20 @@ func (l *Listers) GetBatchSandboxLister() sandboxlisters.BatchSandboxLister {
 	return sandboxlisters.NewBatchSandboxLister(l.sorter.IndexerForObjectType(&v1alpha1.BatchSandbox{}))
 }
 
-// GetPodLister returns a lister of the row's pods that selector selects, as
-// an informer filtered by that label selector holds them.
-func (l *Listers) GetPodLister(selector string) corev1listers.PodLister {
-	sel, err := labels.Parse(selector)
-	if err != nil {
-		panic(err)
-	}
+// GetPodLister returns a lister of the row's pods as the controllers' shared
+// pod informer holds them: stripped by imageref.PodTransform.
+func (l *Listers) GetPodLister() corev1listers.PodLister {
 	i := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	for _, o := range l.sorter.ObjectsForSchemeFunc(fakekubeclientset.AddToScheme) {
-		if pod, ok := o.(*corev1.Pod); ok && sel.Matches(labels.Set(pod.Labels)) {
-			if err := i.Add(pod); err != nil {
-				panic(err)
-			}
+		if _, ok := o.(*corev1.Pod); !ok {
+			continue
+		}
+		stripped, err := imageref.PodTransform(o)
+		if err != nil {
+			panic(err)
+		}
+		if err := i.Add(stripped); err != nil {
+			panic(err)
 		}
 	}
 	return corev1listers.NewPodLister(i)
