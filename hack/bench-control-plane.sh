@@ -107,7 +107,6 @@ build_go() {
 # cluster's SandboxSnapshot and BatchSandbox CRDs: its Pool CRD, a
 # ServiceAccount bound to its ClusterRole, and a kubeconfig with its token.
 opensandbox_install() {
-  local token
   kc apply -f "${OPENSANDBOX_CRDS_DIR}/sandbox.opensandbox.io_pools.yaml" >/dev/null
   wait_crds_established -f "${OPENSANDBOX_CRDS_DIR}/sandbox.opensandbox.io_pools.yaml"
   kc create namespace "${OPENSANDBOX_NAMESPACE}" --dry-run=client -o yaml | kc apply -f - >/dev/null
@@ -115,35 +114,14 @@ opensandbox_install() {
   sed 's/^  name: manager-role$/  name: opensandbox-manager-role/' "${OPENSANDBOX_SRC}/config/rbac/role.yaml" | kc apply -f - >/dev/null
   kc create clusterrolebinding opensandbox-manager-role --clusterrole opensandbox-manager-role \
     --serviceaccount "${OPENSANDBOX_NAMESPACE}:${OPENSANDBOX_SA}" --dry-run=client -o yaml | kc apply -f - >/dev/null
-  token=$(kc -n "${OPENSANDBOX_NAMESPACE}" create token "${OPENSANDBOX_SA}" --duration 24h)
-  (
-    umask 077
-    cat >"${OPENSANDBOX_KUBECONFIG}" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: sso-local
-  cluster:
-    server: https://${APISERVER_HOST}:${APISERVER_PORT}
-    certificate-authority: ${CERT_DIR}/ca.crt
-users:
-- name: ${OPENSANDBOX_SA}
-  user:
-    token: ${token}
-contexts:
-- name: sso-local
-  context:
-    cluster: sso-local
-    user: ${OPENSANDBOX_SA}
-current-context: sso-local
-EOF
-  )
+  sa_kubeconfig "${OPENSANDBOX_KUBECONFIG}" "${OPENSANDBOX_NAMESPACE}" "${OPENSANDBOX_SA}" 24h
 }
 
 # opensandbox_started succeeds once OpenSandbox's SandboxSnapshot controller,
 # started after line $1 of its log, runs its workers.
 opensandbox_started() {
-  tail -n +"$(($1 + 1))" "${LOG_DIR}/opensandbox.log" | grep -q '"msg":"Starting workers".*"controller":"sandboxsnapshot"'
+  # Not `tail | grep -q`: grep leaving early fails tail with SIGPIPE, and the pipeline with it.
+  grep -q '"msg":"Starting workers".*"controller":"sandboxsnapshot"' < <(tail -n +"$(($1 + 1))" "${LOG_DIR}/opensandbox.log")
 }
 
 # opensandbox_start starts OpenSandbox's controller and waits for its

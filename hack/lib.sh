@@ -129,6 +129,38 @@ kubectl_bin() {
 # kc runs kubectl against the local cluster.
 kc() { "$(kubectl_bin)" --kubeconfig "${KUBECONFIG_PATH}" "$@"; }
 
+# sa_kubeconfig FILE NAMESPACE SA DURATION mints a token of ServiceAccount
+# NAMESPACE/SA, valid for DURATION, and writes a kubeconfig holding it (no
+# client certificate: not admin) to FILE, readable only by its owner.
+sa_kubeconfig() {
+  local file=$1 ns=$2 sa=$3 token user="system:serviceaccount:$2:$3" tmp="$1.tmp.$$"
+  token=$(kc -n "${ns}" create token "${sa}" --duration "$4")
+  (
+    umask 077
+    cat >"${tmp}" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: sso-local
+  cluster:
+    server: https://${APISERVER_HOST}:${APISERVER_PORT}
+    certificate-authority: ${CERT_DIR}/ca.crt
+users:
+- name: ${user}
+  user:
+    token: ${token}
+contexts:
+- name: sso-local
+  context:
+    cluster: sso-local
+    user: ${user}
+    namespace: ${ns}
+current-context: sso-local
+EOF
+  )
+  mv "${tmp}" "${file}"
+}
+
 # port_in_use PORT succeeds when something listens on TCP PORT.
 port_in_use() { ss -Htln "sport = :$1" | grep -q .; }
 

@@ -115,37 +115,6 @@ ensure_registry() {
   log "config-snapshot: registry set to ${CONTROLLER_REGISTRY}"
 }
 
-# write_token_kubeconfig mints a token of the controller's ServiceAccount and
-# writes a kubeconfig holding it (no client certificate: not admin).
-write_token_kubeconfig() {
-  local token tmp="${CONTROLLER_KUBECONFIG}.tmp.$$"
-  token=$(kc -n "${OPERATOR_NAMESPACE}" create token "${SA_NAME}" --duration "${CONTROLLER_TOKEN_DURATION}")
-  (
-    umask 077
-    cat >"${tmp}" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: sso-local
-  cluster:
-    server: https://${APISERVER_HOST}:${APISERVER_PORT}
-    certificate-authority: ${CERT_DIR}/ca.crt
-users:
-- name: system:serviceaccount:${OPERATOR_NAMESPACE}:${SA_NAME}
-  user:
-    token: ${token}
-contexts:
-- name: sso-local
-  context:
-    cluster: sso-local
-    user: system:serviceaccount:${OPERATOR_NAMESPACE}:${SA_NAME}
-    namespace: ${OPERATOR_NAMESPACE}
-current-context: sso-local
-EOF
-  )
-  mv "${tmp}" "${CONTROLLER_KUBECONFIG}"
-}
-
 # watchdog N CPID APIPID stops controller N when the apiserver APIPID is
 # being stopped or has exited (hack/cluster-down.sh does not know about local
 # controllers), and removes the pid files once the controller is gone.
@@ -176,7 +145,7 @@ start() {
   require_cluster
   build
   ensure_registry
-  write_token_kubeconfig
+  sa_kubeconfig "${CONTROLLER_KUBECONFIG}" "${OPERATOR_NAMESPACE}" "${SA_NAME}" "${CONTROLLER_TOKEN_DURATION}"
 
   mkdir -p "${PID_DIR}" "${LOG_DIR}"
   logf="${LOG_DIR}/${name}.log"
