@@ -32,8 +32,8 @@
 #
 # Logs: _output/e2e-node/<time>/ holds go-test.log, go-test-client.log,
 # go-test-opensandbox.log and go-test-opensandbox-client.log (the full go test
-# output; the terminal shows the RUN/PASS/FAIL lines), opensandbox-*.log (the
-# log of OpenSandbox's controller),
+# output; the terminal shows the RUN/PASS/FAIL lines), go-test-*client-controller.log
+# (the log of OpenSandbox's controller),
 # go-test-release.log and release/ (the release's files) and, on failure,
 # the node's logs.
 #
