@@ -150,9 +150,8 @@ func (l livePods) list(ctx context.Context, selector labels.Selector) ([]*corev1
 	return pods, nil
 }
 
-// cachedPods reads pods from the informer's cache of sandbox pods. A pod it
-// does not hold by name is read from the API: a pod without the BatchSandbox
-// label, or one the informer has not seen yet.
+// cachedPods reads pods from the shared informer's cache of every pod. A pod
+// it does not hold by name, one created a moment ago, is read from the API.
 type cachedPods struct {
 	cache corev1listers.PodNamespaceLister
 	live  livePods
