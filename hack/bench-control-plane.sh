@@ -139,6 +139,13 @@ opensandbox_start() {
 bench() { "${BENCH_BIN}" "$1" -kubeconfig "${KUBECONFIG_PATH}" -node "${NODE}" -timeout "${BENCH_TIMEOUT}" \
   -containers "${BENCH_CONTAINERS}" "${@:2}"; }
 
+# measure CMD N T NAME ARGS... runs `bench CMD` for size N, trial T, with the
+# API server's and etcd's pids, writing _output/bench/NAME-N-tT.json.
+measure() {
+  bench "$1" -n "$2" -trial "$3" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" \
+    -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" -out "${BENCH_DIR}/$4-$2-t$3.json" "${@:5}"
+}
+
 ensure_cluster() {
   if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
     # shellcheck disable=SC2153 # MODE comes from cluster.env
@@ -187,13 +194,11 @@ one_size() {
   log "N=${n}, trial ${t}: setup"
   bench setup -n "${n}"
   log "N=${n}, trial ${t}: write-only client, no controller running"
-  bench limit -n "${n}" -trial "${t}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" \
-    -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" -out "${BENCH_DIR}/limit-${n}-t${t}.json"
+  measure limit "${n}" "${t}" limit
   "${RUN_CONTROLLER}" start
   pid=$(cat "${PID_DIR}/controller-1.pid")
   log "N=${n}, trial ${t}: burst (controller pid ${pid})"
-  bench run -n "${n}" -trial "${t}" -pid "${pid}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" \
-    -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" -out "${BENCH_DIR}/result-${n}-t${t}.json"
+  measure run "${n}" "${t}" result -pid "${pid}"
   log "N=${n}, trial ${t}: cleanup"
   bench cleanup -n "${n}"
   "${RUN_CONTROLLER}" stop
@@ -204,8 +209,7 @@ one_size() {
   opensandbox_start
   pid=$(cat "${PID_DIR}/opensandbox.pid")
   log "N=${n}, trial ${t}: burst with OpenSandbox's controller (pid ${pid})"
-  bench opensandbox -n "${n}" -trial "${t}" -pid "${pid}" -apiserver-pid "$(cat "${PID_DIR}/kube-apiserver.pid")" \
-    -etcd-pid "$(cat "${PID_DIR}/etcd.pid")" -out "${BENCH_DIR}/opensandbox-${n}-t${t}.json"
+  measure opensandbox "${n}" "${t}" opensandbox -pid "${pid}"
   log "N=${n}, trial ${t}: cleanup"
   bench cleanup -n "${n}"
   stop_daemon opensandbox

@@ -64,31 +64,9 @@ subjectAltName=IP:${BRIDGE_IP},DNS:${NODE_NAME}"
   chmod 600 "${CERT_DIR}"/*.key
 }
 
-# write_kubeconfig FILE CERT_NAME writes a kubeconfig for the client cert CERT_NAME.
-write_kubeconfig() {
-  local file=$1 name=$2
-  cat >"${file}" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: sso-local
-  cluster:
-    server: https://${APISERVER_HOST}:${APISERVER_PORT}
-    certificate-authority: ${CERT_DIR}/ca.crt
-users:
-- name: ${name}
-  user:
-    client-certificate: ${CERT_DIR}/${name}.crt
-    client-key: ${CERT_DIR}/${name}.key
-contexts:
-- name: sso-local
-  context:
-    cluster: sso-local
-    user: ${name}
-    namespace: default
-current-context: sso-local
-EOF
-  chmod 600 "${file}"
+# cert_kubeconfig FILE CERT_NAME writes a kubeconfig for the client cert CERT_NAME.
+cert_kubeconfig() {
+  write_kubeconfig "$1" "$2" default "client-certificate: ${CERT_DIR}/$2.crt" "client-key: ${CERT_DIR}/$2.key"
 }
 
 # --------------------------------------------------------------- control plane
@@ -148,8 +126,8 @@ start_controllers() {
   # Control-plane mode has only fake nodes without kubelet heartbeats; keep
   # the node lifecycle controllers from tainting them and evicting pods.
   [[ "${NODE_MODE}" == 1 ]] || controllers="*,-node-lifecycle-controller,-taint-eviction-controller"
-  write_kubeconfig "${CLUSTER_DIR}/kube-controller-manager.kubeconfig" kube-controller-manager
-  write_kubeconfig "${CLUSTER_DIR}/kube-scheduler.kubeconfig" kube-scheduler
+  cert_kubeconfig "${CLUSTER_DIR}/kube-controller-manager.kubeconfig" kube-controller-manager
+  cert_kubeconfig "${CLUSTER_DIR}/kube-scheduler.kubeconfig" kube-scheduler
   start_daemon kube-controller-manager "$(tool_bin kube-controller-manager)" \
     --kubeconfig "${CLUSTER_DIR}/kube-controller-manager.kubeconfig" \
     --secure-port 0 \
@@ -267,7 +245,7 @@ ETCD_PEER_PORT=${ETCD_PEER_PORT}
 EOF
   MODE=${mode}
   make_certs
-  write_kubeconfig "${KUBECONFIG_PATH}" admin
+  cert_kubeconfig "${KUBECONFIG_PATH}" admin
 
   start_etcd
   start_apiserver

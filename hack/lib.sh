@@ -129,15 +129,16 @@ kubectl_bin() {
 # kc runs kubectl against the local cluster.
 kc() { "$(kubectl_bin)" --kubeconfig "${KUBECONFIG_PATH}" "$@"; }
 
-# sa_kubeconfig FILE NAMESPACE SA DURATION mints a token of ServiceAccount
-# NAMESPACE/SA, valid for DURATION, and writes a kubeconfig holding it (no
-# client certificate: not admin) to FILE, readable only by its owner.
-sa_kubeconfig() {
-  local file=$1 ns=$2 sa=$3 token user="system:serviceaccount:$2:$3" tmp="$1.tmp.$$"
-  token=$(kc -n "${ns}" create token "${sa}" --duration "$4")
+# write_kubeconfig FILE USER NAMESPACE CREDENTIAL... writes to FILE, readable
+# only by its owner, a kubeconfig for the local API server whose user USER
+# authenticates with the CREDENTIAL lines ("token: ...", "client-key: ...").
+write_kubeconfig() {
+  local file=$1 user=$2 ns=$3 tmp="$1.tmp.$$" cred
+  shift 3
   (
     umask 077
-    cat >"${tmp}" <<EOF
+    {
+      cat <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -148,7 +149,9 @@ clusters:
 users:
 - name: ${user}
   user:
-    token: ${token}
+EOF
+      for cred in "$@"; do printf '    %s\n' "${cred}"; done
+      cat <<EOF
 contexts:
 - name: sso-local
   context:
@@ -157,8 +160,18 @@ contexts:
     namespace: ${ns}
 current-context: sso-local
 EOF
+    } >"${tmp}"
   )
   mv "${tmp}" "${file}"
+}
+
+# sa_kubeconfig FILE NAMESPACE SA DURATION mints a token of ServiceAccount
+# NAMESPACE/SA, valid for DURATION, and writes a kubeconfig holding it (no
+# client certificate: not admin) to FILE.
+sa_kubeconfig() {
+  local token
+  token=$(kc -n "$2" create token "$3" --duration "$4")
+  write_kubeconfig "$1" "system:serviceaccount:$2:$3" "$2" "token: ${token}"
 }
 
 # port_in_use PORT succeeds when something listens on TCP PORT.
