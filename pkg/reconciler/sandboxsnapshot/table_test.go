@@ -673,22 +673,7 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(180, digestA, digestB))}},
 		WantEvents:        []string{succeededEvent},
 	}, {
-		Name: "a commit pod killed mid-pause gets an unpause TaskRun on the same node",
-		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
-			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
-		Key:                     key,
-		SkipNamespaceValidation: true,
-		WantCreates:             []runtime.Object{unpauseTaskRun},
-		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
-			Object: snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName),
-				WithFailed(v1alpha1.ReasonCommitJobFailed, failedMessage("Failed", "\"step-commit\" exited with code 137"))),
-		}},
-		WantEvents: []string{
-			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 1)", trNamespace, unpauseName),
-			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitJobFailed, "%s", failedMessage("Failed", "\"step-commit\" exited with code 137")),
-		},
-	}, {
-		Name: "a sandbox pod in the informer's cache is checked before the thaw without an API call",
+		Name: "a commit pod killed mid-pause gets an unpause TaskRun on the same node, the pod checked in the informer's cache without an API call",
 		Objects: []runtime.Object{snap(committing), runningPod, commitTaskRun(
 			WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "\"step-commit\" exited with code 137"), killedMidPause)},
 		Key:                     key,
