@@ -44,7 +44,7 @@ verify-tiers: ## Prove that a failing test fails each tier's target (seconds, no
 
 .PHONY: test-integration
 test-integration: ## The committer against real containerd and a loopback registry (root).
-	hack/test-integration.sh
+	test/test-integration.sh
 
 .PHONY: tools
 tools: ## Build and cache the cluster binaries and tkn, ko, crane.
@@ -52,29 +52,29 @@ tools: ## Build and cache the cluster binaries and tkn, ko, crane.
 
 .PHONY: cluster-up cluster-down node-up node-down
 cluster-up: ## Control plane on loopback, CRDs and config/ applied.
-	hack/cluster-up.sh
+	test/cluster/cluster-up.sh
 cluster-down: ## Stop the control plane and remove its state.
-	hack/cluster-down.sh
+	test/cluster/cluster-down.sh
 node-up: ## A one-node cluster with containerd, Tekton and the operator deployed with ko.
-	hack/node-up.sh
+	test/cluster/node-up.sh
 node-down: ## Stop the node and undo every change outside the repo.
-	hack/node-down.sh
+	test/cluster/node-down.sh
 
 .PHONY: dev
 dev: deps ## The local default: cluster, operator, a sample snapshot (DEV_MODE=control-plane for no node).
-	hack/dev.sh
+	test/cluster/dev.sh
 
 .PHONY: e2e
 e2e: ## Control-plane e2e: the controller against a real kube-apiserver.
-	hack/e2e.sh
+	test/e2e.sh
 
 .PHONY: e2e-opensandbox
 e2e-opensandbox: ## The control-plane e2e under OpenSandbox's own CRDs (SNAPSHOT_CRDS=opensandbox).
-	SNAPSHOT_CRDS=opensandbox hack/e2e.sh
+	SNAPSHOT_CRDS=opensandbox test/e2e.sh
 
 .PHONY: e2e-node
 e2e-node: ## Node e2e: snapshot a live pod with real Tekton and resume from it (also under OpenSandbox's CRDs).
-	hack/e2e-node.sh
+	test/e2e-node.sh
 
 .PHONY: release
 release: ## Images for linux/amd64 and arm64, release.yaml and the Task bundle (KO_DOCKER_REPO=...; docs/release.md).
@@ -82,13 +82,13 @@ release: ## Images for linux/amd64 and arm64, release.yaml and the Task bundle (
 
 .PHONY: bench-committer bench-control-plane bench-cycles bench-hibernate
 bench-committer: ## Pause window and commit+push time against nerdctl.
-	hack/bench-committer.sh
+	test/bench-committer.sh
 bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000, beside OpenSandbox's controller.
-	hack/bench-control-plane.sh
+	test/bench-control-plane.sh
 bench-cycles: ## 200 pause -> resume cycles of one sandbox on the real node (root).
-	hack/bench-cycles.sh
+	test/bench-cycles.sh
 bench-hibernate: ## Memory snapshots of 64 MiB, 256 MiB and 1 GiB: freeze, size, restore (root).
-	hack/bench-hibernate.sh
+	test/bench-hibernate.sh
 
 .PHONY: check
 check: deps verify verify-tiers test test-integration e2e e2e-opensandbox e2e-node ## Every test tier (CI runs this).

@@ -37,11 +37,11 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
-// criuDir is where hack/test-integration.sh put CRIU 4 (hack/criu-build.sh).
+// criuDir is where test/test-integration.sh put CRIU 4 (test/cluster/criu-build.sh).
 func criuDir(t *testing.T) string {
 	d := os.Getenv("CRIU_DIR")
 	if d == "" {
-		t.Fatal("CRIU_DIR is not set: run the integration tier with hack/test-integration.sh, which builds CRIU")
+		t.Fatal("CRIU_DIR is not set: run the integration tier with test/test-integration.sh, which builds CRIU")
 	}
 	return d
 }

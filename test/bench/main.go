@@ -16,7 +16,7 @@ limitations under the License.
 
 // Command bench measures the SandboxSnapshot controller against a real
 // kube-apiserver, beside OpenSandbox's own controller on the same API server.
-// hack/bench-control-plane.sh drives it:
+// test/bench-control-plane.sh drives it:
 //
 //	bench setup       -n N   N BatchSandboxes, each with a pod on the kwok node, all Running
 //	bench run         -n N   one warm-up snapshot, then N snapshots in one burst; every
@@ -28,8 +28,8 @@ limitations under the License.
 //	                         write-only client making each snapshot's writes; writes a result file
 //	bench report      FILE…  prints the three side by side (-markdown: as Markdown)
 //
-// The controllers run as their own processes (hack/run-controller.sh,
-// OpenSandbox's built by hack/opensandbox-build.sh); bench only plays the
+// The controllers run as their own processes (test/cluster/run-controller.sh,
+// OpenSandbox's built by test/cluster/opensandbox-build.sh); bench only plays the
 // parts of OpenSandbox's sandboxes and pods, Tekton (TaskRun status) and the
 // kubelet of the commit Jobs' pods.
 package main

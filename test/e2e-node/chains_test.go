@@ -49,7 +49,7 @@ import (
 )
 
 const (
-	// chainsNamespace is where hack/chains.sh installs Tekton Chains.
+	// chainsNamespace is where test/cluster/chains.sh installs Tekton Chains.
 	chainsNamespace = "tekton-chains"
 	// chainsSigned is the annotation Chains sets on a TaskRun it has signed.
 	chainsSigned = "chains.tekton.dev/signed"
@@ -123,12 +123,12 @@ func TestChainsSignsSnapshotImages(t *testing.T) {
 	}
 }
 
-// chainsPublicKey reads the ECDSA public key hack/chains.sh left for the test.
+// chainsPublicKey reads the ECDSA public key test/cluster/chains.sh left for the test.
 func chainsPublicKey(t *testing.T) *ecdsa.PublicKey {
 	t.Helper()
 	path := os.Getenv("CHAINS_PUBLIC_KEY")
 	if path == "" {
-		t.Fatal("CHAINS_PUBLIC_KEY is not set: hack/node-up.sh installs Tekton Chains (hack/chains.sh) unless SKIP_CHAINS=1; then source hack/env.sh")
+		t.Fatal("CHAINS_PUBLIC_KEY is not set: test/cluster/node-up.sh installs Tekton Chains (test/cluster/chains.sh) unless SKIP_CHAINS=1; then source test/cluster/env.sh")
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {

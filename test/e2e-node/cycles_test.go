@@ -65,7 +65,7 @@ type cycle struct {
 // layers on the original one, exactly as many as the cycles since the last
 // squash; after the last resume every file of every cycle is there. With
 // E2E_CYCLES_REPORT set, each cycle's figures go to that file
-// (hack/bench-cycles.sh).
+// (test/bench-cycles.sh).
 func TestPauseResumeCycles(t *testing.T) {
 	cycles, bound := envInt(t, "E2E_CYCLES", 40), envInt(t, "E2E_CYCLES_MAX_LAYERS", 8)
 	var report *bufio.Writer

@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 	localRegistry = os.Getenv("LOCAL_REGISTRY")
 	containerdSock = os.Getenv("CONTAINERD_ADDRESS")
 	if os.Getenv("KUBECONFIG") == "" || localRegistry == "" || containerdSock == "" {
-		fmt.Fprintln(os.Stderr, "e2e-node: source hack/env.sh after hack/node-up.sh (KUBECONFIG, LOCAL_REGISTRY, CONTAINERD_ADDRESS)")
+		fmt.Fprintln(os.Stderr, "e2e-node: source test/cluster/env.sh after test/cluster/node-up.sh (KUBECONFIG, LOCAL_REGISTRY, CONTAINERD_ADDRESS)")
 		os.Exit(1)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
@@ -98,7 +98,7 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// run runs a command (kubectl, tkn, crane from hack/env.sh's PATH) and
+// run runs a command (kubectl, tkn, crane from test/cluster/env.sh's PATH) and
 // returns its standard output.
 func run(t *testing.T, stdin string, name string, args ...string) string {
 	t.Helper()

@@ -43,11 +43,11 @@ import (
 )
 
 // The tests named TestOpenSandbox* drive this operator through its real
-// client: OpenSandbox's own controller (hack/opensandbox-build.sh, its
+// client: OpenSandbox's own controller (test/cluster/opensandbox-build.sh, its
 // SandboxSnapshot reconciler off), which the suite starts when
 // E2E_NODE_OPENSANDBOX_CONTROLLER names its binary. They pause and resume
 // BatchSandboxes as OpenSandbox's server does, with spec.pause. The
-// controller acts on every BatchSandbox, so hack/e2e-node.sh runs these tests
+// controller acts on every BatchSandbox, so test/e2e-node.sh runs these tests
 // apart from the others, which play OpenSandbox's part by hand.
 
 // openSandboxTimeout bounds a pause or a resume of a BatchSandbox.
@@ -123,7 +123,7 @@ func startOpenSandbox() (stop func(), err error) {
 func requireOpenSandbox(t *testing.T) {
 	t.Helper()
 	if !openSandboxRuns {
-		t.Fatal("OpenSandbox's controller does not run: hack/e2e-node.sh builds it and runs these tests with E2E_NODE_OPENSANDBOX_CONTROLLER")
+		t.Fatal("OpenSandbox's controller does not run: test/e2e-node.sh builds it and runs these tests with E2E_NODE_OPENSANDBOX_CONTROLLER")
 	}
 }
 

@@ -34,7 +34,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
-// The release tests run after hack/e2e-release.sh replaced the ko-applied
+// The release tests run after test/e2e-release.sh replaced the ko-applied
 // operator with a release (make release) installed by kubectl apply:
 //
 //	E2E_NODE_TASK_BUNDLE  the release's commit Task bundle, by digest; the
@@ -107,7 +107,7 @@ var imageByDigest = regexp.MustCompile(`[A-Za-z0-9.:/_-]+@sha256:[0-9a-f]{64}`)
 // bundle holds the Task.
 func TestReleaseImagesArePlatformIndexes(t *testing.T) {
 	if releaseDir == "" || taskBundle == "" {
-		t.Skip("no release installed (E2E_NODE_RELEASE_DIR, E2E_NODE_TASK_BUNDLE; hack/e2e-release.sh sets them)")
+		t.Skip("no release installed (E2E_NODE_RELEASE_DIR, E2E_NODE_TASK_BUNDLE; test/e2e-release.sh sets them)")
 	}
 	images := map[string]bool{}
 	for _, f := range []string{"release.yaml", "sandbox-commit.yaml"} {

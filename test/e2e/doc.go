@@ -15,11 +15,11 @@ limitations under the License.
 */
 
 // Package e2e holds the control-plane end-to-end tests: the controller runs
-// as a local process (hack/run-controller.sh) against a real kube-apiserver
-// (hack/cluster-up.sh) that has Tekton's CRDs but no Tekton controller, so the
+// as a local process (test/cluster/run-controller.sh) against a real kube-apiserver
+// (test/cluster/cluster-up.sh) that has Tekton's CRDs but no Tekton controller, so the
 // tests play Tekton themselves by writing TaskRun statuses.
 //
-// They are behind the e2e build tag. Run them with hack/e2e.sh (make e2e),
+// They are behind the e2e build tag. Run them with test/e2e.sh (make e2e),
 // which brings the cluster and the controller up and down around
 //
 //	go test -tags e2e -count=1 -timeout 20m ./test/e2e/...

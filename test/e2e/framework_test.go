@@ -57,7 +57,7 @@ const (
 	// timeout bounds each wait for the controller.
 	timeout = 60 * time.Second
 	// takeoverTimeout bounds a wait that spans a leader Lease expiring
-	// (hack/e2e.sh shortens lease-duration to 15s).
+	// (test/e2e.sh shortens lease-duration to 15s).
 	takeoverTimeout = 120 * time.Second
 )
 
@@ -599,12 +599,12 @@ func (e *env) playTekton(selected func(*pipelinev1.TaskRun) bool, end func(*pipe
 
 // --------------------------------------------------------- controller, tools
 
-// controller runs hack/run-controller.sh with args and returns its stdout.
+// controller runs test/cluster/run-controller.sh with args and returns its stdout.
 func controller(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := run(t, filepath.Join(repoRoot, "hack", "run-controller.sh"), args...)
+	out, err := run(t, filepath.Join(repoRoot, "test", "cluster", "run-controller.sh"), args...)
 	if err != nil {
-		t.Fatalf("hack/run-controller.sh %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("test/cluster/run-controller.sh %s: %v", strings.Join(args, " "), err)
 	}
 	return out
 }
@@ -625,7 +625,7 @@ func runContext(ctx context.Context, t *testing.T, name string, args ...string) 
 	return stdout, err
 }
 
-// tool finds a CLI: on PATH (hack/env.sh puts the built ones first), else in _output/tools.
+// tool finds a CLI: on PATH (test/cluster/env.sh puts the built ones first), else in _output/tools.
 func tool(t *testing.T, name string) string {
 	t.Helper()
 	if p, err := exec.LookPath(name); err == nil {

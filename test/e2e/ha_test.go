@@ -69,7 +69,7 @@ func TestLeaderElection(t *testing.T) {
 
 	leader := strings.TrimSpace(controller(t, "leader"))
 	if leader != "1" && leader != "2" {
-		t.Fatalf("hack/run-controller.sh leader = %q, want exactly one of 1 and 2", leader)
+		t.Fatalf("test/cluster/run-controller.sh leader = %q, want exactly one of 1 and 2", leader)
 	}
 	follower := map[string]string{"1": "2", "2": "1"}[leader]
 	t.Logf("controller-%s leads, controller-%s follows", leader, follower)
@@ -88,7 +88,7 @@ func TestLeaderElection(t *testing.T) {
 	all := e.waitAllTerminal(burst+burst/2, takeoverTimeout)
 	checkOneTaskRunEach(t, e, all)
 	if got := strings.TrimSpace(controller(t, "leader")); got != follower {
-		t.Errorf("after the leader was killed, hack/run-controller.sh leader = %q, want %s", got, follower)
+		t.Errorf("after the leader was killed, test/cluster/run-controller.sh leader = %q, want %s", got, follower)
 	}
 }
 

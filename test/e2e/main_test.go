@@ -71,7 +71,7 @@ func setupMain() error {
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
-		return fmt.Errorf("no cluster (run hack/e2e.sh, or hack/cluster-up.sh and hack/run-controller.sh start): %w", err)
+		return fmt.Errorf("no cluster (run test/e2e.sh, or test/cluster/cluster-up.sh and test/cluster/run-controller.sh start): %w", err)
 	}
 	cfg.QPS, cfg.Burst = 100, 200
 	if clients, err = test.NewClients(cfg); err != nil {
@@ -83,7 +83,7 @@ func setupMain() error {
 		return fmt.Errorf("namespace %s (is config/ applied?): %w", test.SystemNamespace, err)
 	}
 	if len(controllerPIDs()) == 0 {
-		return fmt.Errorf("no controller runs: start one with hack/run-controller.sh start")
+		return fmt.Errorf("no controller runs: start one with test/cluster/run-controller.sh start")
 	}
 	return nil
 }

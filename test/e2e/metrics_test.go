@@ -185,7 +185,7 @@ func waitEarlierSnapshotsGone(t *testing.T) {
 	t.Logf("no snapshots of earlier tests after %v", time.Since(start).Round(time.Millisecond))
 }
 
-// metricsPort reads the Prometheus port hack/run-controller.sh gave an instance.
+// metricsPort reads the Prometheus port test/cluster/run-controller.sh gave an instance.
 func metricsPort(t *testing.T, instance string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(repoRoot, "_output", "cluster", instance+".env"))

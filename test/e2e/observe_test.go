@@ -31,7 +31,7 @@ import (
 )
 
 // TestObservation: what a user sees with kubectl and tkn (the built ones,
-// through hack/env.sh's PATH).
+// through test/cluster/env.sh's PATH).
 func TestObservation(t *testing.T) {
 	e := setup(t)
 	kubectl, tkn := tool(t, "kubectl"), tool(t, "tkn")

@@ -21,7 +21,7 @@ limitations under the License.
 // for a first and a second snapshot of the same sandbox, the compressed diff,
 // the resume time on the same node and on a node holding only the base image,
 // the tool's peak memory and the node disk the snapshot keeps. It needs root.
-// Run it through hack/bench-committer.sh.
+// Run it through test/bench-committer.sh.
 package main
 
 import (

@@ -22,7 +22,7 @@ limitations under the License.
 // on the node and once pulled. It prints, per size, medians of the
 // iterations: the freeze, the whole checkpoint (freeze and image), the push,
 // the image's size against the resident memory, and the restore to a first
-// successful exec. It needs root. Run it through hack/bench-hibernate.sh.
+// successful exec. It needs root. Run it through test/bench-hibernate.sh.
 package main
 
 import (
@@ -46,7 +46,7 @@ import (
 )
 
 func main() {
-	hog := flag.String("hog", "", "static binary that holds --mib MiB resident until killed (hack/bench-hibernate.sh builds it)")
+	hog := flag.String("hog", "", "static binary that holds --mib MiB resident until killed (test/bench-hibernate.sh builds it)")
 	sizes := flag.String("sizes", "64,256,1024", "resident MiB of the checkpointed process, comma-separated")
 	iterations := flag.Int("iterations", 3, "runs per size; medians are reported")
 	flag.Parse()

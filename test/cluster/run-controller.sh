@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the controller (cmd/controller) as a local process against the cluster
-# of hack/cluster-up.sh, the way its Deployment (config/500-controller.yaml)
+# of test/cluster/cluster-up.sh, the way its Deployment (config/500-controller.yaml)
 # runs it in a cluster:
 #   - as its own ServiceAccount, sandbox-snapshot-system/sandbox-snapshot-controller
 #     (config/200-serviceaccount.yaml), never as admin: a token minted with
@@ -15,12 +15,12 @@
 # 127.0.0.1:5000/snapshots. Without a Tekton controller nothing is ever pushed
 # there. CONTROLLER_REGISTRY= (empty) leaves config-snapshot alone.
 #
-# usage: hack/run-controller.sh start [N]     build if stale, start instance N (default 1), wait until it runs its controllers
-#        hack/run-controller.sh stop [N]      SIGTERM instance N (default: every instance), SIGKILL after 10 s
-#        hack/run-controller.sh restart [N]   stop, then start instance N (default 1)
-#        hack/run-controller.sh kill [N]      SIGKILL instance N (default: every instance), as a crash would
-#        hack/run-controller.sh status        the instances, their pids and ports, and which one leads
-#        hack/run-controller.sh leader        the numbers of the instances holding a reconciler Lease
+# usage: test/cluster/run-controller.sh start [N]     build if stale, start instance N (default 1), wait until it runs its controllers
+#        test/cluster/run-controller.sh stop [N]      SIGTERM instance N (default: every instance), SIGKILL after 10 s
+#        test/cluster/run-controller.sh restart [N]   stop, then start instance N (default 1)
+#        test/cluster/run-controller.sh kill [N]      SIGKILL instance N (default: every instance), as a crash would
+#        test/cluster/run-controller.sh status        the instances, their pids and ports, and which one leads
+#        test/cluster/run-controller.sh leader        the numbers of the instances holding a reconciler Lease
 #
 # Files, per instance N:
 #   _output/cluster/pids/controller-N.pid           the controller's pid
@@ -42,7 +42,7 @@
 # env: CONTROLLER_REGISTRY (see above); CONTROLLER_TOKEN_DURATION (default 24h;
 #      restart to mint a new token); SKIP_BUILD=1 uses _output/bin/controller as it is.
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SA_NAME=sandbox-snapshot-controller
@@ -91,7 +91,7 @@ build() {
 
 require_cluster() {
   if ! { cluster_env && pid_alive kube-apiserver && apiserver_ready; }; then
-    die "no cluster: run hack/cluster-up.sh (make cluster-up) first"
+    die "no cluster: run test/cluster/cluster-up.sh (make cluster-up) first"
   fi
   local replicas
   replicas=$(kc -n "${OPERATOR_NAMESPACE}" get deployment "${SA_NAME}" -o jsonpath='{.spec.replicas}' 2>/dev/null || true)
@@ -100,7 +100,7 @@ require_cluster() {
       "scale it to 0 before running a local controller next to it"
   fi
   kc -n "${OPERATOR_NAMESPACE}" get serviceaccount "${SA_NAME}" >/dev/null 2>&1 ||
-    die "ServiceAccount ${OPERATOR_NAMESPACE}/${SA_NAME} is missing: is config/ applied (hack/cluster-up.sh)?"
+    die "ServiceAccount ${OPERATOR_NAMESPACE}/${SA_NAME} is missing: is config/ applied (test/cluster/cluster-up.sh)?"
 }
 
 # ensure_registry sets config-snapshot's registry when it is empty.
@@ -116,13 +116,13 @@ ensure_registry() {
 }
 
 # watchdog N CPID APIPID stops controller N when the apiserver APIPID is
-# being stopped or has exited (hack/cluster-down.sh does not know about local
+# being stopped or has exited (test/cluster/cluster-down.sh does not know about local
 # controllers), and removes the pid files once the controller is gone.
 watchdog() {
   local n=$1 cpid=$2 apipid=$3 name
   name=$(name_of "${n}")
   while kill -0 "${cpid}" 2>/dev/null; do
-    # stop_daemon (hack/cluster-down.sh) removes the pid file as it sends
+    # stop_daemon (test/cluster/cluster-down.sh) removes the pid file as it sends
     # TERM: stopping now lets the apiserver shut down without our watches.
     if ! kill -0 "${apipid}" 2>/dev/null || [[ "$(cat "${PID_DIR}/kube-apiserver.pid" 2>/dev/null)" != "${apipid}" ]]; then
       kill -TERM "${cpid}" 2>/dev/null || true

@@ -3,10 +3,10 @@
 # against its sha256) and caches the binary under _output/tools/criu-<version>/.
 # Prints the directory. Debian's CRIU 3.17 fails on current kernels; 4.x works.
 #
-#   hack/criu-build.sh
+#   test/cluster/criu-build.sh
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VERSION=4.2
 SHA256=7e705f59d18a90b39b4f6b029a26eea46346d90085c654ad9ac187cd9f7f3306
 TARBALL="${CRIU_TARBALL:-${ROOT}/../shared/third_party/criu/criu-${VERSION}.tar.gz}"

@@ -3,15 +3,15 @@
 # kubelet, real Tekton, and this operator deployed with ko apply -f config/),
 # runs test/e2e-node against it, and tears the node down again:
 #
-#   1. hack/node-host-test.sh refusals: node-up refuses, changing nothing, when
+#   1. test/cluster/node-host-test.sh refusals: node-up refuses, changing nothing, when
 #      a path, bridge or chain it needs is taken; then decoys (mounts, an
 #      iptables chain, files where the stack writes) are laid, and a node-up
 #      interrupted half-way must leave the host as it was;
-#   2. hack/node-up.sh;
+#   2. test/cluster/node-up.sh;
 #   3. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS),
 #      then the tests of E2E_NODE_CLIENT_RUN with OpenSandbox's own
 #      controller running as this operator's client (built by
-#      hack/opensandbox-build.sh, its SandboxSnapshot reconciler off, its
+#      test/cluster/opensandbox-build.sh, its SandboxSnapshot reconciler off, its
 #      Pool CRD installed): it pauses and resumes real BatchSandboxes;
 #   4. on the same node, OpenSandbox's own SandboxSnapshot and BatchSandbox
 #      CRDs swapped in with `kubectl replace`, the operator restarted, and
@@ -20,10 +20,10 @@
 #      with SNAPSHOT_CRDS=opensandbox;
 #   5. on the same node, a release (make release, linux/amd64 and arm64)
 #      installed with kubectl apply -f release.yaml in place of the ko-applied
-#      operator, its commit Task only in a bundle (hack/e2e-release.sh), and the
+#      operator, its commit Task only in a bundle (test/e2e-release.sh), and the
 #      tests of E2E_NODE_RELEASE_RUN run against it under the project's CRDs;
-#      a reused node gets the ko-applied operator back (hack/deploy.sh);
-#   6. on exit, also on failure: hack/node-down.sh, then hack/node-host-test.sh
+#      a reused node gets the ko-applied operator back (test/cluster/deploy.sh);
+#   6. on exit, also on failure: test/cluster/node-down.sh, then test/cluster/node-host-test.sh
 #      check: the decoys are intact and the host is as it was before step 2.
 #
 # A node that is already up is reused (steps 1 and 5 are skipped), the
@@ -53,8 +53,8 @@
 # The node is one per machine: hold `flock /tmp/sso-node.lock` around it when
 # others may run it too.
 set -euo pipefail
-# shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=test/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 
 FILTER='^(=== RUN|--- |\s+\S+_test\.go:|PASS|FAIL|ok|panic|\S+\.go:[0-9]+:)'
 OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)\$}"
@@ -93,7 +93,7 @@ use_crds() {
 client_suite() {
   local log=$1 bin="tierfail.invalid/opensandbox-controller"
   if [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
-    bin=$(hack/opensandbox-build.sh) || return
+    bin=$(test/cluster/opensandbox-build.sh) || return
     kc apply -f "${OPENSANDBOX_CRDS_DIR}/sandbox.opensandbox.io_pools.yaml" >/dev/null || return
     wait_crds_established -f "${OPENSANDBOX_CRDS_DIR}/sandbox.opensandbox.io_pools.yaml" || return
   fi
@@ -102,7 +102,7 @@ client_suite() {
 }
 
 # release_step installs a release in place of the ko-applied operator
-# (hack/e2e-release.sh) and runs the tests of RELEASE_RUN against it, told the
+# (test/e2e-release.sh) and runs the tests of RELEASE_RUN against it, told the
 # release's files and bundle. A reused node then gets the ko-applied operator
 # back.
 release_step() {
@@ -112,13 +112,13 @@ release_step() {
     bundle="tierfail.invalid/sandbox-commit@sha256:$(printf '0%.0s' {1..64})"
   else
     # Called in an || list, where set -e does not apply: check it.
-    bundle=$(hack/e2e-release.sh "${dir}") || return
+    bundle=$(test/e2e-release.sh "${dir}") || return
   fi
   E2E_NODE_TASK_BUNDLE="${bundle}" E2E_NODE_RELEASE_DIR="${dir}" \
     suite "${E2E_DIR}/go-test-release.log" -run "${RELEASE_RUN}" || rc=$?
   if ((!STARTED_NODE)) && [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
     log "putting the ko-applied operator back on the reused node"
-    hack/deploy.sh || { ((rc)) || rc=1; }
+    test/cluster/deploy.sh || { ((rc)) || rc=1; }
   fi
   return "${rc}"
 }
@@ -132,10 +132,10 @@ finish() {
     cp -a "${LOG_DIR}"/. "${E2E_DIR}/logs/" 2>/dev/null
   fi
   if ((STARTED_NODE)); then
-    "${ROOT_DIR}/hack/node-down.sh" || { log "node-down failed"; ((rc)) || rc=1; }
+    "${ROOT_DIR}/test/cluster/node-down.sh" || { log "node-down failed"; ((rc)) || rc=1; }
   fi
   if ((HOST_TEST)); then
-    "${ROOT_DIR}/hack/node-host-test.sh" check || { ((rc)) || rc=1; }
+    "${ROOT_DIR}/test/cluster/node-host-test.sh" check || { ((rc)) || rc=1; }
   fi
   # A reused node: put its CRDs back.
   if ((!STARTED_NODE)) && [[ "${TIER_NO_CLUSTER}" != 1 && "${SNAPSHOT_CRDS}" != "${PROJECT_CRDS}" ]] && apiserver_ready; then
@@ -155,19 +155,19 @@ main() {
     log "TIER_NO_CLUSTER=1: no node"
   elif cluster_env && [[ "${MODE:-}" == node ]] && apiserver_ready; then
     log "reusing the running node; redeploying the operator"
-    hack/deploy.sh
+    test/cluster/deploy.sh
   else
-    hack/node-host-test.sh refusals
+    test/cluster/node-host-test.sh refusals
     HOST_TEST=1
-    hack/node-host-test.sh decoys
-    hack/node-host-test.sh interrupted
+    test/cluster/node-host-test.sh decoys
+    test/cluster/node-host-test.sh interrupted
     STARTED_NODE=1
-    hack/node-up.sh
+    test/cluster/node-up.sh
   fi
   log "node ready after $(elapsed "${START}")"
 
-  # shellcheck source=hack/env.sh
-  source hack/env.sh
+  # shellcheck source=test/cluster/env.sh
+  source test/cluster/env.sh
   local rc=0 rc_client=0 rc_opensandbox=0 rc_opensandbox_client=0 rc_release=0 r
   suite "${E2E_DIR}/go-test.log" -skip '^TestOpenSandbox' ${E2E_NODE_RUN:+-run "${E2E_NODE_RUN}"} || rc=$?
   if [[ -n "${CLIENT_RUN}" ]]; then

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# What hack/node-up.sh changes on the host outside its private dirs, and how
-# hack/node-down.sh undoes exactly that. Sourced by node-up.sh, node-down.sh
+# What test/cluster/node-up.sh changes on the host outside its private dirs, and how
+# test/cluster/node-down.sh undoes exactly that. Sourced by node-up.sh, node-down.sh
 # and node-host-test.sh (after lib.sh); do not run it.
 #
 # node-up first refuses (host_refusals) where something else holds what the
@@ -102,7 +102,7 @@ host_refusals() {
   local owner problems=() c ipt t chain
   owner=$(node_owner 2>/dev/null) || owner=""
   if [[ -e "${NODE_RUN_DIR}" ]]; then
-    problems+=("${NODE_RUN_DIR} exists${owner:+ (the node of ${owner}: stop it with ${owner}/hack/node-down.sh)}")
+    problems+=("${NODE_RUN_DIR} exists${owner:+ (the node of ${owner}: stop it with ${owner}/test/cluster/node-down.sh)}")
   fi
   if ip link show "${BRIDGE}" >/dev/null 2>&1; then
     problems+=("the network interface ${BRIDGE} exists")

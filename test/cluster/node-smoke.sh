@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Checks a node cluster from hack/node-up.sh: a busybox pod runs, a trivial
+# Checks a node cluster from test/cluster/node-up.sh: a busybox pod runs, a trivial
 # Tekton TaskRun succeeds with a result, and `tkn taskrun logs` shows its
 # output. Cleans up after itself. Prints "N passed, N failed".
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NS=sso-smoke
@@ -59,7 +59,7 @@ tkn_logs() {
 }
 
 main() {
-  LOCAL_REGISTRY=$(registry_addr) || die "no registry: run hack/node-up.sh first"
+  LOCAL_REGISTRY=$(registry_addr) || die "no registry: run test/cluster/node-up.sh first"
   need_tools tkn
   kc delete namespace "${NS}" --ignore-not-found --wait=true >/dev/null
   kc create namespace "${NS}" >/dev/null

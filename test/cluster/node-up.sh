@@ -8,33 +8,33 @@
 #     than 127.0.0.1 so that pods reach it too (commit pods push snapshots
 #     there, Tekton's controller reads image configs); go-containerregistry
 #     (ko, crane, Tekton) speaks plain HTTP to private 10.x addresses;
-#   - containerd v2.1.3 built from its module (hack/containerd-build.sh), CRI on,
+#   - containerd v2.1.3 built from its module (test/cluster/containerd-build.sh), CRI on,
 #     with private root/state/CNI config and CRIU 4.2 on its PATH
-#     (hack/criu-build.sh), so that memory snapshots checkpoint and restore;
+#     (test/cluster/criu-build.sh), so that memory snapshots checkpoint and restore;
 #     NODE_CONTAINERD=system runs Debian's containerd 1.6 instead (no memory
 #     snapshots);
-#   - the control plane of hack/cluster-up.sh, bound to 10.88.0.1;
+#   - the control plane of test/cluster/cluster-up.sh, bound to 10.88.0.1;
 #   - kubelet and kube-proxy (iptables mode), node name node-0;
 #   - Tekton ${TEKTON_VERSION}, built with ko from its module's config/ (webhook included);
-#   - Tekton Chains ${CHAINS_VERSION}, likewise, signing with a key made here (hack/chains.sh);
-#   - then hack/deploy.sh (the operator and tasks/, when present).
+#   - Tekton Chains ${CHAINS_VERSION}, likewise, signing with a key made here (test/cluster/chains.sh);
+#   - then test/cluster/deploy.sh (the operator and tasks/, when present).
 # It first refuses to start, changing nothing, where something else holds
 # what it needs (the bridge name, 10.88.0.0/24, the kubelet's device-plugin
 # socket, kubepods cgroups, kube-proxy's or the guard's iptables chains,
 # /run/sso-node); its ports are chosen free. Before changing the host it
-# records it in _output/node-host/ (hack/node-host.sh), and hack/node-down.sh
+# records it in _output/node-host/ (test/cluster/node-host.sh), and test/cluster/node-down.sh
 # undoes exactly what it and its daemons changed. If node-up fails half-way it
 # runs node-down itself, so nothing is left behind.
 # Requires root. Rerunnable: a running node is left as it is.
 #
-# env: SKIP_DEPLOY=1 skips hack/deploy.sh; SKIP_TEKTON=1 skips the Tekton install
+# env: SKIP_DEPLOY=1 skips test/cluster/deploy.sh; SKIP_TEKTON=1 skips the Tekton install
 #      (and Chains'); SKIP_CHAINS=1 skips Tekton Chains;
 #      SNAPSHOT_CRDS (hack/lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs;
 #      NODE_CONTAINERD=v2.1.3 (default) or system.
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source=hack/node-host.sh
+# shellcheck source=test/cluster/node-host.sh
 source "$(dirname "${BASH_SOURCE[0]}")/node-host.sh"
 
 IMAGES_DIR="${OUTPUT_DIR}/images"       # OCI layouts re-pushed at every start (tags live in memory)
@@ -217,7 +217,7 @@ EOF
   local path="${PATH}"
   if [[ "${NODE_CONTAINERD}" != system ]]; then
     # The shim and ctr built with it come first; runc finds CRIU on PATH.
-    path="$("${ROOT_DIR}/hack/containerd-build.sh" "${NODE_CONTAINERD}"):$("${ROOT_DIR}/hack/criu-build.sh"):${PATH}"
+    path="$("${ROOT_DIR}/test/cluster/containerd-build.sh" "${NODE_CONTAINERD}"):$("${ROOT_DIR}/test/cluster/criu-build.sh"):${PATH}"
   fi
   start_daemon containerd env PATH="${path}" containerd --config "${d}/config.toml"
   wait_daemon containerd 30 "containerd" env PATH="${path}" ctr --address "${CTR_SOCK}" version
@@ -385,7 +385,7 @@ tekton_conversion_ready() {
 # ------------------------------------------------------------------------ main
 
 # on_exit, when node-up fails at any point after it began to change the host,
-# undoes everything with hack/node-down.sh, from the record.
+# undoes everything with test/cluster/node-down.sh, from the record.
 on_exit() {
   local rc=$?
   trap - EXIT INT TERM
@@ -393,8 +393,8 @@ on_exit() {
   if [[ -n "${KO_PID:-}" ]]; then kill "${KO_PID}" 2>/dev/null; fi
   if [[ -n "${CHAINS_PID:-}" ]]; then kill "${CHAINS_PID}" 2>/dev/null; wait "${CHAINS_PID}" 2>/dev/null; fi
   if ((rc)) && ((CHANGING)); then
-    log "node-up failed (exit ${rc}); undoing what it did with hack/node-down.sh"
-    "${ROOT_DIR}/hack/node-down.sh" || log "node-down failed too: see above"
+    log "node-up failed (exit ${rc}); undoing what it did with test/cluster/node-down.sh"
+    "${ROOT_DIR}/test/cluster/node-down.sh" || log "node-down failed too: see above"
   fi
   exit "${rc}"
 }
@@ -409,19 +409,19 @@ main() {
   preflight
   if cluster_env && [[ "${MODE}" == node ]] && pid_alive kubelet && pid_alive containerd && pid_alive registry &&
     apiserver_ready; then
-    log "node already up; run hack/node-down.sh first to restart it"
+    log "node already up; run test/cluster/node-down.sh first to restart it"
     return 0
   fi
   if foreign_node_running; then
-    die "a node of $(node_owner) runs (one per machine): stop it with its hack/node-down.sh"
+    die "a node of $(node_owner) runs (one per machine): stop it with its test/cluster/node-down.sh"
   fi
   # The leftovers of an earlier node of this clone, from its record.
   if node_present; then
-    "${ROOT_DIR}/hack/node-down.sh"
+    "${ROOT_DIR}/test/cluster/node-down.sh"
   fi
   host_refusals
   # A control-plane-only cluster of this clone.
-  SSO_NODE_DOWN='' "${ROOT_DIR}/hack/cluster-down.sh"
+  SSO_NODE_DOWN='' "${ROOT_DIR}/test/cluster/cluster-down.sh"
 
   need_tools etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy crane ko pause
   mkdir -p "${NODE_DIR}" "${PID_DIR}" "${LOG_DIR}"
@@ -439,12 +439,12 @@ main() {
     resolve_tekton "${release}" &
     KO_PID=$!
     if [[ "${SKIP_CHAINS:-0}" != 1 ]]; then
-      "${ROOT_DIR}/hack/chains.sh" resolve &
+      "${ROOT_DIR}/test/cluster/chains.sh" resolve &
       CHAINS_PID=$!
     fi
   fi
   start_containerd
-  NODE_MODE=1 "${ROOT_DIR}/hack/cluster-up.sh"
+  NODE_MODE=1 "${ROOT_DIR}/test/cluster/cluster-up.sh"
   start_kubelet
   start_kube_proxy
   kc wait --for=condition=Ready "node/${NODE_NAME}" --timeout=60s >/dev/null || die "node ${NODE_NAME} is not Ready"
@@ -458,13 +458,13 @@ main() {
   if [[ -n "${CHAINS_PID}" ]]; then
     wait "${CHAINS_PID}" || die "building Tekton Chains failed (see ${LOG_DIR}/ko-chains.log)"
     CHAINS_PID=""
-    "${ROOT_DIR}/hack/chains.sh" install
+    "${ROOT_DIR}/test/cluster/chains.sh" install
   fi
   if [[ "${SKIP_DEPLOY:-0}" != 1 ]]; then
-    "${ROOT_DIR}/hack/deploy.sh"
+    "${ROOT_DIR}/test/cluster/deploy.sh"
   fi
   forward_guard_ok || die "the FORWARD guard is not the first rule any more"
-  log "node up in $(elapsed "${start}"): source hack/env.sh (LOCAL_REGISTRY=${LOCAL_REGISTRY})"
+  log "node up in $(elapsed "${start}"): source test/cluster/env.sh (LOCAL_REGISTRY=${LOCAL_REGISTRY})"
 }
 
 main "$@"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks the committer against nerdctl (commit + push) on a private
 # containerd and a loopback registry, once on Debian's containerd
-# (/usr/bin/containerd) and once on containerd v2.1.3 (hack/containerd-build.sh).
+# (/usr/bin/containerd) and once on containerd v2.1.3 (test/cluster/containerd-build.sh).
 # Base images: busybox (one small layer) and "large" (about 1 GiB in 40,000
 # files in several layers, generated deterministically, whole-second mtimes).
 # Diffs: 1m (1 MiB in 10 files), 64m (64 MiB in 1,000 files), 1g (1 GiB in
@@ -13,9 +13,9 @@
 # the goals of issue 10. Needs root; needs about 15 GB of free disk under
 # $TMPDIR for the full matrix, all removed at the end.
 #
-#   hack/bench-committer.sh                                   # full matrix, 3 runs each
-#   ITERATIONS=1 DIFFS=1m,replace hack/bench-committer.sh     # quicker
-#   CONTAINERDS=v2.1.3 BASES=large hack/bench-committer.sh
+#   test/bench-committer.sh                                   # full matrix, 3 runs each
+#   ITERATIONS=1 DIFFS=1m,replace test/bench-committer.sh     # quicker
+#   CONTAINERDS=v2.1.3 BASES=large test/bench-committer.sh
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -67,7 +67,7 @@ mkdir -p "${ROOT}/_output/bin"
 for v in ${CONTAINERDS}; do
   bin=/usr/bin/containerd
   if [[ "${v}" != system ]]; then
-    bin="$("${ROOT}/hack/containerd-build.sh" "${v}")/containerd"
+    bin="$("${ROOT}/test/cluster/containerd-build.sh" "${v}")/containerd"
   fi
   echo "=== containerd ${v} (${bin})"
   start=$(date +%s)

@@ -5,8 +5,8 @@
 # loopback registry and restored into a new pod, from the image kept on the
 # node and pulled. Prints medians of ITERATIONS runs per size. Needs root.
 #
-#   hack/bench-hibernate.sh
-#   SIZES=256 ITERATIONS=5 hack/bench-hibernate.sh
+#   test/bench-hibernate.sh
+#   SIZES=256 ITERATIONS=5 test/bench-hibernate.sh
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -17,8 +17,8 @@ if [[ "$(id -u)" != 0 ]]; then
   exit 1
 fi
 "${ROOT}/hack/install-deps.sh"
-ctrd="$("${ROOT}/hack/containerd-build.sh" v2.1.3)"
-criu="$("${ROOT}/hack/criu-build.sh")"
+ctrd="$("${ROOT}/test/cluster/containerd-build.sh" v2.1.3)"
+criu="$("${ROOT}/test/cluster/criu-build.sh")"
 mkdir -p "${ROOT}/_output/bin"
 (
   cd "${ROOT}"

@@ -3,13 +3,13 @@
 # own ServiceAccount, against a real kube-apiserver with Tekton's CRDs but no
 # Tekton controller; the tests in test/e2e play Tekton.
 #
-#   1. hack/cluster-up.sh (a cluster that is already up is reused; a node-mode
+#   1. test/cluster/cluster-up.sh (a cluster that is already up is reused; a node-mode
 #      cluster is refused: its in-cluster operator would compete);
 #   2. config-leader-election gets short Leases (15s) so that the failover
-#      tests take seconds, not minutes; hack/run-controller.sh start;
+#      tests take seconds, not minutes; test/cluster/run-controller.sh start;
 #   3. go test -tags e2e -count=1 -timeout 20m ./test/e2e/...
 #   4. on exit, also on failure or interrupt: the controller is stopped and,
-#      if this script brought the cluster up, hack/cluster-down.sh runs.
+#      if this script brought the cluster up, test/cluster/cluster-down.sh runs.
 #      A reused cluster is left up, with its Lease settings restored and its
 #      controller restarted if one ran before.
 #
@@ -26,8 +26,8 @@
 #                            gets them swapped in place.
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 set -euo pipefail
-# shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=test/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 
 E2E_DIR="${OUTPUT_DIR}/e2e/$(date +%Y%m%d-%H%M%S)"
 LEASE_KEYS=(lease-duration renew-deadline retry-period)
@@ -37,7 +37,7 @@ STARTED_CLUSTER=0
 HAD_CONTROLLER=0
 START=$(now_s)
 
-run_controller() { "${ROOT_DIR}/hack/run-controller.sh" "$@"; }
+run_controller() { "${ROOT_DIR}/test/cluster/run-controller.sh" "$@"; }
 
 controllers_running() { compgen -G "${PID_DIR}/controller-*.pid" >/dev/null; }
 
@@ -84,7 +84,7 @@ finish() {
 teardown() {
   if ((STARTED_CLUSTER)) && [[ -z "${E2E_KEEP_CLUSTER:-}" ]]; then
     run_controller stop
-    "${ROOT_DIR}/hack/cluster-down.sh"
+    "${ROOT_DIR}/test/cluster/cluster-down.sh"
   elif [[ -z "${E2E_KEEP_CLUSTER:-}" ]] && apiserver_ready; then
     # A reused cluster: let the controller finish the test namespaces'
     # finalizers (an interrupted test may have left none running), then put
@@ -108,7 +108,7 @@ main() {
   fi
   if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
     [[ "${MODE}" == control-plane ]] ||
-      die "a ${MODE}-mode cluster runs (hack/node-up.sh); the control-plane e2e needs its own: make node-down first"
+      die "a ${MODE}-mode cluster runs (test/cluster/node-up.sh); the control-plane e2e needs its own: make node-down first"
     log "reusing the running control-plane cluster"
     controllers_running && HAD_CONTROLLER=1
   else
@@ -118,15 +118,15 @@ main() {
   trap 'exit 130' INT TERM
 
   need_tools kubectl tkn
-  "${ROOT_DIR}/hack/cluster-up.sh"
+  "${ROOT_DIR}/test/cluster/cluster-up.sh"
   lease_patch "${LEASE_VALUES[@]}"
   log "config-leader-election: ${LEASE_KEYS[*]} = ${LEASE_VALUES[*]} (for the failover tests)"
   # Leader election settings are read at start-up: (re)start the controller.
   run_controller stop
   run_controller start 1
 
-  # shellcheck source=hack/env.sh
-  source "${ROOT_DIR}/hack/env.sh"
+  # shellcheck source=test/cluster/env.sh
+  source "${ROOT_DIR}/test/cluster/env.sh"
   run_tests
 }
 

@@ -3,10 +3,10 @@
 # other than the Go module proxy) and caches them under
 # _output/tools/containerd-<version>/. Prints the directory.
 #
-#   hack/containerd-build.sh [version]     default v2.1.3
+#   test/cluster/containerd-build.sh [version]     default v2.1.3
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VERSION="${1:-v2.1.3}"
 OUT="${ROOT}/_output/tools/containerd-${VERSION}"
 

@@ -1,15 +1,15 @@
 # shellcheck shell=bash
-# Source it (`source hack/env.sh`) to use the local cluster from a shell:
+# Source it (`source test/cluster/env.sh`) to use the local cluster from a shell:
 #   KUBECONFIG      _output/cluster/kubeconfig
 #   PATH            the built kubectl, tkn, crane and ko first (when built);
 #                   kubectl falls back to the system one
-#   LOCAL_REGISTRY  host:port of the loopback registry, when hack/node-up.sh runs it
+#   LOCAL_REGISTRY  host:port of the loopback registry, when test/cluster/node-up.sh runs it
 #   KO_DOCKER_REPO, KO_DEFAULTBASEIMAGE  ko settings for that registry
 #   CONTAINERD_ADDRESS  the node's containerd socket, when the node is up
 #   CHAINS_PUBLIC_KEY   the PEM public key Tekton Chains signs with, when the node runs Chains
 # It does not set shell options (no `set -e` leaks into an interactive shell).
 
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 sso_env() {
@@ -37,7 +37,7 @@ sso_env() {
   else
     export -n CHAINS_PUBLIC_KEY
   fi
-  [[ -f "${KUBECONFIG}" ]] || echo "hack/env.sh: no cluster yet (run hack/cluster-up.sh or hack/node-up.sh)" >&2
+  [[ -f "${KUBECONFIG}" ]] || echo "test/cluster/env.sh: no cluster yet (run test/cluster/cluster-up.sh or test/cluster/node-up.sh)" >&2
 }
 
 sso_env

@@ -8,9 +8,9 @@
 # CRDs are first made those of SNAPSHOT_CRDS (hack/lib.sh): with
 # SNAPSHOT_CRDS=opensandbox, OpenSandbox's own replace the project's and
 # config/'s CRD file is not applied. Skips, with a message, what is not
-# written yet. Needs hack/node-up.sh (a registry and a kubelet).
+# written yet. Needs test/cluster/node-up.sh (a registry and a kubelet).
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ko_ ARGS... runs ko against the loopback registry, with the chosen kubectl on PATH.
@@ -90,8 +90,8 @@ configure_local() {
 main() {
   local start
   start=$(now_s)
-  LOCAL_REGISTRY=$(registry_addr) || die "no loopback registry: run hack/node-up.sh first"
-  apiserver_ready || die "the cluster does not answer: run hack/node-up.sh first"
+  LOCAL_REGISTRY=$(registry_addr) || die "no loopback registry: run test/cluster/node-up.sh first"
+  apiserver_ready || die "the cluster does not answer: run test/cluster/node-up.sh first"
   need_tools ko
   cd "${ROOT_DIR}"
   install_snapshot_crds

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Tekton Chains ${CHAINS_VERSION} on the node cluster, unmodified: built with
-# ko from its Go module's config/, as Tekton itself is (hack/node-up.sh), and
+# ko from its Go module's config/, as Tekton itself is (test/cluster/node-up.sh), and
 # configured the way docs/chains.md tells a cluster admin to:
 #
-#   hack/chains.sh resolve   copies the module's source to _output/src (a
+#   test/cluster/chains.sh resolve   copies the module's source to _output/src (a
 #                            cache, kept by node-down), builds the controller's
 #                            image with ko into the node registry (busybox base)
 #                            and writes _output/node/chains-release.yaml;
-#   hack/chains.sh install   makes an ECDSA P-256 signing key, puts it in the
+#   test/cluster/chains.sh install   makes an ECDSA P-256 signing key, puts it in the
 #                            Secret signing-secrets as x509.pem, sets chains-config
 #                            (below), applies the release and waits until the
 #                            controller is Available. The public key is left in
@@ -25,7 +25,7 @@
 # makes lives in the cluster (namespace tekton-chains, cluster-wide RBAC, no
 # webhooks) or under _output/node, so node-down removes it.
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CHAINS_SRC="${OUTPUT_DIR}/src/chains-${CHAINS_VERSION}"
@@ -67,7 +67,7 @@ stop_ko() {
 resolve() {
   local registry start rc=0
   start=$(now_s)
-  registry=$(registry_addr) || die "no node registry: run hack/node-up.sh"
+  registry=$(registry_addr) || die "no node registry: run test/cluster/node-up.sh"
   need_tools ko
   chains_source
   mkdir -p "${NODE_DIR}/ko-chains" "${LOG_DIR}"
@@ -136,7 +136,7 @@ EOF
 install() {
   local key start
   start=$(now_s)
-  [[ -f "${CHAINS_RELEASE}" ]] || die "no ${CHAINS_RELEASE#"${ROOT_DIR}"/}: run hack/chains.sh resolve first"
+  [[ -f "${CHAINS_RELEASE}" ]] || die "no ${CHAINS_RELEASE#"${ROOT_DIR}"/}: run test/cluster/chains.sh resolve first"
   kc get crd taskruns.tekton.dev >/dev/null 2>&1 || die "Tekton is not installed: Chains watches its TaskRuns"
   log "installing Tekton Chains ${CHAINS_VERSION}"
   key="${CHAINS_DIR}/x509.pem"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Tests that hack/node-up.sh and hack/node-down.sh touch only what the node
-# made (hack/e2e-node.sh runs it around its node; root only):
+# Tests that test/cluster/node-up.sh and test/cluster/node-down.sh touch only what the node
+# made (test/e2e-node.sh runs it around its node; root only):
 #
 #   node-host-test.sh refusals   for each thing node-up needs, takes it as
 #                                another program would (the kubelet's device-plugin
@@ -32,9 +32,9 @@
 # committer-*, and shim sockets in /run/containerd/s that a live shim listens
 # on (a shim of this node would be dead after node-down; its stale socket counts).
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source=hack/node-host.sh
+# shellcheck source=test/cluster/node-host.sh
 source "$(dirname "${BASH_SOURCE[0]}")/node-host.sh"
 
 TEST_DIR="${OUTPUT_DIR}/node-host-test"
@@ -108,7 +108,7 @@ save_state() { host_state "${TEST_DIR}/$1.sysctl" >"${TEST_DIR}/$1"; }
 expect_refusal() {
   local what=$1 out rc=0
   save_state refusal
-  out=$("${ROOT_DIR}/hack/node-up.sh" 2>&1) || rc=$?
+  out=$("${ROOT_DIR}/test/cluster/node-up.sh" 2>&1) || rc=$?
   if ((rc == 0)) || ! grep -q 'node-up refuses to start' <<<"${out}" || ! grep -qF -- "${what}" <<<"${out}"; then
     printf '%s\n' "${out}" >&2
     die "node-up did not refuse (exit ${rc}) when ${what} was taken"
@@ -151,7 +151,7 @@ TOOK_SOCKET=0 TOOK_BRIDGE=0 TOOK_ADDRESS=0 TOOK_CHAIN=0
 
 refusals() {
   mkdir -p "${TEST_DIR}"
-  node_present && die "this clone's node is up or left over: run hack/node-down.sh first"
+  node_present && die "this clone's node is up or left over: run test/cluster/node-down.sh first"
   # Nothing of what the cases take may exist already: it would not be ours to free.
   (host_refusals) || die "the host is not free for a node: cannot test node-up's refusals"
   trap free_taken EXIT
@@ -254,7 +254,7 @@ remove_decoys() {
 interrupted() {
   [[ -f "${TEST_DIR}/before" ]] || die "no record: run ${0##*/} decoys first"
   local out="${TEST_DIR}/interrupted-node-up.log" pid rc=0 i
-  SKIP_TEKTON=1 SKIP_DEPLOY=1 "${ROOT_DIR}/hack/node-up.sh" >"${out}" 2>&1 &
+  SKIP_TEKTON=1 SKIP_DEPLOY=1 "${ROOT_DIR}/test/cluster/node-up.sh" >"${out}" 2>&1 &
   pid=$!
   for ((i = 0; i < 600; i++)); do
     grep -qs 'started kube-apiserver' "${out}" && break

@@ -9,16 +9,16 @@
 # node e2e runs OpenSandbox beside this operator (off) and the control-plane
 # benchmark measures OpenSandbox's reconciler (on) with one binary.
 #
-#   hack/opensandbox-build.sh
+#   test/cluster/opensandbox-build.sh
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SRC="${OPENSANDBOX_SRC:-${ROOT}/../shared/opensandbox/src/kubernetes}"
 [[ -f "${SRC}/cmd/controller/main.go" ]] || { echo "opensandbox-build: no source at ${SRC}" >&2; exit 1; }
 SRC="$(cd "${SRC}" && pwd)"
 
 # The cache key covers the source and this script (which holds the patch).
-HASH="$( (cd "${SRC}" && find . -type f ! -path './test/*' -print0 | sort -z | xargs -0 sha256sum; sha256sum <"${ROOT}/hack/opensandbox-build.sh") | sha256sum | cut -c1-12)"
+HASH="$( (cd "${SRC}" && find . -type f ! -path './test/*' -print0 | sort -z | xargs -0 sha256sum; sha256sum <"${ROOT}/test/cluster/opensandbox-build.sh") | sha256sum | cut -c1-12)"
 OUT="${ROOT}/_output/tools/opensandbox-${HASH}"
 if [[ -x "${OUT}/controller" ]]; then
   echo "${OUT}/controller"

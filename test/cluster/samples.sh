@@ -3,14 +3,14 @@
 # pod `demo-0` and (when the SandboxSnapshot CRD is installed) the snapshot
 # `demo-snap`.
 #
-# Control-plane mode (hack/cluster-up.sh) has no kubelet, so this also creates
+# Control-plane mode (test/cluster/cluster-up.sh) has no kubelet, so this also creates
 # a fake Node `node-0`, binds the pod to it and writes a Running pod status
 # with container IDs, so that the operator can resolve the pod and its node.
-# Node mode (hack/node-up.sh) runs the pod for real and waits until it is Ready.
+# Node mode (test/cluster/node-up.sh) runs the pod for real and waits until it is Ready.
 #
-# usage: hack/samples.sh [--no-snapshot] | --delete
+# usage: test/cluster/samples.sh [--no-snapshot] | --delete
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SAMPLES="${ROOT_DIR}/config/samples"
@@ -45,7 +45,7 @@ EOF
   "capacity": {"cpu": "8", "memory": "16Gi", "pods": "110"},
   "allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
   "addresses": [{"type": "InternalIP", "address": "${BRIDGE_IP}"}, {"type": "Hostname", "address": "${NODE_NAME}"}],
-  "conditions": [{"type": "Ready", "status": "True", "reason": "FakeNode", "message": "created by hack/samples.sh",
+  "conditions": [{"type": "Ready", "status": "True", "reason": "FakeNode", "message": "created by test/cluster/samples.sh",
                   "lastHeartbeatTime": "${now}", "lastTransitionTime": "${now}"}],
   "nodeInfo": {"containerRuntimeVersion": "containerd://fake", "kubeletVersion": "${KUBE_VERSION}",
                "operatingSystem": "linux", "architecture": "amd64", "machineID": "", "systemUUID": "",
@@ -99,7 +99,7 @@ EOF
 apply_samples() {
   local with_snapshot=$1 real_node=0
   if [[ ! -f "${KUBECONFIG_PATH}" ]] || ! apiserver_ready; then
-    die "no cluster: run hack/cluster-up.sh first"
+    die "no cluster: run test/cluster/cluster-up.sh first"
   fi
   cluster_env
   [[ "${MODE:-}" == node ]] && real_node=1

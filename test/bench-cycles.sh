@@ -9,15 +9,15 @@
 # (medians of the ten cycles up to each); the registry's bytes for the
 # sandbox above its original image at most 2x the bytes it holds.
 #
-# Runs through hack/e2e-node.sh: a running node is reused (and the operator
+# Runs through test/e2e-node.sh: a running node is reused (and the operator
 # redeployed from the tree), else one is brought up and torn down again.
 # Figures per cycle: _output/bench-cycles.tsv. Needs root.
 #
-#   hack/bench-cycles.sh                      # 200 cycles, about an hour
-#   CYCLES=40 MAX_LAYERS=8 hack/bench-cycles.sh
+#   test/bench-cycles.sh                      # 200 cycles, about an hour
+#   CYCLES=40 MAX_LAYERS=8 test/bench-cycles.sh
 set -euo pipefail
-# shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=test/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 
 CYCLES="${CYCLES:-200}"
 MAX_LAYERS="${MAX_LAYERS:-16}"
@@ -29,7 +29,7 @@ main() {
   rm -f "${REPORT}"
   E2E_NODE_RUN='^TestPauseResumeCycles$' E2E_NODE_OPENSANDBOX_RUN='' E2E_NODE_RELEASE_RUN='' \
     E2E_CYCLES="${CYCLES}" E2E_CYCLES_MAX_LAYERS="${MAX_LAYERS}" E2E_CYCLES_REPORT="${REPORT}" \
-    E2E_NODE_TIMEOUT="$((CYCLES / 2 + 30))m" hack/e2e-node.sh
+    E2E_NODE_TIMEOUT="$((CYCLES / 2 + 30))m" test/e2e-node.sh
   summarize "${REPORT}"
 }
 

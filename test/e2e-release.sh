@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs a release on the running node cluster the way a user does, in
-# place of the operator that hack/deploy.sh applied with ko, and prints the
+# place of the operator that test/cluster/deploy.sh applied with ko, and prints the
 # release's commit Task bundle. The last step of make e2e-node
-# (hack/e2e-node.sh) runs it, then the tests of E2E_NODE_RELEASE_RUN against
+# (test/e2e-node.sh) runs it, then the tests of E2E_NODE_RELEASE_RUN against
 # the installed release.
 #
-#   hack/e2e-release.sh RELEASE_DIR
+#   test/e2e-release.sh RELEASE_DIR
 #
 #   1. make release (hack/release.sh) to the node registry:
 #      KO_DOCKER_REPO=$LOCAL_REGISTRY/release, for linux/amd64 and linux/arm64,
@@ -21,10 +21,10 @@
 #      applied: the TaskRuns get it from the bundle through Tekton's bundles
 #      resolver, which pulls it from the node registry (10.88.0.1: plain HTTP,
 #      as go-containerregistry does for private addresses).
-# Needs hack/node-up.sh. A failure of any step fails it.
+# Needs test/cluster/node-up.sh. A failure of any step fails it.
 set -euo pipefail
-# shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=test/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 
 # snapshots_settled succeeds when no SandboxSnapshot is being deleted or has
 # yet to reach Succeed or Failed: nothing the ko-applied operator is in the
@@ -41,8 +41,8 @@ main() {
   [[ -n "${dir}" ]] || die "usage: $0 RELEASE_DIR"
   start=$(now_s)
   cd "${ROOT_DIR}"
-  registry=$(registry_addr) || die "no node registry: run hack/node-up.sh first"
-  apiserver_ready || die "the cluster does not answer: run hack/node-up.sh first"
+  registry=$(registry_addr) || die "no node registry: run test/cluster/node-up.sh first"
+  apiserver_ready || die "the cluster does not answer: run test/cluster/node-up.sh first"
 
   base=$(hack/release-base.sh "${registry}/static-base")
   KO_DEFAULTBASEIMAGE="${base}" KO_DOCKER_REPO="${registry}/release" RELEASE_DIR="${dir}" \

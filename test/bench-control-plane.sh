@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Control-plane benchmark of the SandboxSnapshot controller beside
 # OpenSandbox's own SandboxSnapshot controller, on one API server:
-#   - a control-plane cluster (hack/cluster-up.sh: etcd, kube-apiserver,
+#   - a control-plane cluster (test/cluster/cluster-up.sh: etcd, kube-apiserver,
 #     kube-controller-manager, kube-scheduler; no kubelet) with one fake node
 #     run by kwok v0.8.0 (hack/tools/kwok), which turns the pods bound to it
 #     Running;
@@ -15,7 +15,7 @@
 #        a write-only client (bench limit, 32 workers) makes each snapshot's
 #        writes with no logic (create; finalizer patch, TaskRun, Committing;
 #        the TaskRun's completion; Succeed) and removes them;
-#     2. this controller started fresh (hack/run-controller.sh, as its own
+#     2. this controller started fresh (test/cluster/run-controller.sh, as its own
 #        ServiceAccount, with config/500-controller.yaml's QPS and burst); one
 #        warm-up snapshot; then N SandboxSnapshots created in one burst, each
 #        TaskRun completed by the harness the moment it appears (Succeeded,
@@ -23,7 +23,7 @@
 #        apiserver_request_total read before and after; then the namespace
 #        deleted (the controller finalizes the snapshots) and the controller
 #        stopped;
-#     3. the same with OpenSandbox's controller (hack/opensandbox-build.sh:
+#     3. the same with OpenSandbox's controller (test/cluster/opensandbox-build.sh:
 #        its SandboxSnapshot, BatchSandbox and Pool controllers) in its place,
 #        as its own ServiceAccount with its ClusterRole (its config/rbac), with
 #        its default QPS and burst (100, 200) and leader election off (it
@@ -46,7 +46,7 @@
 #
 # It brings up a control-plane cluster if none runs and takes it down again
 # at the end; a control-plane cluster that already runs is used and left up
-# (it must not run a controller of its own). A node cluster (hack/node-up.sh)
+# (it must not run a controller of its own). A node cluster (test/cluster/node-up.sh)
 # is refused: its real Tekton would run the TaskRuns.
 #
 # Results: _output/bench/result-N-tT.json, limit-N-tT.json,
@@ -58,8 +58,8 @@
 #      with its own trial's other runs), BENCH_OPENSANDBOX (default 1; 0 skips
 #      the third run).
 set -euo pipefail
-# shellcheck source=hack/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=test/cluster/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
 
 BENCH_BIN="${OUTPUT_DIR}/bin/bench"
 BENCH_DIR="${OUTPUT_DIR}/bench"
@@ -69,7 +69,7 @@ BENCH_CONTAINERS=${BENCH_CONTAINERS:-1}
 BENCH_TRIALS=${BENCH_TRIALS:-1}
 BENCH_OPENSANDBOX=${BENCH_OPENSANDBOX:-1}
 NODE=kwok-node-0
-RUN_CONTROLLER="${ROOT_DIR}/hack/run-controller.sh"
+RUN_CONTROLLER="${ROOT_DIR}/test/cluster/run-controller.sh"
 STARTED_CLUSTER=0
 OPENSANDBOX_BIN=""
 OPENSANDBOX_NAMESPACE=opensandbox-system
@@ -88,7 +88,7 @@ kwok_stages() {
   echo "-c ${dir}/kustomize/stage/pod/fast/pod-delete.yaml"
 }
 
-# build_go builds the harness, and the controller where hack/run-controller.sh
+# build_go builds the harness, and the controller where test/cluster/run-controller.sh
 # runs it from: run-controller rebuilds only when a source file is newer than
 # the binary, which misses sources restored with older times (a checkout, a
 # copy); go build itself is incremental, so the measured binary is always
@@ -150,15 +150,15 @@ ensure_cluster() {
   if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
     # shellcheck disable=SC2153 # MODE comes from cluster.env
     [[ "${MODE}" == control-plane ]] ||
-      die "a ${MODE} cluster runs, whose Tekton would run the TaskRuns; the bench needs a control-plane cluster (hack/cluster-down.sh first)"
+      die "a ${MODE} cluster runs, whose Tekton would run the TaskRuns; the bench needs a control-plane cluster (test/cluster/cluster-down.sh first)"
     compgen -G "${PID_DIR}/controller-*.pid" >/dev/null &&
-      die "a local controller already runs on this cluster (hack/run-controller.sh status); stop it first"
+      die "a local controller already runs on this cluster (test/cluster/run-controller.sh status); stop it first"
     log "using the control-plane cluster that runs"
     return 0
   fi
   # Whatever cluster-up leaves, even when it fails half-way, is ours to stop.
   STARTED_CLUSTER=1
-  "${ROOT_DIR}/hack/cluster-up.sh"
+  "${ROOT_DIR}/test/cluster/cluster-up.sh"
   cluster_env
 }
 
@@ -172,8 +172,8 @@ start_kwok() {
 }
 
 # finish stops what the bench started. It stops its own control plane with
-# lib.sh's stop_control_plane rather than hack/cluster-down.sh: that hands
-# over to hack/node-down.sh whenever the bridge or /run/sso-node exists, even
+# lib.sh's stop_control_plane rather than test/cluster/cluster-down.sh: that hands
+# over to test/cluster/node-down.sh whenever the bridge or /run/sso-node exists, even
 # when they belong to another clone's node cluster.
 finish() {
   local rc=$?
@@ -221,7 +221,7 @@ main() {
   require_root
   need_tools kwok
   build_go
-  if [[ "${BENCH_OPENSANDBOX}" == 1 ]]; then OPENSANDBOX_BIN=$("${ROOT_DIR}/hack/opensandbox-build.sh"); fi
+  if [[ "${BENCH_OPENSANDBOX}" == 1 ]]; then OPENSANDBOX_BIN=$("${ROOT_DIR}/test/cluster/opensandbox-build.sh"); fi
   mkdir -p "${BENCH_DIR}"
   rm -f "${BENCH_DIR}"/result-*.json "${BENCH_DIR}"/limit-*.json "${BENCH_DIR}"/opensandbox-*.json
   trap finish EXIT

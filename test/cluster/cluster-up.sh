@@ -7,21 +7,21 @@
 #     with SNAPSHOT_CRDS=opensandbox OpenSandbox's own; a running cluster gets
 #     them replaced in place,
 #   - the project's config/ but its Deployments and CRDs (skipped if config/ is absent).
-# State: _output/cluster/ (kubeconfig: _output/cluster/kubeconfig). Stop with hack/cluster-down.sh.
+# State: _output/cluster/ (kubeconfig: _output/cluster/kubeconfig). Stop with test/cluster/cluster-down.sh.
 #
 # Tekton CRDs without the Tekton webhook: the CRDs in config/300-crds ask for
 # webhook conversion between v1beta1 and v1. With no webhook running the
 # apiserver fails every request that needs conversion, including reads of v1
 # objects. Control-plane mode therefore rewrites `spec.conversion` to
 # `strategy: None`: v1 (the storage version) works fully, v1beta1 objects are
-# served with only apiVersion changed. hack/node-up.sh installs the real
+# served with only apiVersion changed. test/cluster/node-up.sh installs the real
 # Tekton, whose webhook restores conversion.
 #
-# env: NODE_MODE=1  (set by hack/node-up.sh) binds the apiserver to the bridge
+# env: NODE_MODE=1  (set by test/cluster/node-up.sh) binds the apiserver to the bridge
 #      address, enables the Node authorizer and aggregator routing, and leaves
 #      Tekton to node-up.
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NODE_MODE=${NODE_MODE:-0}
@@ -55,7 +55,7 @@ subjectAltName=IP:127.0.0.1,IP:${BRIDGE_IP},IP:${SERVICE_CIDR%.0/24}.1,${svc_dns
   sign admin "/O=system:masters/CN=sso-admin"
   sign kube-controller-manager "/CN=system:kube-controller-manager"
   sign kube-scheduler "/CN=system:kube-scheduler"
-  # Node components (used by hack/node-up.sh).
+  # Node components (used by test/cluster/node-up.sh).
   sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
   sign kubelet-client "/O=system:nodes/CN=system:node:${NODE_NAME}"
   sign kubelet-serving "/CN=${NODE_NAME}" "extendedKeyUsage=serverAuth
@@ -221,7 +221,7 @@ main() {
   start=$(now_s)
   mode=$([[ "${NODE_MODE}" == 1 ]] && echo node || echo control-plane)
   if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
-    [[ "${MODE}" == "${mode}" ]] || die "a ${MODE} cluster already runs; stop it with hack/cluster-down.sh"
+    [[ "${MODE}" == "${mode}" ]] || die "a ${MODE} cluster already runs; stop it with test/cluster/cluster-down.sh"
     log "cluster already up (${MODE}); re-applying manifests"
     apply_manifests
     return 0

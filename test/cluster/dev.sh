@@ -5,31 +5,31 @@
 #
 # DEV_MODE=control-plane  (quick iteration) etcd, kube-apiserver,
 #     kube-controller-manager and kube-scheduler on loopback, with Tekton's
-#     CRDs but no Tekton controller and no kubelet (hack/cluster-up.sh). The
+#     CRDs but no Tekton controller and no kubelet (test/cluster/cluster-up.sh). The
 #     controller is built from this tree and runs as a local process under its
-#     own ServiceAccount (hack/run-controller.sh; restarted at every run, so
+#     own ServiceAccount (test/cluster/run-controller.sh; restarted at every run, so
 #     code changes are picked up). The sample pod gets a fake node and a
-#     Running status (hack/samples.sh). The snapshot goes to Committing with
+#     Running status (test/cluster/samples.sh). The snapshot goes to Committing with
 #     its TaskRun created; nothing runs that TaskRun.
 # DEV_MODE=node  a real one-node cluster with containerd, Tekton and the
-#     operator deployed with ko (hack/node-up.sh). The sample pod really runs;
+#     operator deployed with ko (test/cluster/node-up.sh). The sample pod really runs;
 #     the snapshot goes to Succeed and the pushed digests are shown.
 #
 # Without DEV_MODE, the mode of a cluster that is already up is kept;
 # otherwise DEV_MODE_DEFAULT below is used.
 #
 # Rerunnable: a running cluster is reused, this tree's operator is started
-# again (control-plane: hack/run-controller.sh restart; node: hack/deploy.sh)
+# again (control-plane: test/cluster/run-controller.sh restart; node: test/cluster/deploy.sh)
 # and demo-snap is recreated.
 # Tear down with `make cluster-down` (it also stops the node and the local controller).
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # ---------------------------------------------------------------------------
 # THE SWITCH: the mode of `make dev` when no cluster is up. "node" needs root
 # and the packages of .ci/run (containerd, runc, CNI plugins, iptables); set
-# it back to "control-plane" if hack/node-up.sh cannot run where you are.
+# it back to "control-plane" if test/cluster/node-up.sh cannot run where you are.
 DEV_MODE_DEFAULT=node
 # ---------------------------------------------------------------------------
 
@@ -64,25 +64,25 @@ recreate_snapshot() {
     log "deleting the previous ${SNAP}"
     kc -n "${NS}" delete sandboxsnapshot "${SNAP}" --timeout=60s >/dev/null
   fi
-  "${ROOT_DIR}/hack/samples.sh"
+  "${ROOT_DIR}/test/cluster/samples.sh"
 }
 
 up_control_plane() {
   "${ROOT_DIR}/hack/build-tools.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl tkn
-  "${ROOT_DIR}/hack/cluster-up.sh"
-  "${ROOT_DIR}/hack/run-controller.sh" stop
-  "${ROOT_DIR}/hack/run-controller.sh" start
+  "${ROOT_DIR}/test/cluster/cluster-up.sh"
+  "${ROOT_DIR}/test/cluster/run-controller.sh" stop
+  "${ROOT_DIR}/test/cluster/run-controller.sh" start
 }
 
 up_node() {
   local was_up=$1
-  [[ -x "${ROOT_DIR}/hack/node-up.sh" ]] || die "hack/node-up.sh is missing; use DEV_MODE=control-plane"
+  [[ -x "${ROOT_DIR}/test/cluster/node-up.sh" ]] || die "test/cluster/node-up.sh is missing; use DEV_MODE=control-plane"
   "${ROOT_DIR}/hack/build-tools.sh"
-  "${ROOT_DIR}/hack/node-up.sh"
+  "${ROOT_DIR}/test/cluster/node-up.sh"
   # node-up leaves a running node as it is: deploy this tree's operator and Task again.
-  if [[ "${was_up}" == node ]]; then "${ROOT_DIR}/hack/deploy.sh"; fi
+  if [[ "${was_up}" == node ]]; then "${ROOT_DIR}/test/cluster/deploy.sh"; fi
   kc -n "${OPERATOR_NAMESPACE}" get deployment sandbox-snapshot-controller >/dev/null 2>&1 ||
-    die "hack/node-up.sh did not deploy the operator (deployment ${OPERATOR_NAMESPACE}/sandbox-snapshot-controller)"
+    die "test/cluster/node-up.sh did not deploy the operator (deployment ${OPERATOR_NAMESPACE}/sandbox-snapshot-controller)"
 }
 
 main() {
@@ -101,8 +101,8 @@ main() {
   esac
   recreate_snapshot
 
-  # shellcheck source=hack/env.sh
-  source "${ROOT_DIR}/hack/env.sh"
+  # shellcheck source=test/cluster/env.sh
+  source "${ROOT_DIR}/test/cluster/env.sh"
   wait_until 60 "${SNAP} to leave Pending" started || true
   case "$(snap_phase)" in
     Committing | Succeed) ;;
@@ -147,13 +147,13 @@ EOF
   cat <<EOF
 
 === ready in $(elapsed "${START}") (DEV_MODE=${mode})
-  source hack/env.sh                  # KUBECONFIG and the built kubectl, tkn, crane, ko
+  source test/cluster/env.sh                  # KUBECONFIG and the built kubectl, tkn, crane, ko
   kubectl describe sbxsnap ${SNAP}   # events and conditions
 EOF
   if [[ "${mode}" == control-plane ]]; then
     cat <<EOF
-  hack/run-controller.sh status       # the local controller; its log: ${LOG_DIR#"${ROOT_DIR}"/}/controller-1.log
-  hack/run-controller.sh restart      # after a code change (or run make dev again)
+  test/cluster/run-controller.sh status       # the local controller; its log: ${LOG_DIR#"${ROOT_DIR}"/}/controller-1.log
+  test/cluster/run-controller.sh restart      # after a code change (or run make dev again)
   make e2e                            # the control-plane e2e
 EOF
   fi

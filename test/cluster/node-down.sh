@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Stops everything hack/node-up.sh started, by recorded pid, then undoes
-# exactly what node-up recorded in _output/node-host/ (see hack/node-host.sh):
+# Stops everything test/cluster/node-up.sh started, by recorded pid, then undoes
+# exactly what node-up recorded in _output/node-host/ (see test/cluster/node-host.sh):
 # the changes node-up made itself (bridge knbr0, /run/sso-node, the FORWARD
 # guard, sysctls) and what the kubelet, kube-proxy, containerd and CNI made
 # since and that belongs to this node (mounts under its dirs, iptables chains
 # that did not exist before, its device-plugin socket, log links, CNI results
 # and shim sockets, new kubepods cgroups). Whatever existed before node-up, or
 # is not this node's, is left alone. Then stops the control plane like
-# hack/cluster-down.sh. Safe to run twice, and with nothing up.
+# test/cluster/cluster-down.sh. Safe to run twice, and with nothing up.
 #
 # Kept (caches, in _output/): tools/, images/ (OCI layouts), registry/ (blobs),
 # src/ (Tekton source for ko). Remove them by hand for a truly cold start.
 set -euo pipefail
-# shellcheck source=hack/lib.sh
+# shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source=hack/node-host.sh
+# shellcheck source=test/cluster/node-host.sh
 source "$(dirname "${BASH_SOURCE[0]}")/node-host.sh"
 
 # stop_containers kills every CRI container through our containerd.
