@@ -53,6 +53,14 @@ CHAINS_PUBLIC_KEY="${NODE_DIR}/chains/cosign.pub"
 export SNAPSHOT_CRDS="${SNAPSHOT_CRDS:-project}"
 OPENSANDBOX_CRDS_DIR="${OPENSANDBOX_CRDS_DIR:-$(cd "${ROOT_DIR}/.." && pwd)/shared/opensandbox/crds}"
 
+# go_bin NAME builds ./test/cmd/NAME into _output/bin/NAME (go's build cache
+# makes an unchanged one quick) and prints its path.
+go_bin() {
+  local bin="${OUTPUT_DIR}/bin/$1"
+  (cd "${ROOT_DIR}" && go build -o "${bin}" "./test/cmd/$1") || die "go build ./test/cmd/$1 failed"
+  echo "${bin}"
+}
+
 # kc runs kubectl against the local cluster.
 kc() { "$(kubectl_bin)" --kubeconfig "${KUBECONFIG_PATH}" "$@"; }
 
