@@ -28,6 +28,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"knative.dev/pkg/configmap"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -211,16 +212,13 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		}
 		s.InsecureRegistry = b
 	}
-	if v, ok := cm.Data[CommitTimeoutKey]; ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("key %q: %q is not a duration such as 10m", CommitTimeoutKey, v))
-		case d <= 0:
-			errs = append(errs, fmt.Errorf("key %q: %q must be positive", CommitTimeoutKey, v))
-		default:
-			s.CommitTimeout = d
+	if err := parseDuration(cm.Data, CommitTimeoutKey, "10m", &s.CommitTimeout, func(d time.Duration) string {
+		if d <= 0 {
+			return "must be positive"
 		}
+		return ""
+	}); err != nil {
+		errs = append(errs, err)
 	}
 	if v := strings.TrimSpace(cm.Data[ContainerdSocketKey]); v != "" {
 		if !strings.HasPrefix(v, "/") {
@@ -302,27 +300,11 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 			s.ImageDeletionPolicy = p
 		}
 	}
-	if v, ok := cm.Data[ImageDeletionTimeoutKey]; ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("key %q: %q is not a duration such as 1h", ImageDeletionTimeoutKey, v))
-		case d < 0:
-			errs = append(errs, fmt.Errorf("key %q: %q must not be negative", ImageDeletionTimeoutKey, v))
-		default:
-			s.ImageDeletionTimeout = d
-		}
+	if err := parseDuration(cm.Data, ImageDeletionTimeoutKey, "1h", &s.ImageDeletionTimeout, notNegative("")); err != nil {
+		errs = append(errs, err)
 	}
-	if v, ok := cm.Data[ImageCheckIntervalKey]; ok {
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("key %q: %q is not a duration such as 1h", ImageCheckIntervalKey, v))
-		case d < 0:
-			errs = append(errs, fmt.Errorf("key %q: %q must not be negative (0 turns the check off)", ImageCheckIntervalKey, v))
-		default:
-			s.ImageCheckInterval = d
-		}
+	if err := parseDuration(cm.Data, ImageCheckIntervalKey, "1h", &s.ImageCheckInterval, notNegative(" (0 turns the check off)")); err != nil {
+		errs = append(errs, err)
 	}
 	if v, ok := cm.Data[ImageChecksPerMinuteKey]; ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
@@ -399,24 +381,41 @@ func (s *Snapshot) TaskRunRetention(succeeded bool) time.Duration {
 // parseRetention reads a TaskRun retention: a non-negative duration, or
 // "-1" for KeepTaskRuns.
 func parseRetention(data map[string]string, key string, d *time.Duration) error {
+	if strings.TrimSpace(data[key]) == "-1" {
+		*d = KeepTaskRuns
+		return nil
+	}
+	return parseDuration(data, key, "5m, or -1", d, notNegative("; -1 keeps the TaskRuns until their snapshot is deleted"))
+}
+
+// parseDuration sets *d from the duration at key, when the key is set, the
+// value parses (configmap.AsDuration, surrounding spaces allowed) and check, which
+// returns what is wrong with a value, has nothing to say.
+func parseDuration(data map[string]string, key, example string, d *time.Duration, check func(time.Duration) string) error {
 	v, ok := data[key]
 	if !ok {
 		return nil
 	}
-	v = strings.TrimSpace(v)
-	if v == "-1" {
-		*d = KeepTaskRuns
-		return nil
+	var parsed time.Duration
+	if err := configmap.AsDuration(key, &parsed)(map[string]string{key: strings.TrimSpace(v)}); err != nil {
+		return fmt.Errorf("key %q: %q is not a duration such as %s", key, v, example)
 	}
-	parsed, err := time.ParseDuration(v)
-	switch {
-	case err != nil:
-		return fmt.Errorf("key %q: %q is not a duration such as 5m, or -1", key, v)
-	case parsed < 0:
-		return fmt.Errorf("key %q: %q must not be negative; -1 keeps the TaskRuns until their snapshot is deleted", key, v)
+	if problem := check(parsed); problem != "" {
+		return fmt.Errorf("key %q: %q %s", key, v, problem)
 	}
 	*d = parsed
 	return nil
+}
+
+// notNegative is a parseDuration check that refuses negative durations,
+// saying why with the addition.
+func notNegative(addition string) func(time.Duration) string {
+	return func(d time.Duration) string {
+		if d < 0 {
+			return "must not be negative" + addition
+		}
+		return ""
+	}
 }
 
 // Handles reports whether a snapshot with the given annotations belongs to

@@ -64,13 +64,13 @@ const testBundle = "registry.test/tasks/sandbox-commit@sha256:4f53cda18c2baa0c03
 
 func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 	s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
-		RegistryKey: "r.test", PushSecretKey: "push", InsecureRegistryKey: "true", CommitTimeoutKey: "2m",
+		RegistryKey: "r.test", PushSecretKey: "push", InsecureRegistryKey: "true", CommitTimeoutKey: " 2m ",
 		ContainerdSocketKey: "/run/containerd.sock", TaskNameKey: "my-commit", DefaultClassKey: "opensandbox",
 		OverlayfsRootKey:             " /data/containerd/io.containerd.snapshotter.v1.overlayfs ",
 		PriorityClassKey:             " ",
 		TaskBundleKey:                " " + testBundle + " ",
-		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: "-1", ImageDeletionPolicyKey: "Delete",
-		ImageDeletionTimeoutKey: "30m", ImageCheckIntervalKey: "0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
+		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: " -1 ", ImageDeletionPolicyKey: "Delete",
+		ImageDeletionTimeoutKey: "30m ", ImageCheckIntervalKey: " 0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
 		SnapshotModeKey: " Memory ", MemoryFallbackKey: "Filesystem", CheckpointDirKey: "/srv/checkpoints",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
