@@ -3,7 +3,7 @@
 # unless they are already there. Run as root; `make dev` and `make check` call it.
 set -euo pipefail
 
-PACKAGES=(containerd runc busybox-static containernetworking-plugins iptables iproute2 openssl conntrack curl gcc libc6-dev make
+PACKAGES=(containerd runc busybox-static containernetworking-plugins iptables iproute2 conntrack curl gcc libc6-dev make
   # CRIU 4.2, built by test/cluster/criu-build.sh for memory snapshots
   build-essential pkg-config libprotobuf-dev libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
   python3-protobuf libnl-3-dev libnl-route-3-dev libcap-dev libnet1-dev libbsd-dev uuid-dev

@@ -91,17 +91,11 @@ resolve() {
   log "Tekton Chains ${CHAINS_VERSION} image built in $(elapsed "${start}")"
 }
 
-# signing_key makes the ECDSA P-256 key pair: the private key (PKCS#8 PEM, what
-# Chains reads as x509.pem) only for the Secret, the public key kept.
+# signing_key KEY makes the ECDSA P-256 key pair: the private key, what
+# Chains reads as x509.pem, only for the Secret; the public key kept.
 signing_key() {
-  local key=$1
   mkdir -p "${CHAINS_DIR}"
-  (
-    umask 077
-    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "${key}" 2>/dev/null
-  ) || die "openssl could not make a P-256 key"
-  openssl pkey -in "${key}" -pubout -out "${CHAINS_PUBLIC_KEY}.tmp" 2>/dev/null || die "openssl could not write the public key"
-  mv "${CHAINS_PUBLIC_KEY}.tmp" "${CHAINS_PUBLIC_KEY}"
+  "$(go_bin cluster-files)" signing-key "$1" "${CHAINS_PUBLIC_KEY}"
 }
 
 # settings_yaml KEY_FILE prints the namespace, the key Secret and chains-config.

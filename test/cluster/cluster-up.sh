@@ -1,23 +1,12 @@
 #!/usr/bin/env bash
 # Starts a local control plane (etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler) on free loopback ports and installs the CRDs the operator needs:
-#   - Tekton's CRDs from the tektoncd/pipeline module (control-plane mode only, see below),
-#   - the SandboxSnapshot and BatchSandbox CRDs of SNAPSHOT_CRDS (hack/lib.sh): by
-#     default config/300-sandboxsnapshot.yaml and test/config/batchsandbox-crd.yaml,
-#     with SNAPSHOT_CRDS=opensandbox OpenSandbox's own; a running cluster gets
-#     them replaced in place,
-#   - the project's config/ but its Deployments and CRDs (skipped if config/ is absent).
-# State: _output/cluster/ (kubeconfig: _output/cluster/kubeconfig). Stop with test/cluster/cluster-down.sh.
+# kube-scheduler) on free loopback ports and installs Tekton's CRDs without
+# their webhook conversion (control-plane mode only; node-up installs Tekton),
+# the SandboxSnapshot and BatchSandbox CRDs of SNAPSHOT_CRDS (lib.sh; replaced
+# in place on a running cluster), and config/ but its Deployments and CRDs.
+# State and kubeconfig: _output/cluster/. Stop with test/cluster/cluster-down.sh.
 #
-# Tekton CRDs without the Tekton webhook: the CRDs in config/300-crds ask for
-# webhook conversion between v1beta1 and v1. With no webhook running the
-# apiserver fails every request that needs conversion, including reads of v1
-# objects. Control-plane mode therefore rewrites `spec.conversion` to
-# `strategy: None`: v1 (the storage version) works fully, v1beta1 objects are
-# served with only apiVersion changed. test/cluster/node-up.sh installs the real
-# Tekton, whose webhook restores conversion.
-#
-# env: NODE_MODE=1  (set by test/cluster/node-up.sh) binds the apiserver to the bridge
+# env: NODE_MODE=1  (set by node-up.sh) binds the apiserver to the bridge
 #      address, enables the Node authorizer and aggregator routing, and leaves
 #      Tekton to node-up.
 set -euo pipefail
@@ -26,42 +15,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 NODE_MODE=${NODE_MODE:-0}
 
-# ---------------------------------------------------------------- certificates
-
-# sign NAME SUBJECT [EXTENSIONS] makes PKI/NAME.{key,crt} signed by the local CA.
-sign() {
-  local name=$1 subj=$2 ext=${3:-"extendedKeyUsage=clientAuth"}
-  openssl ecparam -name prime256v1 -genkey -noout -out "${CERT_DIR}/${name}.key" 2>/dev/null
-  openssl req -new -key "${CERT_DIR}/${name}.key" -subj "${subj}" -out "${CERT_DIR}/${name}.csr" 2>/dev/null
-  openssl x509 -req -in "${CERT_DIR}/${name}.csr" -CA "${CERT_DIR}/ca.crt" -CAkey "${CERT_DIR}/ca.key" \
-    -CAcreateserial -days 30 -sha256 -out "${CERT_DIR}/${name}.crt" \
-    -extfile <(printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n%s\n' "${ext}") 2>/dev/null
-  rm -f "${CERT_DIR}/${name}.csr"
-}
-
+# make_certs writes the CA, the control plane's and the node's certificates
+# and the service-account key pair into CERT_DIR.
 make_certs() {
-  mkdir -p "${CERT_DIR}"
-  openssl ecparam -name prime256v1 -genkey -noout -out "${CERT_DIR}/ca.key" 2>/dev/null
-  openssl req -x509 -new -key "${CERT_DIR}/ca.key" -subj "/CN=sso-local-ca" -days 30 -sha256 \
-    -out "${CERT_DIR}/ca.crt" 2>/dev/null
-  # Service-account token signing keys.
-  openssl genrsa -out "${CERT_DIR}/sa.key" 2048 2>/dev/null
-  openssl rsa -in "${CERT_DIR}/sa.key" -pubout -out "${CERT_DIR}/sa.pub" 2>/dev/null
-
-  local svc_dns="DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-  sign apiserver "/CN=kube-apiserver" \
-    "extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,IP:${BRIDGE_IP},IP:${SERVICE_CIDR%.0/24}.1,${svc_dns}"
-  sign admin "/O=system:masters/CN=sso-admin"
-  sign kube-controller-manager "/CN=system:kube-controller-manager"
-  sign kube-scheduler "/CN=system:kube-scheduler"
-  # Node components (used by test/cluster/node-up.sh).
-  sign apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
-  sign kubelet-client "/O=system:nodes/CN=system:node:${NODE_NAME}"
-  sign kubelet-serving "/CN=${NODE_NAME}" "extendedKeyUsage=serverAuth
-subjectAltName=IP:${BRIDGE_IP},DNS:${NODE_NAME}"
-  sign kube-proxy "/CN=system:kube-proxy"
-  chmod 600 "${CERT_DIR}"/*.key
+  "$(go_bin cluster-files)" pki "${CERT_DIR}" "${BRIDGE_IP}" "${SERVICE_CIDR%.0/24}.1" "${NODE_NAME}"
 }
 
 # cert_kubeconfig FILE CERT_NAME writes a kubeconfig for the client cert CERT_NAME.
@@ -151,54 +108,17 @@ start_controllers() {
 
 # ------------------------------------------------------------------- manifests
 
-# strip_conversion rewrites a CRD's `spec.conversion` block to `strategy: None`.
-strip_conversion() {
-  awk '
-    /^  conversion:/ { print; print "    strategy: None"; skip = 1; next }
-    skip && (/^    / || /^[[:space:]]*$/) { next }
-    { skip = 0; print }
-  '
-}
-
 apply_tekton_crds() {
-  local dir f
+  local dir
   dir=$(tekton_module_dir)
   [[ -d "${dir}/config/300-crds" ]] || die "tektoncd/pipeline ${TEKTON_VERSION} not found in the module cache"
   log "applying Tekton ${TEKTON_VERSION} CRDs (webhook conversion stripped)"
-  for f in "${dir}"/config/300-crds/*.yaml; do
-    echo "---"
-    strip_conversion <"${f}"
-  done | kc apply -f - >/dev/null
-}
-
-# project_manifests prints the YAML documents under config/ that are neither
-# Deployments nor CRDs (install_snapshot_crds installs those; samples and
-# kustomization files excluded).
-project_manifests() {
-  local f
-  while IFS= read -r f; do
-    awk '
-      function flush() { if (doc != "" && !skip) printf "---\n%s", doc; doc = ""; skip = 0 }
-      /^---/ { flush(); next }
-      /^kind:[[:space:]]*(Deployment|CustomResourceDefinition)[[:space:]]*$/ { skip = 1 }
-      { doc = doc $0 "\n" }
-      END { flush() }
-    ' "${f}"
-  done < <(find "${ROOT_DIR}/config" -path "${ROOT_DIR}/config/samples" -prune -o \
-    -type f \( -name '*.yaml' -o -name '*.yml' \) ! -name 'kustomization.y*ml' -print | sort)
+  "$(go_bin cluster-files)" tekton-crds "${dir}/config/300-crds" | kc apply -f - >/dev/null
 }
 
 apply_project_config() {
   local docs
-  if [[ ! -d "${ROOT_DIR}/config" ]]; then
-    log "config/ is not there yet; skipping the project's manifests"
-    return 0
-  fi
-  docs=$(project_manifests)
-  if ! grep -q '^kind:' <<<"${docs}"; then
-    log "config/ holds no manifests yet; skipping"
-    return 0
-  fi
+  docs=$("$(go_bin cluster-files)" config "${ROOT_DIR}")
   log "applying config/ (without Deployments and CRDs)"
   # CRDs and the objects using them may come in one go; retry once they are established.
   if ! kc apply -f - <<<"${docs}" >/dev/null 2>"${LOG_DIR}/apply-config.err"; then

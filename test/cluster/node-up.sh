@@ -45,8 +45,8 @@ NODE_CONTAINERD="${NODE_CONTAINERD:-v2.1.3}"
 preflight() {
   require_root
   local b
-  for b in containerd containerd-shim-runc-v2 runc iptables ip conntrack openssl curl; do
-    command -v "${b}" >/dev/null || die "missing ${b}: apt-get install -y containerd runc iptables iproute2 conntrack openssl curl"
+  for b in containerd containerd-shim-runc-v2 runc iptables ip conntrack curl; do
+    command -v "${b}" >/dev/null || die "missing ${b}: apt-get install -y containerd runc iptables iproute2 conntrack curl"
   done
   [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local && -x /usr/lib/cni/loopback ]] ||
     die "missing CNI plugins: apt-get install -y containernetworking-plugins"
