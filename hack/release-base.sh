@@ -1,28 +1,15 @@
 #!/usr/bin/env bash
 # Pushes a multi-platform base image for ko, built offline from this machine,
-# and prints its reference by digest:
+# and prints its reference by digest, for releases and tests where ko.yaml's
+# distroless base cannot be pulled:
 #
 #   hack/release-base.sh REPOSITORY   ->  REPOSITORY@sha256:... (tag latest)
 #
-# For releases and tests where the production base of ko.yaml (distroless
-# static, on the internet) cannot be pulled. It is an OCI index with one image
-# per platform of RELEASE_PLATFORMS (default linux/amd64,linux/arm64), each a
-# single layer with what the controller and the committer need at run time,
-# and nothing else, like distroless static:
-#   /etc/ssl/certs/ca-certificates.crt  this machine's CA bundle (Debian's
-#                                      ca-certificates), for TLS to registries;
-#   /etc/passwd, /etc/group            root, nobody and nonroot (65532);
-#   /tmp (1777), /home/nonroot.
-# No shell and no other binary: the images run only the Go binaries ko adds
-# (the Task's steps name /ko-app/committer as their command, and Tekton
-# injects its own entrypoint), so the layer is the same for every platform
-# and only each image's config says which platform it is. Its user is nonroot
-# (65532), as distroless's :nonroot; the Deployment and the Task set theirs.
-#
-# The index is built once, with deterministic tar and config, and kept as an
-# OCI layout in _output/images/static-base_<platforms>; later calls push that layout, so
-# its digest stays the same. Per-platform tags (linux-amd64, ...) are pushed
-# to REPOSITORY while it is built. Needs crane (hack/build-tools.sh).
+# One OCI index, an image per platform of RELEASE_PLATFORMS, each one layer
+# like distroless static: this machine's CA bundle, /etc/passwd and /etc/group
+# (root, nobody, nonroot 65532), /tmp and /home/nonroot; no shell, since only
+# ko's Go binaries run in it. Built once, deterministically, and kept in
+# _output/images/static-base_<platforms>, so its digest stays the same.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -1,34 +1,10 @@
 #!/usr/bin/env bash
 # Builds a release (make release): the operator's images for every platform
-# of RELEASE_PLATFORMS, pushed to KO_DOCKER_REPO, and the files to install it.
+# of RELEASE_PLATFORMS pushed to KO_DOCKER_REPO, the commit Task as a Tekton
+# bundle, and release.yaml, sandbox-commit.yaml and task-bundle.txt in
+# RELEASE_DIR. docs/release.md describes the files, the checks and the env:
 #
 #   KO_DOCKER_REPO=registry.example.com/sandbox-snapshot-operator make release
-#
-# It writes to RELEASE_DIR (default _output/release/):
-#   release.yaml        config/ (but samples/) resolved with ko: namespace,
-#                       RBAC, CRD, ConfigMaps and the controller, its image by
-#                       digest; config-snapshot's task-bundle set to the bundle
-#                       below, so the operator runs exactly the released Task;
-#   sandbox-commit.yaml the commit Task, its committer image by digest (the
-#                       bundle's content; apply it to a namespace only to run
-#                       the Task without the bundles resolver);
-#   task-bundle.txt     the bundle's reference, <KO_DOCKER_REPO>/sandbox-commit@sha256:...
-# and pushes:
-#   <KO_DOCKER_REPO>/controller, <KO_DOCKER_REPO>/committer  image indexes, one
-#                       image per platform, tagged VERSION;
-#   <KO_DOCKER_REPO>/sandbox-commit:VERSION  the Task as a Tekton bundle (tkn
-#                       bundle push), which Tekton's bundles resolver pulls.
-# Then it checks that every image the two files name is an index holding each
-# platform, and prints the bundle reference.
-#
-# env: KO_DOCKER_REPO      where to push (required)
-#      VERSION             tag of the images and the bundle (default: git describe --tags --always --dirty)
-#      RELEASE_DIR         output folder (default _output/release)
-#      RELEASE_PLATFORMS   default linux/amd64,linux/arm64
-#      KO_DEFAULTBASEIMAGE base image, a multi-platform index (default: ko.yaml's,
-#                          distroless static; hack/release-base.sh builds one offline)
-# Image creation times come from the commit's time (SOURCE_DATE_EPOCH), so a
-# rebuild of the same commit with the same base gives the same digests.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

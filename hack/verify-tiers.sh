@@ -1,20 +1,10 @@
 #!/usr/bin/env bash
 # Proves that a failing test fails every test tier's make target (make
-# verify-tiers; make check runs it first).
-#
-# How: each tier's script (hack/test.sh, test-integration.sh, e2e.sh,
-# e2e-node.sh) runs its go test through the variables of hack/lib.sh, so here
-# each make target is run with
-#   TIER_PKGS=./test/tierfail TIER_TAGS=tierfail   test/tierfail instead of the tier's tests
-#   TIER_NO_CLUSTER=1                              no cluster or node bring-up
-#   TIERFAIL=...                                   what test/tierfail does
-# and the target's exit status is checked: non-zero, with the deliberate
-# failure in its output, when the test fails or panics (in each go test run
-# of a tier that has several), and zero when it passes. The target, its recipe,
-# the script's pipelines and its exit trap are the real ones; only the
-# packages and the bring-up differ. Reintroducing `go test | tee | grep ||
-# true` + ${PIPESTATUS[0]} in any tier turns this red. It takes seconds.
-#
+# verify-tiers; make check runs it first), in seconds. Each tier runs its go
+# test through hack/lib.sh's TIER_* variables, so each make target is run
+# here with test/tierfail in place of its tests (TIER_PKGS, TIER_TAGS), no
+# cluster (TIER_NO_CLUSTER=1) and TIERFAIL saying how to fail; the target
+# must exit non-zero when the test fails or panics, zero when it passes.
 # Not root: the root-only tiers (test-integration, e2e-node) are skipped.
 set -euo pipefail
 # shellcheck source=hack/lib.sh

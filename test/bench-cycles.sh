@@ -1,17 +1,10 @@
 #!/usr/bin/env bash
 # Pauses and resumes one sandbox on the real node CYCLES times (200) with
-# max-layers MAX_LAYERS (16), as OpenSandbox does: test/e2e-node's
-# TestPauseResumeCycles, each cycle a new 4 KiB file and a 64 KiB file
-# rewritten, under the Delete policy (each snapshot is deleted after the next
-# resume, and its images with it). Then prints every STEP-th cycle (20) and
-# the figures against issue 19's goals: at the last cycle the chain within
-# the bound; pause window, commit+push and resume within 1.2x of cycle 20
-# (medians of the ten cycles up to each); the registry's bytes for the
-# sandbox above its original image at most 2x the bytes it holds.
-#
-# Runs through test/e2e-node.sh: a running node is reused (and the operator
-# redeployed from the tree), else one is brought up and torn down again.
-# Figures per cycle: _output/bench-cycles.tsv. Needs root.
+# max-layers MAX_LAYERS (16), as OpenSandbox does (test/e2e-node's
+# TestPauseResumeCycles, under the Delete policy), and prints every STEP-th
+# cycle (20) and the figures against issue 19's goals. Runs through
+# test/e2e-node.sh (a running node is reused). Figures per cycle:
+# _output/bench-cycles.tsv. Needs root.
 #
 #   test/bench-cycles.sh                      # 200 cycles, about an hour
 #   CYCLES=40 MAX_LAYERS=8 test/bench-cycles.sh

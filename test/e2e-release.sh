@@ -1,27 +1,14 @@
 #!/usr/bin/env bash
 # Installs a release on the running node cluster the way a user does, in
-# place of the operator that test/cluster/deploy.sh applied with ko, and prints the
-# release's commit Task bundle. The last step of make e2e-node
-# (test/e2e-node.sh) runs it, then the tests of E2E_NODE_RELEASE_RUN against
-# the installed release.
+# place of the ko-applied operator, and prints its commit Task bundle; the
+# last step of make e2e-node. It runs make release to the node registry (on
+# hack/release-base.sh's offline base), waits until no SandboxSnapshot is in
+# flight, deletes the operator's namespace, puts the project's CRDs back,
+# applies release.yaml and sets config-snapshot as a user must (registry) and
+# this node needs (plain HTTP, its containerd socket). No Task is applied:
+# TaskRuns get it from the bundle through Tekton's bundles resolver.
 #
 #   test/e2e-release.sh RELEASE_DIR
-#
-#   1. make release (hack/release.sh) to the node registry:
-#      KO_DOCKER_REPO=$LOCAL_REGISTRY/release, for linux/amd64 and linux/arm64,
-#      on the multi-platform base of hack/release-base.sh (pushed to
-#      $LOCAL_REGISTRY/static-base), written to RELEASE_DIR;
-#   2. once no SandboxSnapshot is in flight or being deleted (the ko-applied
-#      operator finishes what it started), that operator goes: namespace
-#      sandbox-snapshot-system is deleted with its Deployment, Task and TaskRuns;
-#   3. the project's SandboxSnapshot and BatchSandbox CRDs (SNAPSHOT_CRDS=project);
-#   4. kubectl apply -f RELEASE_DIR/release.yaml, then config-snapshot set as
-#      a user must (registry) and as this node needs (plain HTTP, the node's
-#      containerd socket); the task-bundle the release pinned stays; no Task is
-#      applied: the TaskRuns get it from the bundle through Tekton's bundles
-#      resolver, which pulls it from the node registry (10.88.0.1: plain HTTP,
-#      as go-containerregistry does for private addresses).
-# Needs test/cluster/node-up.sh. A failure of any step fails it.
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"

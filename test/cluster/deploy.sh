@@ -1,14 +1,10 @@
 #!/usr/bin/env bash
-# Deploys the operator to the node cluster the way a user does:
+# Deploys the operator to the node cluster the way a user does, with busybox
+# from the node registry as ko's base image:
 #   KO_DOCKER_REPO=$LOCAL_REGISTRY/sso ko apply -f config/
 #   KO_DOCKER_REPO=$LOCAL_REGISTRY/sso ko apply -R -f tasks/ -- --namespace=sandbox-snapshot-system
-# (the operator looks its Task up in its own namespace),
-# with busybox from the loopback registry as ko's base image. config/samples/
-# and kustomization files are left out. The SandboxSnapshot and BatchSandbox
-# CRDs are first made those of SNAPSHOT_CRDS (hack/lib.sh): with
-# SNAPSHOT_CRDS=opensandbox, OpenSandbox's own replace the project's and
-# config/'s CRD file is not applied. Skips, with a message, what is not
-# written yet. Needs test/cluster/node-up.sh (a registry and a kubelet).
+# after making the SandboxSnapshot and BatchSandbox CRDs those of
+# SNAPSHOT_CRDS (lib.sh). Needs test/cluster/node-up.sh.
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -38,16 +34,9 @@ config_files() {
 }
 
 deploy_config() {
-  local files=() f args=()
-  local list
-  if [[ -d "${ROOT_DIR}/config" ]]; then
-    list=$(config_files)
-    [[ -z "${list}" ]] || mapfile -t files <<<"${list}"
-  fi
-  if ((${#files[@]} == 0)); then
-    log "config/ has no manifests yet; skipping the operator"
-    return 0
-  fi
+  local files f args=() list
+  list=$(config_files)
+  mapfile -t files <<<"${list}"
   for f in "${files[@]}"; do args+=(-f "${f#"${ROOT_DIR}"/}"); done
   log "ko apply ${#files[@]} files from config/"
   # CRDs and their objects may come in one stream; retry once the CRDs are established.
@@ -58,18 +47,12 @@ deploy_config() {
       die "ko apply -f config/ failed"
     }
   fi
-  if kc get namespace "${OPERATOR_NAMESPACE}" >/dev/null 2>&1; then
-    kc -n "${OPERATOR_NAMESPACE}" wait --for=condition=Available deployment --all --timeout=180s >/dev/null ||
-      die "the operator's deployments in ${OPERATOR_NAMESPACE} did not become Available"
-    log "operator Available in ${OPERATOR_NAMESPACE}"
-  fi
+  kc -n "${OPERATOR_NAMESPACE}" wait --for=condition=Available deployment --all --timeout=180s >/dev/null ||
+    die "the operator's deployments in ${OPERATOR_NAMESPACE} did not become Available"
+  log "operator Available in ${OPERATOR_NAMESPACE}"
 }
 
 deploy_tasks() {
-  if ! compgen -G "${ROOT_DIR}/tasks/*/*.yaml" >/dev/null && ! compgen -G "${ROOT_DIR}/tasks/*.yaml" >/dev/null; then
-    log "tasks/ has no manifests yet; skipping the tasks"
-    return 0
-  fi
   log "ko apply -R -f tasks/ into ${OPERATOR_NAMESPACE}"
   ko_ apply --sbom=none -R -f tasks/ -- --namespace="${OPERATOR_NAMESPACE}" >"${LOG_DIR}/deploy-tasks.log" 2>&1 || {
     tail -n 30 "${LOG_DIR}/deploy-tasks.log" >&2
@@ -80,7 +63,6 @@ deploy_tasks() {
 # configure_local points the operator's config-snapshot at this node
 # (local_node_config), with snapshots in $LOCAL_REGISTRY.
 configure_local() {
-  kc -n "${OPERATOR_NAMESPACE}" get configmap config-snapshot >/dev/null 2>&1 || return 0
   local patch
   patch=$(local_node_config "${LOCAL_REGISTRY}")
   kc -n "${OPERATOR_NAMESPACE}" patch configmap config-snapshot --type merge -p "${patch}" >/dev/null
