@@ -276,3 +276,39 @@ func TestCheckpointWithoutCRIU(t *testing.T) {
 		t.Fatalf("the container does not run after the refused checkpoint: %v", err)
 	}
 }
+
+// TestCheckpointRefusedByCRIU fails a memory snapshot of a container with a
+// process in a nested user and PID namespace, which CRIU refuses to dump, as
+// unsupported, naming CRIU's log on the node, and leaves the container
+// running. (An established TCP connection is no such case: containerd's CRI
+// asks CRIU to dump those.)
+func TestCheckpointRefusedByCRIU(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRI(t, criuDir(t))
+	if !checkpoints(cri) {
+		t.Skipf("%s does not checkpoint: TestCheckpointRestore covers its refusal", cri.Version)
+	}
+	ctx := context.Background()
+	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := hibernating(freePort(t))
+	script[2] = "busybox unshare -U -r -p -f busybox sleep 100000 &\n" + script[2]
+	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/refused/app:mem")
+	_, err = cm.Checkpoint(ctx)
+	if !errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), "criu-dump.log") {
+		t.Fatalf("checkpoint of a nested namespace: got %v, want %v naming CRIU's dump log", err, ErrMemorySnapshotUnsupported)
+	}
+	t.Logf("refused: %v", err)
+	_, n1 := counterLines(t, ctx, cri, id)
+	time.Sleep(500 * time.Millisecond)
+	if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
+		t.Fatalf("the container is frozen after the refused checkpoint: counter %d then %d", n1, n2)
+	}
+}
