@@ -181,3 +181,65 @@ func TestMemorySnapshotResumesProcesses(t *testing.T) {
 		t.Errorf("after the resume the listening socket answers %q, want pong", got)
 	}
 }
+
+// TestMemorySnapshotRefused takes a memory snapshot of a sandbox with a
+// process CRIU refuses to dump (one in a nested user and PID namespace):
+// the snapshot fails fast as MemorySnapshotUnsupported and the sandbox runs
+// on, never left paused. With memory-fallback Filesystem the same request
+// takes a filesystem snapshot instead, and says so.
+func TestMemorySnapshotRefused(t *testing.T) {
+	ns := newNamespace(t)
+	spec := strings.Replace(hibernatingPod, "        mark=$(", "        unshare -U -r -p -f sleep 100000 &\n        mark=$(", 1)
+	test.CreateSandbox(t.Context(), t, c, ns, "nested", *test.MustParse[corev1.PodSpec](t, spec, localRegistry+"/busybox:latest"))
+	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/nested-0", "--timeout=2m")
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nested-0"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
+	memorySnapshot := func(name string) {
+		t.Helper()
+		s := &v1alpha1.SandboxSnapshot{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Annotations: map[string]string{sandbox.SnapshotModeAnnotation: task.SnapshotModeMemory}},
+			Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: "nested"},
+		}
+		if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	countsOn := func() {
+		t.Helper()
+		assertNotPaused(t, pod)
+		_, n := counterLines(t, ns, pod.Name)
+		eventually(t, "the counter to go on", 10*time.Second, func() (bool, error) {
+			_, later := counterLines(t, ns, pod.Name)
+			return later > n, nil
+		})
+	}
+
+	memorySnapshot("nested-pause")
+	s := waitForPhase(t, ns, "nested-pause", v1alpha1.PhaseFailed)
+	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
+	if failed == nil || failed.Reason != v1alpha1.ReasonMemorySnapshotUnsupported || !strings.Contains(failed.Message, "criu") {
+		t.Errorf("Failed condition = %+v, want reason %s with CRIU named in the message", failed, v1alpha1.ReasonMemorySnapshotUnsupported)
+	} else {
+		t.Logf("refused: %s", failed.Message)
+	}
+	countsOn()
+
+	setConfig(t, map[string]any{"memory-fallback": task.MemoryFallbackFilesystem}, `"memoryFallback":"Filesystem"`)
+	memorySnapshot("nested-fallback")
+	s = waitForPhase(t, ns, "nested-fallback", v1alpha1.PhaseSucceed)
+	if ready := s.Status.GetCondition(v1alpha1.ConditionReady); ready == nil || ready.Reason != v1alpha1.ReasonMemorySnapshotFellBack {
+		t.Errorf("Ready condition = %+v, want reason %s", ready, v1alpha1.ReasonMemorySnapshotFellBack)
+	}
+	tr := commitTaskRunOf(t, ns, s.Name)
+	mode := ""
+	for _, r := range tr.Status.Results {
+		if r.Name == task.ResultSnapshotMode {
+			mode = r.Value.StringVal
+		}
+	}
+	if mode != task.SnapshotModeFilesystem {
+		t.Errorf("TaskRun %s took %s %q, want %s", tr.Name, task.ResultSnapshotMode, mode, task.SnapshotModeFilesystem)
+	}
+	countsOn()
+}

@@ -239,7 +239,8 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 				"priorityClass", s.PriorityClass, "maxLayers", s.MaxLayers,
 				"taskRunRetentionSucceeded", s.TaskRunRetentionSucceeded.String(), "taskRunRetentionFailed", s.TaskRunRetentionFailed.String(),
 				"imageDeletionPolicy", s.ImageDeletionPolicy, "imageDeletionTimeout", s.ImageDeletionTimeout.String(),
-				"imageCheckInterval", s.ImageCheckInterval.String(), "imageChecksPerMinute", s.ImageChecksPerMinute)
+				"imageCheckInterval", s.ImageCheckInterval.String(), "imageChecksPerMinute", s.ImageChecksPerMinute,
+				"snapshotMode", s.SnapshotMode, "memoryFallback", s.MemoryFallback, "checkpointDir", s.CheckpointDir)
 		}
 	}
 }
