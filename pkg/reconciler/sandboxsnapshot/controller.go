@@ -51,8 +51,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
-// FinalizerName is the finalizer that holds a snapshot until its TaskRuns
-// are cleaned up.
+// FinalizerName is the finalizer holding a snapshot until its TaskRuns are gone.
 const FinalizerName = sandbox.GroupName + "/taskrun-cleanup"
 
 // AgentName is the component named on the controller's events.
@@ -65,8 +64,7 @@ var TaskRunSelector = labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: 
 func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
 	logger := logging.FromContext(ctx)
 	namespace := system.Namespace()
-	// The commit gate runs the commits of one pod one at a time in this
-	// process; buckets split a pod's snapshots over replicas.
+	// The commit gate is per process: buckets would split a pod's snapshots over replicas.
 	if !sharedmain.IsHADisabled(ctx) {
 		le, err := sharedmain.GetLeaderElectionConfig(ctx)
 		if err != nil {
@@ -78,18 +76,13 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		}
 	}
 
-	// TaskRuns live only in the operator's namespace and carry our label, so
-	// the informer caches just those: a Role there is all the TaskRun access
-	// the controller needs, and memory does not grow with other TaskRuns.
+	// Only our TaskRuns: a namespaced Role suffices, and memory stays bounded.
 	taskRuns := pipelineinformers.NewSharedInformerFactoryWithOptions(pipelineclient.Get(ctx), controller.GetResyncPeriod(ctx),
 		pipelineinformers.WithNamespace(namespace),
 		pipelineinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TaskRunSelector }),
 	).Tekton().V1().TaskRuns()
 	snapshots := snapshotinformer.Get(ctx)
 
-	// BatchSandboxes and their pods are read from injection's informers,
-	// which sharedmain starts and syncs before any pass. The pod informer is
-	// the one the image deletion controller indexes, of slimmed pods.
 	r := &Reconciler{
 		kubeClient:     kubeclient.Get(ctx),
 		sandboxClient:  sandboxclient.Get(ctx),
@@ -109,10 +102,8 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	configStore := config.NewStore(logger.Named("config-store"), logConfig(logger))
 	configStore.WatchConfigs(cmw)
 
-	// Snapshots of another class, such as those left to OpenSandbox's own
-	// controller, are never enqueued, so they never get our finalizer. One
-	// that has it stays ours whatever the class says now, so that a class
-	// change never strands it Committing or Terminating.
+	// Other classes (OpenSandbox's own controller) are never enqueued. One
+	// with our finalizer stays ours, so a class change strands nothing.
 	ours := func(obj any) bool {
 		o, ok := obj.(kmeta.Accessor)
 		return ok && (slices.Contains(o.GetFinalizers(), FinalizerName) || configStore.Load().Snapshot.Handles(o.GetAnnotations()))
@@ -132,9 +123,6 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			SkipStatusUpdates: true,
 		}
 	})
-	// New snapshots wait in the intake, the rest go straight to the
-	// work queue: see intake for why. A pass on a copy of a snapshot
-	// that the controller's own write has replaced is skipped: see ownWrites.
 	impl.Reconciler = withSweep(impl.Reconciler, r)
 	newSnapshots := newIntake(impl)
 	filterPasses(impl, func(key string) bool {
@@ -207,8 +195,7 @@ func taskRunDone(obj any) bool {
 	return ok && tr.IsDone()
 }
 
-// waitingSnapshots lists the snapshots of tr's sandbox that have not started
-// a commit: those that may be waiting for tr's pod.
+// waitingSnapshots lists the Pending snapshots of tr's sandbox.
 func waitingSnapshots(lister snapshotlisters.SandboxSnapshotLister, tr *pipelinev1.TaskRun) []*v1alpha1.SandboxSnapshot {
 	all, err := lister.SandboxSnapshots(tr.Labels[sandbox.SnapshotNamespaceLabel]).List(labels.Everything())
 	if err != nil {
@@ -223,8 +210,7 @@ func waitingSnapshots(lister snapshotlisters.SandboxSnapshotLister, tr *pipeline
 	return waiting
 }
 
-// logConfig logs each version of config-snapshot the store loads, so that a
-// misconfiguration shows in the controller's log as well as on snapshots.
+// logConfig logs each config-snapshot loaded, so errors show in the log too.
 func logConfig(logger *zap.SugaredLogger) func(string, any) {
 	return func(_ string, value any) {
 		s, ok := value.(*config.Snapshot)

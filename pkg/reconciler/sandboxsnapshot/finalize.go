@@ -35,17 +35,13 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
-// cleanupWait is how often deletion re-checks a TaskRun it waits for, in
-// case the TaskRun's own event is missed.
+// cleanupWait is how often deletion re-checks a TaskRun whose event it awaits.
 const cleanupWait = 10 * time.Second
 
-// FinalizeKind cleans up a deleted snapshot's TaskRuns without leaving the
-// sandbox paused. A running commit is cancelled and waited for; if it may
-// have ended with the sandbox paused, an unpause TaskRun runs and is waited
-// for; then both TaskRuns are deleted. Each wait is bounded by
-// resources.UnpauseTimeout, after which the finalizer comes off anyway.
-// Last, a release TaskRun removes the images the commit kept on the node,
-// and under the Delete image deletion policy the images go (images.go).
+// FinalizeKind implements Interface.FinalizeKind. It never leaves the sandbox
+// paused: it cancels a running commit, thaws after one that may have paused
+// it, and waits for each up to resources.UnpauseTimeout before deleting the
+// TaskRuns and the images.
 func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	commit, err := r.ownTaskRun(ctx, s, names.CommitTaskRun(s))
 	if err != nil {
@@ -97,10 +93,8 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 	return r.deleteImages(ctx, s)
 }
 
-// release starts, for a Succeed snapshot, the TaskRun that removes the
-// images its commit kept on the node for a resume. The finalizer does not
-// wait for it (OpenSandbox's next pause of the sandbox waits for this
-// snapshot to go); the TaskRun is deleted once it has ended (sweepTaskRuns).
+// release starts the TaskRun that removes a Succeed snapshot's images from its
+// node. It is not waited for: OpenSandbox's next pause waits for s to go.
 func (r *Reconciler) release(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
 	if s.Status.Phase != v1alpha1.PhaseSucceed || s.Status.SourceNodeName == "" {
 		return nil
@@ -109,11 +103,8 @@ func (r *Reconciler) release(ctx context.Context, s *v1alpha1.SandboxSnapshot) e
 	return err
 }
 
-// sweepTaskRuns cleans up the TaskRuns left for a snapshot of this name
-// that is gone: its finalizer was forced off, or its release TaskRun ended
-// after the finalizer came off. Done ones are deleted; a running commit is
-// cancelled first, so that its committer thaws the sandbox, and deleted
-// once it has ended (its end is an event of its own).
+// sweepTaskRuns deletes the done TaskRuns left for a snapshot that is gone,
+// and cancels a running commit so that its committer thaws the sandbox.
 func (r *Reconciler) sweepTaskRuns(ctx context.Context, namespace, name string) error {
 	trs, err := r.taskRunLister.TaskRuns(r.namespace).List(labels.SelectorFromSet(labels.Set{
 		sandbox.SnapshotNamespaceLabel: namespace, sandbox.SnapshotNameLabel: name}))

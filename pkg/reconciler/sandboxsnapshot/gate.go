@@ -37,27 +37,21 @@ import (
 // keeps the pod's other commits waiting for its snapshot to start a thaw.
 const thawGrace = 30 * time.Second
 
-// informerGrace is how long the gate remembers a TaskRun it created for the
-// informer to catch up with.
+// informerGrace is how long the gate waits for the informer to see a TaskRun.
 const informerGrace = time.Minute
 
-// holderRecheck is how often a snapshot waiting for a running TaskRun of its
-// pod looks again, should the event of that TaskRun's end be lost.
+// holderRecheck bounds a wait for a running TaskRun, should its end's event be lost.
 const holderRecheck = time.Minute
 
-// commitGate runs the commits of one pod one at a time: OpenSandbox makes
-// two snapshots of a sandbox at once (its pause and a public snapshot), and
-// two commits freezing and thawing one pod's containers would corrupt each
-// other. A pod is busy while any TaskRun labelled with its UID runs, and
-// the gate's lock covers the check and the creation of the next TaskRun.
-// It relies on one active controller replica (config-leader-election's
-// buckets is 1); the committer's own per-pod lock backs it on the node.
+// commitGate runs the commits of one pod one at a time: OpenSandbox makes two
+// snapshots of a sandbox at once (its pause and a public snapshot), and two
+// commits freezing and thawing one pod would corrupt each other. It relies on
+// one leader for all snapshots; the committer's per-pod lock backs it up.
 type commitGate struct {
 	stripes [64]sync.Mutex
 
 	mu sync.Mutex
-	// recent holds each pod's last TaskRun created here, until the informer
-	// has seen it.
+	// recent holds each pod's last TaskRun until the informer has seen it.
 	recent map[types.UID]*pipelinev1.TaskRun
 }
 
@@ -74,17 +68,14 @@ func (g *commitGate) lock(pod types.UID) func() {
 	return m.Unlock
 }
 
-// created remembers a TaskRun just created, for the checks made before the
-// informer has it.
+// created remembers a TaskRun just created, until the informer has it.
 func (g *commitGate) created(tr *pipelinev1.TaskRun) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.recent[types.UID(tr.Labels[sandbox.SourcePodUIDLabel])] = tr
 }
 
-// deleted forgets a TaskRun this controller deleted, so that a TaskRun
-// that went (after its retention, say) before the gate looked again is not
-// taken for one the informer has not seen yet.
+// deleted forgets a TaskRun deleted here, lest it pass for one not yet seen.
 func (g *commitGate) deleted(tr *pipelinev1.TaskRun) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -94,15 +85,13 @@ func (g *commitGate) deleted(tr *pipelinev1.TaskRun) {
 	}
 }
 
-// blocker says whom a snapshot waits for, and when to look again: when no
-// TaskRun event is bound to come, or should it be lost.
+// blocker says whom a snapshot waits for, and when to look again.
 type blocker struct {
 	holder  string
 	recheck time.Duration
 }
 
-// holder returns what keeps s from committing pod now, or nil. Call it with
-// pod's lock held.
+// holder returns what keeps s from committing pod, or nil; call it with pod's lock held.
 func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod types.UID, s *v1alpha1.SandboxSnapshot, now time.Time) *blocker {
 	trs, _ := lister.List(labels.SelectorFromSet(labels.Set{sandbox.SourcePodUIDLabel: string(pod)}))
 	for _, tr := range trs {

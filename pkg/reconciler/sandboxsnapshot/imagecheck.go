@@ -36,12 +36,10 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
-// imageChecks bounds the registry look-ups of the missing-image check: each
-// snapshot at most once per image-check-interval, the first time one
-// interval after it is first seen, and all snapshots together at most
-// image-checks-per-minute, first come first served: a snapshot over the
-// global bound books the next free slot and is looked at again then. It
-// lives in memory only: after a restart the intervals start again.
+// imageChecks bounds the missing-image check's look-ups: each snapshot once
+// per interval, starting one interval after it is first seen, and all of them
+// image-checks-per-minute, a snapshot over that bound booking the next free
+// slot. It lives in memory: a restart starts the intervals again.
 type imageChecks struct {
 	mu      sync.Mutex
 	last    map[types.UID]time.Time
@@ -53,8 +51,7 @@ func newImageChecks() *imageChecks {
 	return &imageChecks{last: map[types.UID]time.Time{}, booked: map[types.UID]time.Time{}, limiter: rate.NewLimiter(rate.Inf, 1)}
 }
 
-// due reports whether uid may be checked at now. When it may not, wait is
-// when to ask again.
+// due reports whether uid may be checked at now, or how long to wait.
 func (c *imageChecks) due(uid types.UID, now time.Time, interval time.Duration, perMinute int) (ok bool, wait time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -68,9 +65,7 @@ func (c *imageChecks) due(uid types.UID, now time.Time, interval time.Duration, 
 	}
 	last, seen := c.last[uid]
 	if !seen {
-		// Just pushed, or first seen since a restart: a look-up now would
-		// find what the commit pushed, and after a restart every snapshot
-		// would be looked up at once.
+		// Just pushed, or after a restart, when all would be looked up at once.
 		c.last[uid] = now
 		return false, interval
 	}
@@ -96,14 +91,9 @@ func (c *imageChecks) forget(uid types.UID) {
 	delete(c.booked, uid)
 }
 
-// checkImages looks up, by digest, each manifest a Succeed snapshot
-// recorded, at the bounded rate of imageChecks. It marks a snapshot whose
-// manifests the registry no longer holds with the ImageMissing warning, the
-// annotation sandbox.ImageMissingAnnotation (kept under either CRD) and
-// status.missingImages (under this project's CRD only), and clears the mark
-// when they are back. Phase, containers and conditions stay as they are:
-// they are OpenSandbox's contract, and its CRD allows no other condition.
-// A registry that cannot be asked marks nothing.
+// checkImages marks a Succeed snapshot's missing images with an event,
+// ImageMissingAnnotation (kept under either CRD) and status.missingImages, not
+// a condition: OpenSandbox's CRD allows no other.
 func (r *Reconciler) checkImages(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	cfg := config.FromContext(ctx).Snapshot
 	if cfg.ImageCheckInterval == 0 || s.Status.Phase != v1alpha1.PhaseSucceed {

@@ -33,7 +33,6 @@ import (
 )
 
 // imagesOf returns the manifests a snapshot recorded, as repository@digest.
-// Containers without a digest pushed nothing that the snapshot knows of.
 func imagesOf(s *v1alpha1.SandboxSnapshot, opts []name.Option) ([]name.Digest, error) {
 	var out []name.Digest
 	for _, c := range s.Status.Containers {
@@ -53,12 +52,9 @@ func imagesOf(s *v1alpha1.SandboxSnapshot, opts []name.Option) ([]name.Digest, e
 	return out, nil
 }
 
-// deleteImages hands, under the Delete policy, the images a deleted
-// snapshot recorded to the image deletion reconciler: one record each,
-// which it deletes once nothing in the cluster refers to the image
-// (pkg/reconciler/imagedeletion). The finalizer does not wait for that:
-// OpenSandbox deletes <sandbox>-pause while the resumed pod still runs from
-// its image, and waits for the name to be free before the next pause.
+// deleteImages hands, under the Delete policy, each image a deleted snapshot
+// recorded to the imagedeletion reconciler. It is not waited for: OpenSandbox
+// deletes <sandbox>-pause while the resumed pod still runs from its image.
 func (r *Reconciler) deleteImages(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
 	cfg := config.FromContext(ctx).Snapshot
 	recorder := controller.GetEventRecorder(ctx)

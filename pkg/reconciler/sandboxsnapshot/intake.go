@@ -27,18 +27,10 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
 
-// intake holds new snapshots back from the work queue until it has room.
-//
-// The work queue is one FIFO. A burst of new snapshots fills it, and every
-// later pass of a snapshot (its TaskRun appeared, its TaskRun completed)
-// queues behind all of them: each stage of each snapshot waits for that
-// stage of every other, and a snapshot's latency is the whole burst's.
-// knative's slow lane does not help, because its consumer moves each key
-// into that one FIFO as soon as the key arrives. The intake lets a new
-// snapshot in only while fewer keys than workers wait in the queue, so a
-// pass that finishes a snapshot waits behind at most that many new ones,
-// and the workers never run dry while new snapshots wait. Each finished
-// pass makes room, so the intake needs no timer.
+// intake holds new snapshots back from the work queue, one FIFO, lest a burst
+// put each later pass of every snapshot behind it (knative's slow lane feeds
+// the same FIFO). It lets one in while fewer keys than workers wait; each
+// finished pass makes room.
 type intake struct {
 	impl *controller.Impl
 	room int
@@ -49,8 +41,7 @@ type intake struct {
 	wake chan struct{}
 }
 
-// newIntake makes the intake of impl's work queue. Each finished pass
-// must notify it (see passFilter).
+// newIntake makes the intake of impl's work queue; passFilter notifies it.
 func newIntake(impl *controller.Impl) *intake {
 	return &intake{impl: impl, room: impl.Concurrency, held: map[types.NamespacedName]bool{}, wake: make(chan struct{}, 1)}
 }
@@ -122,7 +113,6 @@ type passFilter struct {
 
 // filterPasses wraps impl's reconciler in a passFilter.
 func filterPasses(impl *controller.Impl, skip func(key string) bool, done func()) {
-	// The generated reconciler is leader-aware.
 	impl.Reconciler = passFilter{Reconciler: impl.Reconciler, LeaderAware: impl.Reconciler.(reconciler.LeaderAware), skip: skip, done: done}
 }
 

@@ -33,8 +33,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 )
 
-// meterName is the instrumentation scope of the controller's own metrics
-// (otel_scope_name on the Prometheus series).
+// meterName is the instrumentation scope (otel_scope_name) of our metrics.
 const meterName = "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot"
 
 // The attributes of the controller's metrics. Their values come from small
@@ -42,14 +41,12 @@ const meterName = "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/re
 const (
 	// statusKey is "succeeded" or "failed", as Tekton's status attribute.
 	statusKey = attribute.Key("status")
-	// reasonKey is the reason of a failed snapshot's Failed condition, or
-	// "Succeeded".
+	// reasonKey is the Failed condition's reason, or "Succeeded".
 	reasonKey = attribute.Key("reason")
 	// phaseKey is a snapshot's status.phase.
 	phaseKey = attribute.Key("phase")
 )
 
-// The values of statusKey.
 const (
 	statusSucceeded = "succeeded"
 	statusFailed    = "failed"
@@ -60,22 +57,15 @@ var phases = []v1alpha1.SandboxSnapshotPhase{v1alpha1.PhasePending, v1alpha1.Pha
 
 // metrics holds the controller's own instruments (docs/metrics.md).
 type metrics struct {
-	// duration is from a snapshot's creation to its terminal phase.
-	duration metric.Float64Histogram
-	// pauseWindow is how long the commit kept the sandbox paused.
-	pauseWindow metric.Float64Histogram
-	// commitDuration is the commit TaskRun's run, start to completion.
+	duration       metric.Float64Histogram
+	pauseWindow    metric.Float64Histogram
 	commitDuration metric.Float64Histogram
-	// taskRunLatency is from a snapshot's creation to its commit TaskRun's.
 	taskRunLatency metric.Float64Histogram
-	// thawRetries counts the unpause TaskRuns started again.
-	thawRetries metric.Int64Counter
+	thawRetries    metric.Int64Counter
 }
 
 // newMetrics makes the instruments on meter, and the gauges that count, at
-// each collection, the snapshots that ours accepts by phase and those
-// waiting for another commit (from snapshots), and the commit TaskRuns that
-// have not finished (from taskRuns).
+// each collection, the snapshots ours accepts and the commits in flight.
 func newMetrics(meter metric.Meter, snapshots snapshotlisters.SandboxSnapshotLister,
 	taskRuns pipelinelisters.TaskRunNamespaceLister, ours func(any) bool) (*metrics, error) {
 	var m metrics
@@ -161,8 +151,8 @@ func newMetrics(meter metric.Meter, snapshots snapshotlisters.SandboxSnapshotLis
 	return &m, nil
 }
 
-// finished records a snapshot that has just reached its terminal phase, and
-// its commit TaskRun, if any (nil otherwise).
+// finished records a snapshot that just reached its terminal phase, and its
+// commit TaskRun or nil.
 func (m *metrics) finished(ctx context.Context, s *v1alpha1.SandboxSnapshot, commit *pipelinev1.TaskRun) {
 	status, reason := statusSucceeded, v1alpha1.ReasonSucceeded
 	if s.Status.Phase == v1alpha1.PhaseFailed {
@@ -185,7 +175,6 @@ func (m *metrics) finished(ctx context.Context, s *v1alpha1.SandboxSnapshot, com
 	}
 }
 
-// thawRetried records that a thaw was started again.
 func (m *metrics) thawRetried(ctx context.Context) {
 	m.thawRetries.Add(ctx, 1)
 }

@@ -36,8 +36,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
-// podStartGrace is how long a commit pod may stay pending before its events
-// are read for why.
+// podStartGrace is how long a commit pod may be pending before its events are read.
 const podStartGrace = 10 * time.Second
 
 // mirror copies the commit TaskRun's Succeeded condition into the snapshot.
@@ -82,12 +81,9 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 	}
 }
 
-// mirrorRunning reports, while the commit TaskRun runs, whether its pod
-// cannot start. The scheduler's reason is in the TaskRun's condition at
-// once. The kubelet's (a volume that does not mount, say) is only in the
-// pod's events, which are read once the pod has been pending for
-// podStartGrace: Tekton does not update the TaskRun for them, so the
-// snapshot is looked at again then.
+// mirrorRunning reports a commit pod that cannot start. The scheduler's reason
+// is in the TaskRun's condition; the kubelet's (a volume that does not mount)
+// only in the pod's events, which Tekton ignores, so they are read here.
 func (r *Reconciler) mirrorRunning(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, cond *apis.Condition, now metav1.Time) pkgreconciler.Event {
 	why, blocked := resources.PodCannotStart(cond)
 	var recheck time.Duration
@@ -118,8 +114,7 @@ func (r *Reconciler) mirrorRunning(ctx context.Context, s *v1alpha1.SandboxSnaps
 	return nil
 }
 
-// podWarning returns the latest Warning event of a commit pod in the TaskRun
-// namespace, as "<reason>: <message>", or "".
+// podWarning returns a commit pod's latest Warning as "<reason>: <message>", or "".
 func (r *Reconciler) podWarning(ctx context.Context, pod string) (string, error) {
 	events, err := r.kubeClient.CoreV1().Events(r.namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": pod, "type": corev1.EventTypeWarning}.String(),
@@ -143,7 +138,6 @@ func (r *Reconciler) podWarning(ctx context.Context, pod string) (string, error)
 	return latest.Reason + ": " + latest.Message, nil
 }
 
-// lastSeen is when an event last happened.
 func lastSeen(e *corev1.Event) time.Time {
 	if !e.LastTimestamp.IsZero() {
 		return e.LastTimestamp.Time
@@ -151,9 +145,7 @@ func lastSeen(e *corev1.Event) time.Time {
 	return e.EventTime.Time
 }
 
-// taskRunMissing fails a Committing snapshot whose commit TaskRun is gone,
-// and thaws the sandbox: the TaskRun's pod went with it, maybe before the
-// committer could thaw.
+// taskRunMissing fails a snapshot whose commit TaskRun is gone, and thaws its pod.
 func (r *Reconciler) taskRunMissing(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
 	pod, err := r.sourcePod(ctx, s, "")
 	if err != nil {

@@ -32,18 +32,10 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
 
-// ownWrites remembers, per snapshot, the resource versions that this
-// controller's own writes have replaced, until its informer has caught up.
-//
-// A snapshot's pass writes it (the finalizer, then the status), and the
-// events of that pass (the finalizer patch seen, the TaskRun created or
-// completed) queue the next pass at once: the intake puts no new
-// snapshots ahead of it. That pass may come before the informer holds the
-// pass's last write, and acting on the older copy would write over it and
-// conflict. A pass whose copy is one that was written over is skipped: the
-// informer's event for the write (or a later one) queues the snapshot again.
-// Resource versions are compared only for equality. An entry lives from a
-// write until the informer shows a version other than those it lists.
+// ownWrites remembers the resource versions of each snapshot that our writes
+// replaced, until the informer catches up. A pass's events queue the next pass
+// at once, maybe on a replaced copy; acting on it would conflict, so that pass
+// is skipped, and the informer's event for the write queues it again.
 type ownWrites struct {
 	mu         sync.Mutex
 	superseded map[types.NamespacedName][]string
@@ -60,8 +52,7 @@ func (w *ownWrites) replaced(key types.NamespacedName, versions ...string) {
 	w.superseded[key] = append(w.superseded[key], versions...)
 }
 
-// stale reports whether version of key is one a write has replaced; once the
-// informer shows any other version, key's entry goes.
+// stale reports whether version of key was replaced; any other drops the entry.
 func (w *ownWrites) stale(key types.NamespacedName, version string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -83,9 +74,8 @@ func (w *ownWrites) forget(key types.NamespacedName) {
 	delete(w.superseded, key)
 }
 
-// patchAnnotation sets the annotation key of s to value, or removes it when
-// value is "". s takes the patched version, so that a status write that
-// follows builds on it; the copy it replaces is stale.
+// patchAnnotation sets s's annotation key to value, or removes it when value
+// is "". s takes the patched version, for a status write that follows.
 func (r *Reconciler) patchAnnotation(ctx context.Context, s *v1alpha1.SandboxSnapshot, key, value string) error {
 	var v any
 	if value != "" {
@@ -105,13 +95,9 @@ func (r *Reconciler) patchAnnotation(ctx context.Context, s *v1alpha1.SandboxSna
 	return nil
 }
 
-// updateStatus writes s's status, onto the latest version of s when another
-// writer got there first, and gives s the version written. A terminal
-// status written meanwhile is kept: a stale pass never overwrites it. It
-// reports whether the write moved the snapshot into a terminal phase:
-// whether the status it wrote over (before on the first try, the latest
-// read after a conflict) was not terminal. So a resync, a retry or a second
-// pass over a terminal snapshot reports false.
+// updateStatus writes s's status, onto the latest version after a conflict
+// unless that is terminal, gives s the version written, and reports whether
+// the write made s terminal (so a resync, retry or second pass does not).
 func (r *Reconciler) updateStatus(ctx context.Context, s *v1alpha1.SandboxSnapshot, before *v1alpha1.SandboxSnapshotStatus) (bool, error) {
 	snapshots := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace)
 	desired := s.Status

@@ -29,18 +29,12 @@ import (
 	"knative.dev/pkg/logging"
 )
 
-// finalizerUpdate is the reason of the Normal event the generated reconciler
-// sends each time it adds or removes a finalizer.
+// finalizerUpdate is the reason of the generated reconciler's finalizer events.
 const finalizerUpdate = "FinalizerUpdate"
 
-// withEventRecorder returns ctx carrying the recorder that the generated
-// reconciler takes from it and hands to ReconcileKind and FinalizeKind: the
-// recorder ctx already carries, or else one that writes Events to the API
-// server as knative's own would, either way without the Normal
-// FinalizerUpdate events. A snapshot's finalizer shows in its metadata, and
-// an event for it would be a third of a snapshot's API writes, so the happy
-// path sends one event, Succeeded; every Warning, FinalizerUpdateFailed
-// among them, still goes out.
+// withEventRecorder returns ctx with its event recorder, or one like
+// knative's, minus the Normal FinalizerUpdate events: they would be a third of
+// a snapshot's API writes, and the finalizer shows in its metadata anyway.
 func withEventRecorder(ctx context.Context) context.Context {
 	rec := controller.GetEventRecorder(ctx)
 	if rec == nil {

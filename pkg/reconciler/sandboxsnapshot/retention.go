@@ -32,17 +32,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
-// retainTaskRuns deletes the TaskRuns of a terminal snapshot once the last
-// of them has been complete for the configured retention, and asks for the
-// snapshot to be looked at again when that time comes.
-//
-// The commit and unpause TaskRuns go together, the commit first, and only
-// once both are done: the finalizer starts a thaw for a commit that may have
-// left the pod paused and has no unpause TaskRun, so the commit must never
-// outlive its unpause. A terminal snapshot never starts a TaskRun again (its
-// phase is frozen, and the finalizer needs a commit TaskRun to thaw after),
-// so the deterministic names stay free. While a thaw goes on (observeThaw)
-// it is not called: the TaskRuns are what the thaw is followed by.
+// retainTaskRuns deletes a terminal snapshot's TaskRuns once both are done and
+// the retention is over, the commit first: the finalizer thaws again after a
+// commit that may have paused and has no unpause TaskRun.
 func (r *Reconciler) retainTaskRuns(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	cfg := config.FromContext(ctx).Snapshot
 	succeeded := s.Status.Phase == v1alpha1.PhaseSucceed
@@ -83,8 +75,6 @@ func (r *Reconciler) retainTaskRuns(ctx context.Context, s *v1alpha1.SandboxSnap
 	}
 	now := metav1.NewTime(r.clock.Now())
 	for _, tr := range done {
-		// Background propagation: the garbage collector deletes the pod,
-		// which the TaskRun owns, after it.
 		if err := r.deleteTaskRun(ctx, tr, metav1.DeletePropagationBackground); err != nil {
 			return err
 		}

@@ -50,13 +50,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
-// Reconciler maps SandboxSnapshots onto commit TaskRuns.
-//
-// It keeps nothing it needs in the fields of the status that OpenSandbox's
-// own CRD prunes (taskRunRef, startTime, thaw, ...): those only report. A
-// snapshot's TaskRuns are found by their deterministic names and checked by
-// the snapshot UID label, and a phase change is written only when something
-// changed, so a pass over a pruned status writes nothing new.
+// Reconciler maps SandboxSnapshots onto commit TaskRuns. It relies on no
+// status field that OpenSandbox's CRD prunes (taskRunRef, startTime, thaw,
+// ...): TaskRuns are found by deterministic name and the snapshot UID label.
 type Reconciler struct {
 	kubeClient     kubernetes.Interface
 	sandboxClient  sandboxclientset.Interface
@@ -66,20 +62,13 @@ type Reconciler struct {
 	sandboxLister  snapshotlisters.BatchSandboxLister
 	podLister      corev1listers.PodLister // slimmed: see podinformer
 	clock          clock.PassiveClock
-	// namespace is where TaskRuns run: the operator's own namespace, where
-	// the commit Task and the push Secret live.
+	// namespace holds the TaskRuns, the commit Task and the push Secret.
 	namespace string
-	// commits runs the commits of one pod one at a time.
-	commits *commitGate
-	// writes remembers the copies of snapshots that status writes replaced.
-	writes *ownWrites
-	// registry returns the client of the snapshot registry, which looks
-	// images up.
-	registry registry.For
-	// checks bounds the look-ups of the missing-image check.
-	checks *imageChecks
-	// metrics records the controller's own metrics.
-	metrics *metrics
+	commits   *commitGate
+	writes    *ownWrites
+	registry  registry.For
+	checks    *imageChecks
+	metrics   *metrics
 }
 
 var (
@@ -87,18 +76,9 @@ var (
 	_ snapshotreconciler.Finalizer = (*Reconciler)(nil)
 )
 
-// ReconcileKind starts a snapshot's commit TaskRun, mirrors it, and writes
-// the snapshot's status.
-//
-// The status is written here, not by the generated reconciler (the
-// controller sets SkipStatusUpdates): on a snapshot's first pass the
-// generated code patches our finalizer in and would then write status from
-// its informer copy, taken before that patch, so the write would conflict.
-// s carries the patch's resource version.
-//
-// The copies of s this pass starts from (s, and the informer's when the
-// generated reconciler patched the finalizer onto it) are out of date once
-// the status is written; later passes on them are skipped (see ownWrites).
+// ReconcileKind implements Interface.ReconcileKind. It writes the status
+// itself (SkipStatusUpdates): after patching in the finalizer, the generated
+// reconciler would write it from its older informer copy, and conflict.
 func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	replaced := []string{s.ResourceVersion}
 	if cached, err := r.snapshotLister.SandboxSnapshots(s.Namespace).Get(s.Name); err == nil && cached.ResourceVersion != s.ResourceVersion {
@@ -112,14 +92,13 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 	ended, err := r.updateStatus(ctx, s, before)
 	if err != nil {
 		if apierrs.IsNotFound(err) {
-			// The snapshot went while this pass ran, its finalizer already
-			// off: nothing else would delete what the pass made.
+			// Gone mid-pass, finalizer already off: nothing else cleans up.
 			return r.deleteTaskRunsOf(ctx, s)
 		}
 		return err
 	}
-	// A write that changed nothing the CRD keeps (OpenSandbox's prunes our
-	// report fields) leaves the version as it was: that copy is current.
+	// Under OpenSandbox's CRD, which prunes our report fields, a write may
+	// leave the version as it was: that copy is current.
 	r.writes.replaced(types.NamespacedName{Namespace: s.Namespace, Name: s.Name}, slices.DeleteFunc(replaced, func(v string) bool {
 		return v == s.ResourceVersion
 	})...)
@@ -131,9 +110,7 @@ func (r *Reconciler) ReconcileKind(ctx context.Context, s *v1alpha1.SandboxSnaps
 
 func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	now := metav1.NewTime(r.clock.Now())
-	// A terminal phase is frozen; only the thaw of a failed commit goes on,
-	// the TaskRuns go once their retention is over (not while the thaw goes
-	// on), and the images of a Succeed snapshot are looked up now and then.
+	// Terminal phases are frozen: the thaw goes on, then retention and image checks.
 	if s.Status.IsTerminal() {
 		var thaw pkgreconciler.Event
 		thawing := false
@@ -154,8 +131,7 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 		return err
 	}
 	if tr != nil && !ownedBy(tr, s) {
-		// It was made for an earlier snapshot of the same name, which is
-		// gone: s holds that name now. OpenSandbox reuses <sandbox>-pause.
+		// Left by an earlier snapshot of this name: OpenSandbox reuses <sandbox>-pause.
 		if err := r.deleteOrphan(ctx, tr); err != nil {
 			return err
 		}
@@ -181,9 +157,8 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 	}
 }
 
-// startCommit resolves the source and creates the commit TaskRun, unless
-// another commit of the same pod is in flight. Anything that makes the
-// request impossible fails the snapshot before any TaskRun exists.
+// startCommit creates the commit TaskRun unless another commit of the pod is
+// in flight, or fails the snapshot if the request cannot be met.
 func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapshot, now metav1.Time) pkgreconciler.Event {
 	cfg := config.FromContext(ctx).Snapshot
 	if cfg.Err != nil {
@@ -223,8 +198,6 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	defer unlock()
 	if b := r.commits.holder(r.taskRunLister.TaskRuns(r.namespace), src.Pod.UID, s, r.clock.Now()); b != nil {
 		s.Status.MarkWaiting(now, "Waiting for %s to finish with pod %s", b.holder, src.Pod.Name)
-		// The holder's end is an event; the recheck bounds the wait should
-		// that event be lost.
 		return controller.NewRequeueAfter(b.recheck)
 	}
 	tr, created, err := r.createTaskRun(ctx, s, resources.MakeTaskRun(s, src, cfg, r.namespace))
@@ -235,15 +208,13 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		r.commits.created(tr)
 		r.metrics.taskRunCreated(ctx, s, r.clock.Now())
 	}
-	// No event: the status names the TaskRun, and the one event of a
-	// snapshot that succeeds is Succeeded.
+	// No event: a snapshot that succeeds sends one, Succeeded.
 	s.Status.MarkCommitting(now, src.Pod.Name, src.Pod.Spec.NodeName, src.Containers,
 		v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name}, tr.CreationTimestamp)
 	return nil
 }
 
-// adopt records a commit TaskRun that an earlier pass created but could not
-// record, with the source that TaskRun was made for.
+// adopt records a commit TaskRun an earlier pass created but did not record.
 func (r *Reconciler) adopt(s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, now metav1.Time) error {
 	pod, node, containers, err := resources.SourceOf(tr)
 	if err != nil {
@@ -253,9 +224,8 @@ func (r *Reconciler) adopt(s *v1alpha1.SandboxSnapshot, tr *pipelinev1.TaskRun, 
 	return nil
 }
 
-// sourcePod returns the pod being committed, or nil when it is gone:
-// deleted, being deleted, moved, or replaced by another pod of the same name
-// (another UID, when uid is known).
+// sourcePod returns the pod being committed, or nil when it is deleted,
+// moved, or replaced by another of the same name (when uid is known).
 func (r *Reconciler) sourcePod(ctx context.Context, s *v1alpha1.SandboxSnapshot, uid types.UID) (*corev1.Pod, error) {
 	pod, err := r.cachedPods(s.Namespace).get(ctx, s.Status.SourcePodName)
 	switch {
@@ -276,8 +246,7 @@ func (r *Reconciler) failed(ctx context.Context, s *v1alpha1.SandboxSnapshot) pk
 	return nil
 }
 
-// sooner combines the outcomes of two parts of one pass: an error wins, and
-// of two requeues the sooner one.
+// sooner combines two outcomes of a pass: an error, else the sooner requeue.
 func sooner(a, b pkgreconciler.Event) pkgreconciler.Event {
 	switch {
 	case a == nil:

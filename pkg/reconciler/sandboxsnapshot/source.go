@@ -53,9 +53,8 @@ type allocStatus struct {
 	Pods []string `json:"pods"`
 }
 
-// resolveSource checks the push Secret, then finds the running pod of the
-// snapshot's BatchSandbox and the images its containers go to. A
-// *permanentError fails the snapshot; any other error is retried.
+// resolveSource finds the snapshot's running pod and the images its
+// containers go to. A *permanentError fails the snapshot; others are retried.
 func (r *Reconciler) resolveSource(ctx context.Context, s *v1alpha1.SandboxSnapshot, cfg *config.Snapshot) (resources.Source, error) {
 	if err := r.checkPushSecret(ctx, cfg); err != nil {
 		return resources.Source{}, err
@@ -94,9 +93,7 @@ func (r *Reconciler) resolveSource(ctx context.Context, s *v1alpha1.SandboxSnaps
 	return src, nil
 }
 
-// checkPushSecret checks that the configured push Secret exists in the
-// TaskRun namespace and holds a docker config, so that a misconfiguration
-// fails the snapshot clearly instead of a pod stuck on a missing volume.
+// checkPushSecret fails the snapshot on a bad push Secret rather than leave a pod stuck.
 func (r *Reconciler) checkPushSecret(ctx context.Context, cfg *config.Snapshot) error {
 	if cfg.PushSecret == "" {
 		return nil
@@ -115,9 +112,8 @@ func (r *Reconciler) checkPushSecret(ctx context.Context, cfg *config.Snapshot) 
 	return nil
 }
 
-// batchSandbox reads a BatchSandbox from the informer's cache, or from the
-// API when the cache does not hold it: a sandbox created a moment before its
-// snapshot may not have reached the informer yet.
+// batchSandbox reads a BatchSandbox from the cache, else from the API: one
+// created just before its snapshot may not be cached yet.
 func (r *Reconciler) batchSandbox(ctx context.Context, namespace, name string) (*v1alpha1.BatchSandbox, error) {
 	if sb, err := r.sandboxLister.BatchSandboxes(namespace).Get(name); err == nil {
 		return sb, nil
@@ -150,8 +146,7 @@ func (l livePods) list(ctx context.Context, selector labels.Selector) ([]*corev1
 	return pods, nil
 }
 
-// cachedPods reads pods from the shared informer's cache of every pod. A pod
-// it does not hold by name, one created a moment ago, is read from the API.
+// cachedPods reads pods from the informer, and one it misses by name from the API.
 type cachedPods struct {
 	cache corev1listers.PodNamespaceLister
 	live  livePods
@@ -176,13 +171,9 @@ func (r *Reconciler) cachedPods(namespace string) cachedPods {
 	return cachedPods{cache: r.podLister.Pods(namespace), live: r.livePods(namespace)}
 }
 
-// runningPod resolves the sandbox's pod as OpenSandbox does: the pods in the
-// alloc-status annotation, then the pods labelled with the sandbox's name,
-// then the pod <sandbox>-0. Only a Running pod bound to a node counts.
-//
-// Pods are read from the informer's cache. It may not have seen a pod that
-// started a moment ago, so a search that finds none is made again from the
-// API before the snapshot fails.
+// runningPod resolves the sandbox's Running pod as OpenSandbox does: the pods
+// in the alloc-status annotation, those labelled with the sandbox's name, then
+// <sandbox>-0. A search of the cache that finds none is made again on the API.
 func (r *Reconciler) runningPod(ctx context.Context, sb *v1alpha1.BatchSandbox) (*corev1.Pod, error) {
 	pod, err := r.findRunningPod(ctx, sb, r.cachedPods(sb.Namespace))
 	var pe *permanentError

@@ -29,12 +29,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 )
 
-// goneSweeper follows each pass of the generated reconciler, which does
-// nothing for a snapshot that is gone, with the sweep of the TaskRuns left
-// for it (sweepTaskRuns). A TaskRun's events queue its snapshot's key, and
-// so does a promotion to leader for every TaskRun (events seen before it
-// are dropped), so every TaskRun left behind is swept. It stays
-// leader-aware.
+// goneSweeper runs sweepTaskRuns after the generated reconciler's pass, a
+// no-op, on a snapshot that is gone.
 type goneSweeper struct {
 	controller.Reconciler
 	leaderAware
@@ -52,9 +48,8 @@ func withSweep(generated controller.Reconciler, r *Reconciler) controller.Reconc
 	return goneSweeper{Reconciler: generated, leaderAware: generated.(leaderAware), r: r}
 }
 
-// Promote implements reconciler.LeaderAware: the generated reconciler
-// queues the snapshots that exist, and this the snapshot of each of its
-// TaskRuns, gone or not.
+// Promote implements reconciler.LeaderAware, also queueing the snapshot of
+// each TaskRun, gone or not: events seen before the promotion were dropped.
 func (g goneSweeper) Promote(b reconciler.Bucket, enq func(reconciler.Bucket, types.NamespacedName)) error {
 	if err := g.leaderAware.Promote(b, enq); err != nil {
 		return err

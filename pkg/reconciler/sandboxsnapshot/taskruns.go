@@ -36,8 +36,7 @@ func (r *Reconciler) cachedCommit(s *v1alpha1.SandboxSnapshot) *pipelinev1.TaskR
 	return r.cachedTaskRun(s, names.CommitTaskRun(s))
 }
 
-// cachedTaskRun returns s's TaskRun of the given name from the informer, or
-// nil.
+// cachedTaskRun returns s's TaskRun of the given name from the informer, or nil.
 func (r *Reconciler) cachedTaskRun(s *v1alpha1.SandboxSnapshot, name string) *pipelinev1.TaskRun {
 	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
 	if err != nil || !ownedBy(tr, s) {
@@ -46,10 +45,8 @@ func (r *Reconciler) cachedTaskRun(s *v1alpha1.SandboxSnapshot, name string) *pi
 	return tr
 }
 
-// findTaskRun reads the TaskRun of the given name from the informer, or nil
-// when there is none. With live set it asks the API on an informer miss: a
-// TaskRun created a moment ago may not be cached yet, and must not be taken
-// for a deleted one.
+// findTaskRun returns the TaskRun of the given name from the informer, or nil;
+// with live set, from the API on a miss, lest one not yet cached pass for deleted.
 func (r *Reconciler) findTaskRun(ctx context.Context, name string, live bool) (*pipelinev1.TaskRun, error) {
 	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
 	if apierrs.IsNotFound(err) && live {
@@ -64,16 +61,13 @@ func (r *Reconciler) findTaskRun(ctx context.Context, name string, live bool) (*
 	return tr, nil
 }
 
-// ownedBy reports whether tr was made for this very snapshot, not for an
-// earlier one of the same name.
+// ownedBy reports whether tr was made for s, not an earlier snapshot of its name.
 func ownedBy(tr *pipelinev1.TaskRun, s *v1alpha1.SandboxSnapshot) bool {
 	return tr.Labels[sandbox.SnapshotUIDLabel] == string(s.UID)
 }
 
-// createTaskRun creates want, or adopts the TaskRun of that name when
-// another pass made it for this same snapshot meanwhile. One that an earlier
-// snapshot of the same name left is deleted, and the creation retried. It
-// reports whether it created the TaskRun.
+// createTaskRun creates want, or returns the one another pass made for s, and
+// reports whether it created it; one an earlier snapshot left is deleted.
 func (r *Reconciler) createTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, want *pipelinev1.TaskRun) (*pipelinev1.TaskRun, bool, error) {
 	taskRuns := r.pipelineClient.TektonV1().TaskRuns(want.Namespace)
 	tr, err := taskRuns.Create(ctx, want, metav1.CreateOptions{})
@@ -98,9 +92,8 @@ func (r *Reconciler) createTaskRun(ctx context.Context, s *v1alpha1.SandboxSnaps
 	return tr, false, nil
 }
 
-// cancelTaskRun cancels a running TaskRun. Cancelling lets Tekton stop the
-// step gracefully and record why; the committer thaws the sandbox on the
-// SIGTERM that follows.
+// cancelTaskRun cancels a running TaskRun rather than delete it: the
+// committer thaws the sandbox on the SIGTERM Tekton then sends.
 func (r *Reconciler) cancelTaskRun(ctx context.Context, tr *pipelinev1.TaskRun) error {
 	if tr.IsCancelled() {
 		return nil
@@ -112,9 +105,8 @@ func (r *Reconciler) cancelTaskRun(ctx context.Context, tr *pipelinev1.TaskRun) 
 	return nil
 }
 
-// ownTaskRun returns the TaskRun of the given name if it was made for s, or
-// nil. It asks the API on an informer miss, so that a snapshot deleted right
-// after its TaskRun was created does not leave that TaskRun running.
+// ownTaskRun returns s's TaskRun of the given name, or nil, asking the API on a
+// miss so that a snapshot deleted right after creating one does not leave it running.
 func (r *Reconciler) ownTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot, name string) (*pipelinev1.TaskRun, error) {
 	tr, err := r.findTaskRun(ctx, name, true)
 	if err != nil || tr == nil || !ownedBy(tr, s) {
@@ -123,9 +115,8 @@ func (r *Reconciler) ownTaskRun(ctx context.Context, s *v1alpha1.SandboxSnapshot
 	return tr, nil
 }
 
-// deleteOrphan deletes a TaskRun whose snapshot is gone. Its pod goes first
-// (foreground deletion), so the TaskRun stays visible, and its pod's commits
-// keep others waiting, until that pod has stopped and thawed what it froze.
+// deleteOrphan deletes a TaskRun whose snapshot is gone, its pod first, so the
+// TaskRun holds the commit gate until the pod has thawed what it froze.
 func (r *Reconciler) deleteOrphan(ctx context.Context, tr *pipelinev1.TaskRun) error {
 	if tr.DeletionTimestamp != nil {
 		return nil

@@ -36,17 +36,13 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
-// Thaw retries wait thawBackoff after the first failed attempt, twice as
-// long after each further one, and at most maxThawBackoff.
 const (
 	thawBackoff    = 10 * time.Second
 	maxThawBackoff = 5 * time.Minute
 )
 
-// thaw starts an unpause TaskRun on the source pod's node, for a commit pod
-// that may have ended with the sandbox paused. The unpause TaskRun carries
-// the commit's run ID, so it thaws only what that commit froze. It goes
-// through the commit gate, so that no commit of the pod starts beside it.
+// thaw starts an unpause TaskRun through the commit gate, so that no commit
+// of the pod starts beside it.
 func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod *corev1.Pod) error {
 	unlock := r.commits.lock(pod.UID)
 	defer unlock()
@@ -66,16 +62,9 @@ func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod 
 	return nil
 }
 
-// observeThaw follows the thaw of a failed snapshot's sandbox until the
-// containers are thawed or the pod is gone. An unpause TaskRun that failed,
-// that timed out waiting for its pod (evicted, unschedulable) or that was
-// deleted is started again, after a backoff that doubles with each
-// attempt; one whose pod cannot be created (over quota) is retried by
-// Tekton, and status.thaw says why it waits. The thaw's state is read from
-// the TaskRuns and the attempt from the annotation
-// sandbox.ThawAttemptAnnotation, so this works where status.thaw is
-// pruned. It reports whether the thaw is still under way:
-// the TaskRuns are kept until it is not.
+// observeThaw follows a failed snapshot's thaw, retrying failed or deleted
+// unpause TaskRuns, from the TaskRuns and ThawAttemptAnnotation, not the
+// prunable status.thaw. It reports whether the thaw goes on.
 func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapshot) (bool, pkgreconciler.Event) {
 	commit := r.cachedCommit(s)
 	unpause := r.cachedTaskRun(s, names.UnpauseTaskRun(s))
@@ -134,7 +123,6 @@ func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	}
 	attempt := thawAttempt(s)
 	if unpause != nil {
-		// Failed: say why, then retry once the backoff is over.
 		wait := thawBackoffAfter(attempt) - r.clock.Since(completedAt(unpause))
 		if wait > 0 {
 			why := resources.FailureMessage(unpause, unpause.Status.GetCondition(apis.ConditionSucceeded))
@@ -159,10 +147,8 @@ func (r *Reconciler) observeThaw(ctx context.Context, s *v1alpha1.SandboxSnapsho
 	return true, r.thaw(ctx, s, pod)
 }
 
-// thawBackoffAfter is how long the given failed attempt waits before the
-// next: thawBackoff, doubled for each earlier attempt, at most
-// maxThawBackoff. A sandbox may wait hours for room on its node, so the
-// doubling stops at the bound rather than overflow.
+// thawBackoffAfter is the wait after the given failed attempt, capped before
+// hours of attempts could overflow it.
 func thawBackoffAfter(attempt int) time.Duration {
 	d := thawBackoff
 	for i := 1; i < attempt && d < maxThawBackoff; i++ {

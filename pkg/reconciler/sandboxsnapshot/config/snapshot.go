@@ -70,8 +70,7 @@ const (
 	DefaultOverlayfsRoot    = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 	DefaultPriorityClass    = "sandbox-snapshot-commit"
 	DefaultMaxLayers        = task.DefaultMaxLayers
-	// MaxMaxLayers keeps a sandbox's image well within the 500 layers an
-	// overlayfs mount stacks at most.
+	// MaxMaxLayers stays well within the 500 layers overlayfs stacks at most.
 	MaxMaxLayers = 128
 
 	DefaultTaskRunRetentionSucceeded = 5 * time.Minute
@@ -81,8 +80,7 @@ const (
 	DefaultImageChecksPerMinute      = 60
 )
 
-// KeepTaskRuns is a TaskRun retention that keeps the TaskRuns until their
-// snapshot is deleted ("-1" in config-snapshot).
+// KeepTaskRuns keeps TaskRuns until their snapshot is deleted ("-1").
 const KeepTaskRuns time.Duration = -1
 
 // ImageDeletionPolicy says what deleting a snapshot does to its images.
@@ -109,15 +107,11 @@ var ErrRegistryNotConfigured = errors.New("the snapshot registry is not configur
 
 // Snapshot is the typed form of config-snapshot.
 type Snapshot struct {
-	// Registry is the repository prefix images are pushed under, e.g.
-	// "registry.example.com/sandbox-snapshots".
+	// Registry is the repository prefix images are pushed under.
 	Registry string
-	// PushSecret names a kubernetes.io/dockerconfigjson Secret, in the
-	// TaskRun namespace, bound as the Task's dockerconfig workspace.
+	// PushSecret names the dockerconfigjson Secret bound to the Task.
 	PushSecret string
-	// RegistrySecret names the Secret, in the same namespace, whose
-	// credentials the controller itself uses at the registry (deleting and
-	// looking images up); never mounted in a pod. Empty: PushSecret's.
+	// RegistrySecret names the Secret the controller uses at the registry.
 	RegistrySecret string
 	// InsecureRegistry allows plain HTTP to the registry.
 	InsecureRegistry bool
@@ -125,62 +119,43 @@ type Snapshot struct {
 	CommitTimeout time.Duration
 	// ContainerdSocket is the containerd socket's path on the nodes.
 	ContainerdSocket string
-	// OverlayfsRoot is containerd's overlayfs snapshotter root on the nodes,
-	// which the commit step reads upper directories from; empty when the
-	// commit step must not see it (containerd then tars them in the pause).
+	// OverlayfsRoot is containerd's overlayfs root on the nodes; empty turns the copy off.
 	OverlayfsRoot string
-	// TaskName names the commit Task: in the TaskRun namespace, or in
-	// TaskBundle when that is set.
+	// TaskName names the commit Task, namespaced or in TaskBundle.
 	TaskName string
-	// TaskBundle is a Tekton bundle holding the commit Task, pinned by
-	// digest (<repository>@sha256:<hex>), or empty for the namespaced Task.
+	// TaskBundle is a Tekton bundle holding the commit Task, pinned by digest.
 	TaskBundle string
 	// DefaultClass is the class of snapshots without the class annotation.
 	DefaultClass string
-	// PriorityClass is the PriorityClass of the commit, unpause and release
-	// pods; empty for none.
+	// PriorityClass is that of the TaskRuns' pods; empty for none.
 	PriorityClass string
-	// MaxLayers bounds the layers a sandbox's commits stack on its original
-	// image: past it a commit squashes them and its change into one. 0
-	// never squashes.
+	// MaxLayers is how many layers commits stack before one squashes; 0 never.
 	MaxLayers int
-	// SnapshotMode applies to snapshots without the
-	// sandbox.SnapshotModeAnnotation: task.SnapshotModeFilesystem or
-	// task.SnapshotModeMemory.
+	// SnapshotMode applies to snapshots without sandbox.SnapshotModeAnnotation.
 	SnapshotMode string
-	// MemoryFallback is what a memory snapshot does on a node that cannot
-	// take one: task.MemoryFallbackNone or task.MemoryFallbackFilesystem.
+	// MemoryFallback is what a memory snapshot does where it cannot be taken.
 	MemoryFallback string
-	// CheckpointDir is the node directory containerd writes memory
-	// snapshots to, for the commit step.
+	// CheckpointDir is the node directory containerd writes memory snapshots to.
 	CheckpointDir string
-	// TaskRunRetentionSucceeded is how long the TaskRuns of a Succeed
-	// snapshot are kept after they complete; KeepTaskRuns keeps them until
-	// the snapshot is deleted.
+	// TaskRunRetentionSucceeded is how long a Succeed snapshot's TaskRuns stay.
 	TaskRunRetentionSucceeded time.Duration
 	// TaskRunRetentionFailed is the same for a Failed snapshot.
 	TaskRunRetentionFailed time.Duration
-	// ImageDeletionPolicy applies to snapshots without the
-	// sandbox.ImageDeletionPolicyAnnotation.
+	// ImageDeletionPolicy applies to snapshots without its annotation.
 	ImageDeletionPolicy ImageDeletionPolicy
-	// ImageDeletionTimeout bounds how long the deletion of an image, once
-	// nothing refers to it, retries registry errors before it leaves the
-	// image behind.
+	// ImageDeletionTimeout bounds how long an image's deletion retries.
 	ImageDeletionTimeout time.Duration
-	// ImageCheckInterval is how often the images of a Succeed snapshot are
-	// looked up in the registry at most; 0 turns the check off.
+	// ImageCheckInterval spaces the look-ups of a snapshot's images; 0 is off.
 	ImageCheckInterval time.Duration
 	// ImageChecksPerMinute bounds the image look-ups of all snapshots.
 	ImageChecksPerMinute int
 
-	// Err is why the settings cannot be used, or nil. A bad ConfigMap never
-	// stops the controller: snapshots fail with this error instead.
+	// Err is why the settings cannot be used, or nil.
 	Err error
 }
 
-// NewSnapshotFromConfigMap parses config-snapshot. It never fails: problems
-// are collected in Snapshot.Err, so the controller keeps running and reports
-// them on the snapshots they affect.
+// NewSnapshotFromConfigMap parses config-snapshot. It never fails: problems go
+// to Snapshot.Err, and snapshots fail with it while the controller runs on.
 func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	s := &Snapshot{
 		Registry:         strings.TrimSuffix(strings.TrimSpace(cm.Data[RegistryKey]), "/"),
@@ -227,7 +202,6 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		s.ContainerdSocket = v
 	}
 	if v, ok := cm.Data[OverlayfsRootKey]; ok {
-		// Empty turns the copy off.
 		if v = strings.TrimSpace(v); v != "" && !strings.HasPrefix(v, "/") {
 			errs = append(errs, fmt.Errorf("key %q: %q is not an absolute path", OverlayfsRootKey, v))
 		}
@@ -247,7 +221,6 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		s.DefaultClass = v
 	}
 	if v, ok := cm.Data[PriorityClassKey]; ok {
-		// Empty sets none.
 		if v = strings.TrimSpace(v); v != "" {
 			if errs2 := validation.IsDNS1123Subdomain(v); len(errs2) > 0 {
 				errs = append(errs, fmt.Errorf("key %q: %q is not a PriorityClass name: %s", PriorityClassKey, v, strings.Join(errs2, "; ")))
@@ -323,8 +296,7 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	return s, nil
 }
 
-// ImageDeletionPolicyOf returns the image deletion policy of a snapshot: its
-// annotation sandbox.ImageDeletionPolicyAnnotation, else the configured one.
+// ImageDeletionPolicyOf returns a snapshot's annotated or configured policy.
 func (s *Snapshot) ImageDeletionPolicyOf(namespace, name string, annotations map[string]string) (ImageDeletionPolicy, error) {
 	v, ok := annotations[sandbox.ImageDeletionPolicyAnnotation]
 	if !ok {
@@ -346,8 +318,7 @@ func ParseSnapshotMode(v string) (string, error) {
 	return "", fmt.Errorf("%q is neither %q nor %q", v, task.SnapshotModeFilesystem, task.SnapshotModeMemory)
 }
 
-// SnapshotModeOf returns the mode of a snapshot: its annotation
-// sandbox.SnapshotModeAnnotation, else the configured one.
+// SnapshotModeOf returns a snapshot's annotated or configured mode.
 func (s *Snapshot) SnapshotModeOf(namespace, name string, annotations map[string]string) (string, error) {
 	v, ok := annotations[sandbox.SnapshotModeAnnotation]
 	if !ok {
@@ -360,8 +331,7 @@ func (s *Snapshot) SnapshotModeOf(namespace, name string, annotations map[string
 	return m, nil
 }
 
-// ControllerSecret names the Secret whose credentials the controller uses
-// at the registry: RegistrySecret, else PushSecret.
+// ControllerSecret returns RegistrySecret, else PushSecret.
 func (s *Snapshot) ControllerSecret() string {
 	if s.RegistrySecret != "" {
 		return s.RegistrySecret
@@ -369,8 +339,7 @@ func (s *Snapshot) ControllerSecret() string {
 	return s.PushSecret
 }
 
-// TaskRunRetention returns how long the TaskRuns of a snapshot that
-// succeeded, or failed, are kept once completed.
+// TaskRunRetention returns the TaskRun retention for the given outcome.
 func (s *Snapshot) TaskRunRetention(succeeded bool) time.Duration {
 	if succeeded {
 		return s.TaskRunRetentionSucceeded
@@ -378,8 +347,7 @@ func (s *Snapshot) TaskRunRetention(succeeded bool) time.Duration {
 	return s.TaskRunRetentionFailed
 }
 
-// parseRetention reads a TaskRun retention: a non-negative duration, or
-// "-1" for KeepTaskRuns.
+// parseRetention reads a non-negative duration, or "-1" for KeepTaskRuns.
 func parseRetention(data map[string]string, key string, d *time.Duration) error {
 	if strings.TrimSpace(data[key]) == "-1" {
 		*d = KeepTaskRuns
@@ -388,9 +356,8 @@ func parseRetention(data map[string]string, key string, d *time.Duration) error 
 	return parseDuration(data, key, "5m, or -1", d, notNegative("; -1 keeps the TaskRuns until their snapshot is deleted"))
 }
 
-// parseDuration sets *d from the duration at key, when the key is set, the
-// value parses (configmap.AsDuration, surrounding spaces allowed) and check, which
-// returns what is wrong with a value, has nothing to say.
+// parseDuration sets *d from the duration at key, if set, unless check says
+// what is wrong with it.
 func parseDuration(data map[string]string, key, example string, d *time.Duration, check func(time.Duration) string) error {
 	v, ok := data[key]
 	if !ok {
@@ -407,8 +374,7 @@ func parseDuration(data map[string]string, key, example string, d *time.Duration
 	return nil
 }
 
-// notNegative is a parseDuration check that refuses negative durations,
-// saying why with the addition.
+// notNegative is a parseDuration check that refuses negative durations.
 func notNegative(addition string) func(time.Duration) string {
 	return func(d time.Duration) string {
 		if d < 0 {
@@ -418,8 +384,7 @@ func notNegative(addition string) func(time.Duration) string {
 	}
 }
 
-// Handles reports whether a snapshot with the given annotations belongs to
-// this operator rather than to another controller, such as OpenSandbox's own.
+// Handles reports whether a snapshot with these annotations is ours, not OpenSandbox's.
 func (s *Snapshot) Handles(annotations map[string]string) bool {
 	class, ok := annotations[sandbox.ClassAnnotation]
 	if !ok {

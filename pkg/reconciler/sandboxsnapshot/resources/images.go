@@ -30,8 +30,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
 
-// maxRepositoryLength is the longest image name (registry and path) that
-// registries accept.
+// maxRepositoryLength is the longest repository registries accept.
 const maxRepositoryLength = 255
 
 // osbSnapshotName matches the names OpenSandbox's server gives snapshots.
@@ -40,18 +39,12 @@ var osbSnapshotName = regexp.MustCompile(`^osb-snap-([0-9a-f]{32})$`)
 // uidTagLength is how many characters of a UID a tag carries.
 const uidTagLength = 8
 
-// ImageTag returns the tag of a snapshot's images. It keeps OpenSandbox's
-// tags where they name one snapshot, and adds a UID where they do not:
-//   - snap-gen<generation>-<BatchSandbox UID> when the BatchSandbox is the
-//     snapshot's controller: a BatchSandbox deleted and created again under
-//     its name counts its generations from 1 again;
-//   - snap-<id> when the snapshot is named osb-snap-<32 lower-hex id>, an id
-//     OpenSandbox's server draws at random;
-//   - otherwise snap-, the first 32 hex characters of sha256(name), and the
-//     snapshot's UID, for a snapshot deleted and created again under its name.
-//
-// The UID part is its first 8 letters and digits. The namespace and the
-// sandbox are in the repository (ImageURI).
+// ImageTag returns the tag of a snapshot's images, OpenSandbox's where it
+// names one snapshot, with a UID part (uidTag) where it does not:
+//   - snap-gen<generation>-<BatchSandbox UID> when the BatchSandbox controls
+//     the snapshot, as a recreated one counts generations from 1 again;
+//   - snap-<id> for a snapshot named osb-snap-<id>, a random id;
+//   - otherwise snap-<32 hex of sha256(name)>-<snapshot UID>.
 func ImageTag(s *v1alpha1.SandboxSnapshot, sb *v1alpha1.BatchSandbox) string {
 	if owner := metav1.GetControllerOf(s); owner != nil && owner.UID == sb.UID {
 		return fmt.Sprintf("snap-gen%d-%s", sb.Generation, uidTag(sb.UID))
@@ -78,14 +71,12 @@ func uidTag(uid types.UID) string {
 }
 
 // ImageRepository returns <registry>/<namespace>/<sandbox>/<container>, the
-// repository a container's images go to. Kubernetes names hold no '/', so no
-// two sandboxes or containers share one, whatever their names.
+// repository a container's images go to; names hold no '/', so none collide.
 func ImageRepository(registry, namespace, sandbox, container string) string {
 	return strings.Join([]string{registry, namespace, sandbox, container}, "/")
 }
 
-// ImageURI returns the image a container is pushed to, <repository>:<tag>
-// (see ImageRepository), and checks that it is a valid OCI reference.
+// ImageURI returns the valid OCI reference <repository>:<tag> of a container.
 func ImageURI(registry, namespace, sandbox, container, tag string) (string, error) {
 	uri := ImageRepository(registry, namespace, sandbox, container) + ":" + tag
 	ref, err := name.NewTag(uri, name.StrictValidation)

@@ -14,8 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package resources builds the objects a SandboxSnapshot is mapped onto. Its
-// functions are pure: they make no API calls.
+// Package resources builds, without API calls, what a SandboxSnapshot maps onto.
 package resources
 
 import (
@@ -39,9 +38,8 @@ import (
 // UnpauseTimeout bounds an unpause TaskRun; thawing takes milliseconds.
 const UnpauseTimeout = 2 * time.Minute
 
-// tolerateAll lets the commit and unpause pods run on the sandbox's node
-// whatever its taints: cordoned, draining or tainted after the sandbox
-// started. Node affinity already confines them to that one node.
+// tolerateAll lets the TaskRuns' pods run on the sandbox's node whatever its
+// taints (cordoned, draining); node affinity confines them to it.
 var tolerateAll = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 
 // Source is the sandbox pod a snapshot commits, as resolved by the reconciler.
@@ -50,14 +48,11 @@ type Source struct {
 	Pod *corev1.Pod
 	// Containers are the containers to commit and the images they go to.
 	Containers []v1alpha1.ContainerSnapshot
-	// Mode is task.SnapshotModeMemory for a memory snapshot; anything
-	// else takes a filesystem snapshot.
+	// Mode is task.SnapshotModeMemory for a memory snapshot, else filesystem.
 	Mode string
 }
 
-// MakeTaskRun builds the TaskRun that commits and pushes the source's
-// containers. It runs in namespace, where the commit Task and the push
-// Secret live, pinned to the source pod's node.
+// MakeTaskRun builds the TaskRun that commits and pushes src's containers.
 func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, namespace string) *pipelinev1.TaskRun {
 	items := make([]string, len(src.Containers))
 	for i, c := range src.Containers {
@@ -96,18 +91,15 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 	return tr
 }
 
-// MakeUnpauseTaskRun builds the TaskRun that thaws the source pod's
-// containers after a commit pod died while they were paused.
+// MakeUnpauseTaskRun builds the TaskRun that thaws what a commit pod paused.
 func MakeUnpauseTaskRun(s *v1alpha1.SandboxSnapshot, pod *corev1.Pod, cfg *config.Snapshot, namespace string) *pipelinev1.TaskRun {
 	tr := makeTaskRun(s, podOf(pod), cfg, namespace, names.UnpauseTaskRun(s), task.ModeUnpause)
 	tr.Spec.Timeout = &metav1.Duration{Duration: UnpauseTimeout}
 	return tr
 }
 
-// MakeReleaseTaskRun builds the TaskRun that removes, from the node that
-// committed them, the images a deleted Succeed snapshot kept there for a
-// resume. The pod is long gone, as a rule: the TaskRun names it only for
-// the logs, and touches no container.
+// MakeReleaseTaskRun builds the TaskRun that removes the images a deleted
+// Succeed snapshot kept on its node; the pod, long gone, is named for the logs.
 func MakeReleaseTaskRun(s *v1alpha1.SandboxSnapshot, cfg *config.Snapshot, namespace string) *pipelinev1.TaskRun {
 	target := sourcePod{name: s.Status.SourcePodName, namespace: s.Namespace, node: s.Status.SourceNodeName}
 	tr := makeTaskRun(s, target, cfg, namespace, names.ReleaseTaskRun(s), task.ModeRelease)
@@ -170,8 +162,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 						Type: ptr.To(corev1.HostPathSocket),
 					}},
 				}, overlayfsVolume(cfg), {
-					// The node's checkpoint directory for a memory snapshot
-					// (MakeTaskRun), which nothing else needs.
+					// MakeTaskRun puts the node's checkpoint directory here for a memory snapshot.
 					Name:         task.CheckpointVolume,
 					VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 				}},
@@ -180,8 +171,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 	}
 }
 
-// priorityClass is the commit pods' PriorityClass (config/150-priorityclass.yaml),
-// or nil for none.
+// priorityClass is the TaskRuns' pods' PriorityClass, or nil for none.
 func priorityClass(cfg *config.Snapshot) *string {
 	if cfg.PriorityClass == "" {
 		return nil
@@ -189,9 +179,7 @@ func priorityClass(cfg *config.Snapshot) *string {
 	return ptr.To(cfg.PriorityClass)
 }
 
-// overlayfsRoot is where the commit step mounts the overlayfs volume: the
-// snapshotter root, or its default path when the copy is off (an empty
-// directory is mounted there then).
+// overlayfsRoot is where the commit step mounts the overlayfs volume.
 func overlayfsRoot(cfg *config.Snapshot) string {
 	if cfg.OverlayfsRoot == "" {
 		return config.DefaultOverlayfsRoot
@@ -199,12 +187,10 @@ func overlayfsRoot(cfg *config.Snapshot) string {
 	return cfg.OverlayfsRoot
 }
 
-// overlayfsVolume supplies the node's overlayfs snapshots to the commit
-// step, or an empty directory when config-snapshot turns the copy off. On a
-// node whose containerd keeps its snapshots elsewhere the kubelet creates
-// the directory, empty: the commit step then finds no upper directory there
-// and containerd tars the change, where type Directory would keep the pod
-// from starting at all.
+// overlayfsVolume supplies the node's overlayfs snapshots to the commit step,
+// or an empty directory when the copy is off. DirectoryOrCreate, not
+// Directory: where containerd keeps them elsewhere, the step finds nothing
+// and containerd tars the change, rather than the pod not starting.
 func overlayfsVolume(cfg *config.Snapshot) corev1.Volume {
 	v := corev1.Volume{Name: task.OverlayfsVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	if cfg.OverlayfsRoot != "" {
@@ -225,9 +211,7 @@ const (
 	bundleKindTask    = "task"
 )
 
-// taskRef references the commit Task: through Tekton's bundles resolver when
-// config-snapshot names a bundle (pinned by digest, so the Task cannot be
-// swapped under the operator), else by name in the TaskRun's namespace.
+// taskRef references the commit Task in TaskBundle, else by name.
 func taskRef(cfg *config.Snapshot) *pipelinev1.TaskRef {
 	if cfg.TaskBundle == "" {
 		return &pipelinev1.TaskRef{Name: cfg.TaskName, Kind: pipelinev1.NamespacedTaskKind}
@@ -242,11 +226,11 @@ func taskRef(cfg *config.Snapshot) *pipelinev1.TaskRef {
 	}}
 }
 
-// nodeAffinity pins a pod to a node. Tekton's pod template has no nodeName,
-// so the pin is a required node affinity on the node's metadata.name.
-// nodeNameField is the node field the TaskRun's pod is pinned on.
+// nodeNameField is the node field TaskRun pods are pinned on: Tekton's pod
+// template has no nodeName.
 const nodeNameField = "metadata.name"
 
+// nodeAffinity pins a pod to a node.
 func nodeAffinity(node string) *corev1.Affinity {
 	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
@@ -261,9 +245,7 @@ func nodeAffinity(node string) *corev1.Affinity {
 	}}
 }
 
-// SourceOf reads back from a commit TaskRun the source it was made for: the
-// pod's name and node, and the containers with their images. A snapshot that
-// adopts a TaskRun records what that TaskRun really commits.
+// SourceOf reads back the pod, node and containers a commit TaskRun was made for.
 func SourceOf(tr *pipelinev1.TaskRun) (podName, nodeName string, containers []v1alpha1.ContainerSnapshot, err error) {
 	for _, p := range tr.Spec.Params {
 		switch p.Name {

@@ -70,8 +70,7 @@ func FailureMessage(tr *pipelinev1.TaskRun, cond *apis.Condition) string {
 	return b.String()
 }
 
-// CommitResults parses the digests, one for each of want containers, and the
-// pause window of a successful TaskRun.
+// CommitResults parses a successful TaskRun's want digests and pause window.
 func CommitResults(tr *pipelinev1.TaskRun, want int) ([]string, *int64, error) {
 	digests, err := task.ParseDigests(resultValue(tr, task.ResultDigests), want)
 	if err != nil {
@@ -112,10 +111,9 @@ func PodPending(cond *apis.Condition) bool {
 	return cond != nil && cond.Reason == tektonPodPending
 }
 
-// PodCannotStart reports, for a TaskRun still running, why its pod cannot
-// start: the scheduler or the kubelet holds it back. Tekton reports an
-// unschedulable pod as reason Pending with the PodScheduled condition in its
-// message; the ordinary moments before the pod runs are not reported.
+// PodCannotStart reports why a running TaskRun's pod cannot start. Tekton
+// reports an unschedulable pod as reason Pending with the PodScheduled
+// condition in its message.
 func PodCannotStart(cond *apis.Condition) (string, bool) {
 	if cond == nil {
 		return "", false
@@ -130,12 +128,9 @@ func PodCannotStart(cond *apis.Condition) (string, bool) {
 }
 
 // MayHavePaused reports whether a failed TaskRun's commit step started and
-// ended without thawing the containers itself: it was killed, ran out of
-// memory, or was stopped by a timeout or cancellation. A step that found the
-// pod frozen by another run touched nothing, and so did one that never ran:
-// Tekton marks a step still waiting when it stops the TaskRun as terminated
-// with the TaskRun's reason, and that step has no image ID, which a
-// container gets once it is created.
+// ended without thawing itself: killed, out of memory, timed out or
+// cancelled. Tekton marks a step that never ran terminated with the TaskRun's
+// reason, but without the image ID a created container has.
 func MayHavePaused(tr *pipelinev1.TaskRun) bool {
 	step := commitStep(tr)
 	switch {
@@ -154,15 +149,13 @@ func MayHavePaused(tr *pipelinev1.TaskRun) bool {
 		t.ExitCode != task.ExitCodeMemoryUnsupported)
 }
 
-// FellBackToFilesystem reports whether a successful TaskRun asked for a
-// memory snapshot and took a filesystem one, its node unable to.
+// FellBackToFilesystem reports whether a memory snapshot was taken as a filesystem one.
 func FellBackToFilesystem(tr *pipelinev1.TaskRun) bool {
 	return paramValue(tr, task.ParamSnapshotMode) == task.SnapshotModeMemory &&
 		resultValue(tr, task.ResultSnapshotMode) != task.SnapshotModeMemory
 }
 
-// IsCommit reports whether tr is a commit TaskRun, not an unpause or a
-// release one.
+// IsCommit reports whether tr is a commit TaskRun, not unpause or release.
 func IsCommit(tr *pipelinev1.TaskRun) bool {
 	mode := paramValue(tr, task.ParamMode)
 	return mode == "" || mode == task.ModeCommit

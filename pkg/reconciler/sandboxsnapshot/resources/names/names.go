@@ -31,23 +31,18 @@ func CommitTaskRun(s *v1alpha1.SandboxSnapshot) string {
 	return taskRun(s, "commit")
 }
 
-// UnpauseTaskRun is the name of the TaskRun that thaws a snapshot's sandbox
-// after its commit pod died mid-pause.
+// UnpauseTaskRun is the name of a snapshot's unpause TaskRun.
 func UnpauseTaskRun(s *v1alpha1.SandboxSnapshot) string {
 	return taskRun(s, "unpause")
 }
 
-// ReleaseTaskRun is the name of the TaskRun that removes the images a
-// deleted snapshot kept on its node.
+// ReleaseTaskRun is the name of a snapshot's release TaskRun.
 func ReleaseTaskRun(s *v1alpha1.SandboxSnapshot) string {
 	return taskRun(s, "release")
 }
 
-// taskRun names a TaskRun <namespace>-<name>-<hash>-<purpose>. TaskRuns of
-// all namespaces share the operator's namespace, and "<namespace>-<name>"
-// alone is ambiguous (team/a-b and team-a/b), so a hash of namespace/name
-// keeps names apart; kmeta.ChildName keeps them within 63 characters.
-
+// taskRun names a TaskRun <namespace>-<name>-<hash>-<purpose>: the hash of
+// namespace/name keeps team/a-b and team-a/b apart in the one namespace.
 func taskRun(s *v1alpha1.SandboxSnapshot, purpose string) string {
 	sum := sha256.Sum256([]byte(s.Namespace + "/" + s.Name))
 	return kmeta.ChildName(s.Namespace+"-"+s.Name, "-"+hex.EncodeToString(sum[:])[:6]+"-"+purpose)
