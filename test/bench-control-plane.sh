@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Control-plane benchmark (make bench-control-plane): the SandboxSnapshot
 # controller beside a write-only client and OpenSandbox's controller, on one
-# API server with a kwok node. test/bench (`bench sweep`) runs the sizes and
-# trials and writes _output/bench/ (README.md, Benchmarks, tells the details).
-# It brings up a control-plane cluster unless one runs (that one is left up),
-# and refuses a node cluster (its Tekton would run the TaskRuns) or a local
-# controller running.
+# API server with a kwok node; `bench sweep` (test/bench, whose doc tells the
+# details) runs the sizes and trials and writes _output/bench/. It brings up a
+# control-plane cluster unless one runs (that one is left up), and refuses a
+# node cluster (its Tekton would run the TaskRuns) or a local controller.
 # env: BENCH_SIZES (default "100 500 1000"), BENCH_TRIALS (1), BENCH_TIMEOUT
 #      (per step, 5m), BENCH_CONTAINERS (per sandbox pod, 1), BENCH_OPENSANDBOX
 #      (1; 0 skips OpenSandbox's run).
@@ -53,8 +52,10 @@ need_tools kwok
   mv "${OUTPUT_DIR}/bin/controller.tmp.$$" "${OUTPUT_DIR}/bin/controller")
 if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
   # shellcheck disable=SC2153 # MODE comes from cluster.env
-  [[ "${MODE}" == control-plane ]] || die "a ${MODE} cluster runs, whose Tekton would run the TaskRuns: stop it first"
-  ! compgen -G "${PID_DIR}/controller-*.pid" >/dev/null || die "a local controller runs on this cluster: stop it first"
+  [[ "${MODE}" == control-plane ]] ||
+    die "a ${MODE} cluster runs, whose Tekton would run the TaskRuns; the bench needs a control-plane cluster (test/cluster/cluster-down.sh first)"
+  ! compgen -G "${PID_DIR}/controller-*.pid" >/dev/null ||
+    die "a local controller already runs on this cluster (test/cluster/run-controller.sh status); stop it first"
   log "using the control-plane cluster that runs"
 else
   STARTED_CLUSTER=1 # whatever cluster-up leaves, even half-way, is ours to stop

@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -241,11 +242,6 @@ func applyClusterRoleBinding(ctx context.Context, c *clients) error {
 	switch {
 	case apierrs.IsNotFound(err):
 		_, err = bindings.Create(ctx, binding, metav1.CreateOptions{})
-	case err == nil && cur.RoleRef != binding.RoleRef:
-		// The role a binding refers to cannot change.
-		if err = bindings.Delete(ctx, binding.Name, metav1.DeleteOptions{}); err == nil {
-			_, err = bindings.Create(ctx, binding, metav1.CreateOptions{})
-		}
 	case err == nil:
 		cur.Subjects = binding.Subjects
 		_, err = bindings.Update(ctx, cur, metav1.UpdateOptions{})
@@ -386,23 +382,37 @@ func startDaemon(l layout, name string, env []string, args ...string) (*daemon, 
 func (d *daemon) waitLog(ctx context.Context, timeout time.Duration, match func([]byte) bool) error {
 	deadline := time.After(timeout)
 	for {
-		b, err := os.ReadFile(d.log)
+		logged, err := d.logged()
 		if err != nil {
 			return err
 		}
-		if int64(len(b)) >= d.logFrom && match(b[d.logFrom:]) {
+		if match(logged) {
 			return nil
 		}
 		select {
 		case <-d.exited:
-			return fmt.Errorf("%s exited; the end of its log:\n%s", d.name, lastLines(b[min(d.logFrom, int64(len(b))):], 30))
+			logged, _ = d.logged() // its last words
+			return fmt.Errorf("%s exited; the end of its log:\n%s", d.name, lastLines(logged, 30))
 		case <-deadline:
-			return fmt.Errorf("not running after %s; the end of %s's log:\n%s", timeout, d.name, lastLines(b[min(d.logFrom, int64(len(b))):], 30))
+			return fmt.Errorf("not running after %s; the end of %s's log:\n%s", timeout, d.name, lastLines(logged, 30))
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// logged is what the process logged since it started.
+func (d *daemon) logged() ([]byte, error) {
+	f, err := os.Open(d.log)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(d.logFrom, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }
 
 // stop sends the process TERM, and KILL if it still runs 10 s later.

@@ -17,9 +17,14 @@ limitations under the License.
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -122,5 +127,52 @@ current-context: local
 	}
 	if ns := raw.Contexts[raw.CurrentContext].Namespace; ns != "ns" {
 		t.Errorf("namespace %q, want ns", ns)
+	}
+}
+
+func TestDaemonWaitsForItsOwnLogAndStops(t *testing.T) {
+	l := layout{root: t.TempDir()}
+	if err := os.MkdirAll(filepath.Dir(l.logFile("d")), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier run's line must not count.
+	if err := os.WriteFile(l.logFile("d"), []byte("ready\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := startDaemon(l, "d", []string{"GREETING=ready"}, "sh", "-c", `sleep 0.3; echo "$GREETING now"; exec sleep 60`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := l.pid("d")
+	if err != nil || pid != d.cmd.Process.Pid {
+		t.Fatalf("pid file: %d, %v; want %d", pid, err, d.cmd.Process.Pid)
+	}
+	if _, err := startDaemon(l, "d", nil, "true"); err == nil || !strings.Contains(err.Error(), "already runs") {
+		t.Errorf("second start: %v, want already runs", err)
+	}
+	if err := d.waitLog(context.Background(), 10*time.Second, func(b []byte) bool { return bytes.Contains(b, []byte("ready now")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.stop(); err != nil {
+		t.Fatal(err)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		t.Errorf("pid %d still runs after stop", pid)
+	}
+	if _, err := os.Stat(l.pidFile("d")); !os.IsNotExist(err) {
+		t.Errorf("pid file left after stop: %v", err)
+	}
+}
+
+func TestDaemonWaitFailsWhenItExits(t *testing.T) {
+	l := layout{root: t.TempDir()}
+	d, err := startDaemon(l, "d", nil, "sh", "-c", "echo bad flag; exit 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = d.stop() }()
+	err = d.waitLog(context.Background(), time.Minute, func([]byte) bool { return false })
+	if err == nil || !strings.Contains(err.Error(), "exited") || !strings.Contains(err.Error(), "bad flag") {
+		t.Errorf("error %v, want one that says it exited, with its log", err)
 	}
 }
