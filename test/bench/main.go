@@ -16,8 +16,11 @@ limitations under the License.
 
 // Command bench measures the SandboxSnapshot controller against a real
 // kube-apiserver, beside OpenSandbox's own controller on the same API server.
-// test/bench-control-plane.sh drives it:
+// test/bench-control-plane.sh (make bench-control-plane) brings up the
+// cluster and kwok's node and runs bench sweep, which runs the rest:
 //
+//	bench sweep              every size and trial (-sizes, -trials), each with the three
+//	                         runs below on sandboxes made afresh; then the report
 //	bench setup       -n N   N BatchSandboxes, each with a pod on the kwok node, all Running
 //	bench run         -n N   one warm-up snapshot, then N snapshots in one burst; every
 //	                         TaskRun is completed the moment it appears; writes a result file
@@ -32,6 +35,14 @@ limitations under the License.
 // OpenSandbox's built by test/cluster/opensandbox-build.sh); bench only plays the
 // parts of OpenSandbox's sandboxes and pods, Tekton (TaskRun status) and the
 // kubelet of the commit Jobs' pods.
+//
+// bench sweep writes, in _output/bench/, result-N-tT.json (this controller's
+// burst of size N in trial T), limit-N-tT.json and opensandbox-N-tT.json,
+// report.txt and report.md (per size, the three side by side with the ratios
+// ours / write-only client's and ours / OpenSandbox's, each figure the mean
+// over the trials). Its flags -sizes, -trials, -timeout, -containers and
+// -opensandbox default to BENCH_SIZES, BENCH_TRIALS, BENCH_TIMEOUT,
+// BENCH_CONTAINERS and BENCH_OPENSANDBOX (defaultsFromEnv).
 package main
 
 import (
@@ -44,6 +55,7 @@ import (
 	"time"
 
 	pipelineclient "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -67,6 +79,13 @@ type options struct {
 	markdown   bool
 	trial      int
 	timeout    time.Duration
+
+	// sweep's: the repository root, what it runs, and whether OpenSandbox's
+	// controller is measured too.
+	root        string
+	sizes       sizeList
+	trials      int
+	openSandbox bool
 }
 
 func (o *options) namespace() string { return fmt.Sprintf("bench-%d", o.n) }
@@ -74,11 +93,12 @@ func (o *options) namespace() string { return fmt.Sprintf("bench-%d", o.n) }
 // clients talk to the apiserver as admin, without client-side rate limits,
 // and count their own requests so that they can be told from the controller's.
 type clients struct {
-	kube     kubernetes.Interface
-	dynamic  dynamic.Interface
-	sandbox  sandboxclient.Interface
-	pipeline pipelineclient.Interface
-	own      *requestCounter
+	kube          kubernetes.Interface
+	dynamic       dynamic.Interface
+	sandbox       sandboxclient.Interface
+	pipeline      pipelineclient.Interface
+	apiextensions apiextensionsclient.Interface
+	own           *requestCounter
 }
 
 func newClients(kubeconfig string) (*clients, error) {
@@ -102,6 +122,9 @@ func newClients(kubeconfig string) (*clients, error) {
 	if c.pipeline, err = pipelineclient.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
+	if c.apiextensions, err = apiextensionsclient.NewForConfig(cfg); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -110,34 +133,44 @@ func main() {
 		usage()
 	}
 	cmd := os.Args[1]
-	o := &options{}
+	d, err := defaultsFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench %s: %v\n", cmd, err)
+		os.Exit(2)
+	}
+	o := &options{sizes: d.sizes}
 	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig of the cluster")
 	fs.IntVar(&o.n, "n", 100, "number of sandboxes and snapshots")
 	fs.StringVar(&o.node, "node", "kwok-node-0", "the kwok node the sandbox pods run on")
-	fs.IntVar(&o.containers, "containers", 1, "containers per sandbox pod")
+	fs.IntVar(&o.containers, "containers", d.containers, "containers per sandbox pod")
 	fs.StringVar(&o.out, "out", "", "run, opensandbox, limit: result file (JSON)")
 	fs.IntVar(&o.pid, "pid", 0, "run, opensandbox: controller pid, for its peak RSS and CPU time")
 	fs.IntVar(&o.apiPid, "apiserver-pid", 0, "run, opensandbox, limit: kube-apiserver pid, for its CPU time")
 	fs.IntVar(&o.etcdPid, "etcd-pid", 0, "run, opensandbox, limit: etcd pid, for its CPU time")
 	fs.IntVar(&o.trial, "trial", 1, "run, opensandbox, limit: the trial's number, recorded in the result")
 	fs.BoolVar(&o.markdown, "markdown", false, "report: a Markdown table")
-	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "how long a step may take")
+	fs.DurationVar(&o.timeout, "timeout", d.timeout, "how long a step may take")
+	fs.StringVar(&o.root, "root", ".", "sweep: the repository root, whose _output/ holds the cluster's state and the results")
+	fs.Var(&o.sizes, "sizes", "sweep: the sizes N, space-separated")
+	fs.IntVar(&o.trials, "trials", d.trials, "sweep: how many times each size runs")
+	fs.BoolVar(&o.openSandbox, "opensandbox", d.openSandbox, "sweep: measure OpenSandbox's controller too")
 	_ = fs.Parse(os.Args[2:])
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
-	var err error
 	switch cmd {
 	case "report":
 		err = report(os.Stdout, o.markdown, fs.Args())
-	case "setup", "run", "opensandbox", "cleanup", "limit":
+	case "sweep", "setup", "run", "opensandbox", "cleanup", "limit":
 		var c *clients
 		if c, err = newClients(o.kubeconfig); err != nil {
 			break
 		}
 		switch cmd {
+		case "sweep":
+			err = sweep(ctx, os.Stdout, c, o)
 		case "setup":
 			err = setup(ctx, c, o)
 		case "run":
@@ -159,7 +192,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: bench setup|run|opensandbox|cleanup|limit [-n N] [flags] | bench report [-markdown] RESULT.json...")
+	fmt.Fprintln(os.Stderr, "usage: bench sweep [flags] | bench setup|run|opensandbox|cleanup|limit [-n N] [flags] | bench report [-markdown] RESULT.json...")
 	os.Exit(2)
 }
 
