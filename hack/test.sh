@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Unit and table tests (make test), with coverage: every package under cmd/,
-# pkg/ and test/crd/, but the generated clients (pkg/client), which have no
+# pkg/, test/crd/ and test/cluster/, but the generated clients (pkg/client), which have no
 # tests of their own. The package list comes from `go list` here rather than
 # from a make variable, so that a failing `go list` fails the tier instead of
 # testing fewer packages.
@@ -17,7 +17,7 @@ main() {
     # shellcheck disable=SC2119 # no defaults: TIER_PKGS is set
     listed=$(tier_pkgs)
   else
-    listed=$(go list ./cmd/... ./pkg/... ./test/crd/...)
+    listed=$(go list ./cmd/... ./pkg/... ./test/crd/... ./test/cluster/...)
     listed=$(grep -v /pkg/client/ <<<"${listed}")
   fi
   mapfile -t pkgs <<<"${listed}"
