@@ -3,7 +3,7 @@
 # kubelet, real Tekton, and this operator deployed with ko apply -f config/),
 # runs test/e2e-node against it, and tears the node down again:
 #
-#   1. test/cluster/node-host-test.sh refusals: node-up refuses, changing nothing, when
+#   1. node-host test refusals (test/cmd/node-host): node-up refuses, changing nothing, when
 #      a path, bridge or chain it needs is taken; then decoys (mounts, an
 #      iptables chain, files where the stack writes) are laid, and a node-up
 #      interrupted half-way must leave the host as it was;
@@ -23,7 +23,7 @@
 #      operator, its commit Task only in a bundle (test/e2e-release.sh), and the
 #      tests of E2E_NODE_RELEASE_RUN run against it under the project's CRDs;
 #      a reused node gets the ko-applied operator back (test/cluster/deploy.sh);
-#   6. on exit, also on failure: test/cluster/node-down.sh, then test/cluster/node-host-test.sh
+#   6. on exit, also on failure: test/cluster/node-down.sh, then node-host test
 #      check: the decoys are intact and the host is as it was before step 2.
 #
 # A node that is already up is reused (steps 1 and 5 are skipped), the
@@ -64,6 +64,7 @@ E2E_DIR="${OUTPUT_DIR}/e2e-node/$(date +%Y%m%d-%H%M%S)"
 START=$(now_s)
 STARTED_NODE=0
 HOST_TEST=0
+NODE_HOST="" # test/cmd/node-host, which runs the host test's phases
 PROJECT_CRDS="${SNAPSHOT_CRDS}"
 
 # suite LOG GO_TEST_ARGS... runs the node tests with GO_TEST_ARGS and returns their status.
@@ -135,7 +136,7 @@ finish() {
     "${ROOT_DIR}/test/cluster/node-down.sh" || { log "node-down failed"; ((rc)) || rc=1; }
   fi
   if ((HOST_TEST)); then
-    "${ROOT_DIR}/test/cluster/node-host-test.sh" check || { ((rc)) || rc=1; }
+    "${NODE_HOST}" test check || { ((rc)) || rc=1; }
   fi
   # A reused node: put its CRDs back.
   if ((!STARTED_NODE)) && [[ "${TIER_NO_CLUSTER}" != 1 && "${SNAPSHOT_CRDS}" != "${PROJECT_CRDS}" ]] && apiserver_ready; then
@@ -157,10 +158,11 @@ main() {
     log "reusing the running node; redeploying the operator"
     test/cluster/deploy.sh
   else
-    test/cluster/node-host-test.sh refusals
+    NODE_HOST=$(go_bin node-host)
+    "${NODE_HOST}" test refusals
     HOST_TEST=1
-    test/cluster/node-host-test.sh decoys
-    test/cluster/node-host-test.sh interrupted
+    "${NODE_HOST}" test decoys
+    "${NODE_HOST}" test interrupted
     STARTED_NODE=1
     test/cluster/node-up.sh
   fi

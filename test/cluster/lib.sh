@@ -26,7 +26,7 @@ CERT_DIR="${CLUSTER_DIR}/pki"
 NODE_DIR="${OUTPUT_DIR}/node"
 NODE_RUN_DIR="/run/sso-node"
 KUBECONFIG_PATH="${CLUSTER_DIR}/kubeconfig"
-HOST_DIR="${OUTPUT_DIR}/node-host" # node-up's record of the host, kept until node-down undid it (test/cluster/node-host.sh)
+HOST_DIR="${OUTPUT_DIR}/node-host" # node-up's record of the host, kept until node-down undid it (test/cluster/nodehost)
 NODE_OWNER_FILE="${NODE_RUN_DIR}/owner" # the clone whose node owns the machine-wide pieces
 
 # Names used by the one-node cluster.
@@ -234,27 +234,6 @@ registry_addr() {
   [[ -n "${addr}" ]] && echo "${addr}"
 }
 
-# under_dirs PATH DIR... succeeds when PATH is DIR or inside one of the DIRs.
-under_dirs() {
-  local p=$1 d
-  shift
-  for d in "$@"; do
-    [[ "${p}" == "${d}" || "${p}" == "${d}"/* ]] && return 0
-  done
-  return 1
-}
-
-# unmount_under DIR... unmounts every mount point at or below the DIRs, deepest first.
-unmount_under() {
-  local mp
-  # Field 5 of mountinfo is the mount point (octal escapes for spaces are not expected here).
-  awk '{print $5}' /proc/self/mountinfo | sort -r -u | while read -r mp; do
-    if under_dirs "${mp}" "$@"; then
-      umount "${mp}" 2>/dev/null || umount -l "${mp}" 2>/dev/null || log "could not unmount ${mp}"
-    fi
-  done
-}
-
 # tekton_module_dir prints the tektoncd/pipeline module folder, downloading it if
 # needed. It runs outside any module, so the project's go.mod and go.sum stay untouched.
 tekton_module_dir() {
@@ -314,11 +293,6 @@ stop_control_plane() {
     log "removed ${CLUSTER_DIR#"${ROOT_DIR}"/}"
   fi
 }
-
-# Host settings that node-up changes (itself or through the kubelet and
-# kube-proxy) and node-down restores.
-HOST_SYSCTLS="net.ipv4.ip_forward net.ipv4.conf.all.route_localnet vm.overcommit_memory vm.panic_on_oom
-kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes"
 
 # forward_guard_up makes the first rule of FORWARD (mangle and filter tables)
 # drop every forwarded packet except bridge -> bridge on BRIDGE.

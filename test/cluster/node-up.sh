@@ -22,7 +22,7 @@
 # what it needs (the bridge name, 10.88.0.0/24, the kubelet's device-plugin
 # socket, kubepods cgroups, kube-proxy's or the guard's iptables chains,
 # /run/sso-node); its ports are chosen free. Before changing the host it
-# records it in _output/node-host/ (test/cluster/node-host.sh), and test/cluster/node-down.sh
+# records it in _output/node-host/ (test/cmd/node-host), and test/cluster/node-down.sh
 # undoes exactly what it and its daemons changed. If node-up fails half-way it
 # runs node-down itself, so nothing is left behind.
 # Requires root. Rerunnable: a running node is left as it is.
@@ -34,13 +34,12 @@
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-# shellcheck source=test/cluster/node-host.sh
-source "$(dirname "${BASH_SOURCE[0]}")/node-host.sh"
 
 IMAGES_DIR="${OUTPUT_DIR}/images"       # OCI layouts re-pushed at every start (tags live in memory)
 REGISTRY_DIR="${OUTPUT_DIR}/registry"   # registry blobs, kept as a cache across node-down
 TEKTON_SRC="${OUTPUT_DIR}/src/pipeline-${TEKTON_VERSION}"
 NODE_CONTAINERD="${NODE_CONTAINERD:-v2.1.3}"
+CTR_SOCK="${NODE_RUN_DIR}/containerd.sock"
 
 preflight() {
   require_root
@@ -58,17 +57,17 @@ file_is_static() { ! LC_ALL=C ldd "$1" >/dev/null 2>&1; }
 
 # ----------------------------------------------------------- host: net, sysctl
 
-# bridge_up creates the bridge (host_refusals saw none) and the FORWARD guard.
+# bridge_up creates the bridge (node-host refuse saw none) and the FORWARD guard.
 bridge_up() {
   local t
-  record link "${BRIDGE}"
+  "${NODE_HOST}" record link "${BRIDGE}"
   ip link add "${BRIDGE}" type bridge
   # Its own sysctl, gone with the link.
   sysctl -qw "net.ipv6.conf.${BRIDGE}.disable_ipv6=1" 2>/dev/null || true
   ip addr add "${BRIDGE_IP}/24" dev "${BRIDGE}"
   ip link set "${BRIDGE}" up
   log "bridge ${BRIDGE} ${BRIDGE_IP}/24 up"
-  for t in mangle filter; do record chain iptables "${t}" "${GUARD_CHAIN}"; done
+  for t in mangle filter; do "${NODE_HOST}" record chain iptables "${t}" "${GUARD_CHAIN}"; done
   forward_guard_up
   # Pod -> service -> pod traffic is routed through the host; the guard keeps it on knbr0.
   sysctl -qw net.ipv4.ip_forward=1
@@ -401,6 +400,7 @@ on_exit() {
 
 CHANGING=0
 KO_PID=""
+NODE_HOST="" # test/cmd/node-host: the record of the host
 CHAINS_PID=""
 
 main() {
@@ -419,7 +419,8 @@ main() {
   if node_present; then
     "${ROOT_DIR}/test/cluster/node-down.sh"
   fi
-  host_refusals
+  NODE_HOST=$(go_bin node-host)
+  "${NODE_HOST}" refuse
   # A control-plane-only cluster of this clone.
   SSO_NODE_DOWN='' "${ROOT_DIR}/test/cluster/cluster-down.sh"
 
@@ -428,8 +429,8 @@ main() {
   trap on_exit EXIT
   trap 'exit 130' INT TERM
   CHANGING=1
-  host_record_start
-  record_mkdir "${NODE_RUN_DIR}"
+  "${NODE_HOST}" record-start
+  "${NODE_HOST}" record mkdir "${NODE_RUN_DIR}"
   echo "${ROOT_DIR}" >"${NODE_OWNER_FILE}"
   bridge_up
   start_registry
