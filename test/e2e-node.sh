@@ -1,57 +1,29 @@
 #!/usr/bin/env bash
-# Node e2e (make e2e-node): brings up the one-node cluster (containerd,
-# kubelet, real Tekton, and this operator deployed with ko apply -f config/),
-# runs test/e2e-node against it, and tears the node down again:
+# Node e2e (make e2e-node). On a fresh node: the host checks (node-host test
+# refusals, decoys, an interrupted node-up), node-up, then, in order:
+#   1. go test ./test/e2e-node/... under the project's CRDs, but the tests of
+#      E2E_NODE_CLIENT_RUN, which run next with OpenSandbox's own controller
+#      (test/cluster/opensandbox-build.sh, its snapshot reconciler off) as the
+#      operator's client;
+#   2. OpenSandbox's CRDs swapped in: E2E_NODE_OPENSANDBOX_RUN, then
+#      E2E_NODE_CLIENT_RUN again;
+#   3. a release installed in place of the ko-applied operator
+#      (test/e2e-release.sh) and E2E_NODE_RELEASE_RUN against it;
+#   4. on exit, also on failure: node-down and node-host test check (the host
+#      is as it was).
+# A running node is reused: the operator is redeployed, the host checks,
+# node-up and node-down are skipped, and the ko-applied operator is put back
+# after step 3. Any failing step fails the tier.
+# Logs: _output/e2e-node/<time>/ (go test output per suite, OpenSandbox's
+# controller log, the release's files, and the node's logs on failure).
 #
-#   1. node-host test refusals (test/cmd/node-host): node-up refuses, changing nothing, when
-#      a path, bridge or chain it needs is taken; then decoys (mounts, an
-#      iptables chain, files where the stack writes) are laid, and a node-up
-#      interrupted half-way must leave the host as it was;
-#   2. test/cluster/node-up.sh;
-#   3. go test ./test/e2e-node/... under the project's CRDs (SNAPSHOT_CRDS),
-#      then the tests of E2E_NODE_CLIENT_RUN with OpenSandbox's own
-#      controller running as this operator's client (built by
-#      test/cluster/opensandbox-build.sh, its SandboxSnapshot reconciler off, its
-#      Pool CRD installed): it pauses and resumes real BatchSandboxes;
-#   4. on the same node, OpenSandbox's own SandboxSnapshot and BatchSandbox
-#      CRDs swapped in with `kubectl replace`, the operator restarted, and
-#      the tests of E2E_NODE_OPENSANDBOX_RUN (snapshot -> resume, and a
-#      memory snapshot -> resume) and of E2E_NODE_CLIENT_RUN run again
-#      with SNAPSHOT_CRDS=opensandbox;
-#   5. on the same node, a release (make release, linux/amd64 and arm64)
-#      installed with kubectl apply -f release.yaml in place of the ko-applied
-#      operator, its commit Task only in a bundle (test/e2e-release.sh), and the
-#      tests of E2E_NODE_RELEASE_RUN run against it under the project's CRDs;
-#      a reused node gets the ko-applied operator back (test/cluster/deploy.sh);
-#   6. on exit, also on failure: test/cluster/node-down.sh, then node-host test
-#      check: the decoys are intact and the host is as it was before step 2.
-#
-# A node that is already up is reused (steps 1 and 5 are skipped), the
-# operator redeployed from the working tree, and left running with the CRDs of
-# SNAPSHOT_CRDS. The tier fails when any of these steps fails.
-#
-# Logs: _output/e2e-node/<time>/ holds go-test.log, go-test-client.log,
-# go-test-opensandbox.log and go-test-opensandbox-client.log (the full go test
-# output; the terminal shows the RUN/PASS/FAIL lines), go-test-*client-controller.log
-# (the log of OpenSandbox's controller),
-# go-test-release.log and release/ (the release's files) and, on failure,
-# the node's logs.
-#
-# env: E2E_NODE_RUN=regexp  only the matching tests of step 3 (go test -run)
-#      E2E_NODE_CLIENT_RUN=regexp  the tests run with OpenSandbox's controller
-#                           in steps 3 and 4 (default '^TestOpenSandbox';
-#                           empty skips them; the main suite never runs them)
-#      E2E_NODE_OPENSANDBOX_RUN=regexp  the tests of step 4 (default
-#                           '^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)$';
-#                           empty skips step 4)
-#      E2E_NODE_RELEASE_RUN=regexp  the tests of step 5 (default
-#                           '^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)$';
-#                           empty skips step 5)
-#      E2E_NODE_TIMEOUT=duration  go test's -timeout for each suite (default 45m)
+# env: E2E_NODE_RUN       regexp of step 1's tests (go test -run)
+#      E2E_NODE_CLIENT_RUN       default '^TestOpenSandbox'; empty skips them
+#      E2E_NODE_OPENSANDBOX_RUN  default '^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)$'; empty skips step 2
+#      E2E_NODE_RELEASE_RUN      default '^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)$'; empty skips step 3
+#      E2E_NODE_TIMEOUT          go test -timeout per suite (default 45m)
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
-#
-# The node is one per machine: hold `flock /tmp/sso-node.lock` around it when
-# others may run it too.
+# One node per machine: hold `flock /tmp/sso-node.lock` where others may run it.
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"

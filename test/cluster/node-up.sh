@@ -1,35 +1,17 @@
 #!/usr/bin/env bash
-# Brings up a real one-node cluster on this machine, no docker needed:
-#   - bridge knbr0 (10.88.0.1/24) with a FORWARD guard: the first rule of the
-#     mangle and filter FORWARD chains drops every forwarded packet that is not
-#     knbr0 -> knbr0, and nothing is masqueraded, so no pod traffic leaves the machine;
-#   - a registry (crane registry serve) on the bridge address 10.88.0.1, holding
-#     busybox, pause, Tekton's and the operator's images. It is on knbr0 rather
-#     than 127.0.0.1 so that pods reach it too (commit pods push snapshots
-#     there, Tekton's controller reads image configs); go-containerregistry
-#     (ko, crane, Tekton) speaks plain HTTP to private 10.x addresses;
-#   - containerd v2.1.3 built from its module (test/cluster/containerd-build.sh), CRI on,
-#     with private root/state/CNI config and CRIU 4.2 on its PATH
-#     (test/cluster/criu-build.sh), so that memory snapshots checkpoint and restore;
-#     NODE_CONTAINERD=system runs Debian's containerd 1.6 instead (no memory
-#     snapshots);
-#   - the control plane of test/cluster/cluster-up.sh, bound to 10.88.0.1;
-#   - kubelet and kube-proxy (iptables mode), node name node-0;
-#   - Tekton ${TEKTON_VERSION}, built with ko from its module's config/ (webhook included);
-#   - Tekton Chains ${CHAINS_VERSION}, likewise, signing with a key made here (test/cluster/chains.sh);
-#   - then test/cluster/deploy.sh (the operator and tasks/, when present).
-# It first refuses to start, changing nothing, where something else holds
-# what it needs (the bridge name, 10.88.0.0/24, the kubelet's device-plugin
-# socket, kubepods cgroups, kube-proxy's or the guard's iptables chains,
-# /run/sso-node); its ports are chosen free. Before changing the host it
-# records it in _output/node-host/ (test/cmd/node-host), and test/cluster/node-down.sh
-# undoes exactly what it and its daemons changed. If node-up fails half-way it
-# runs node-down itself, so nothing is left behind.
-# Requires root. Rerunnable: a running node is left as it is.
+# Brings up a real one-node cluster on this machine, no docker needed: the
+# bridge knbr0 (10.88.0.1/24) behind a FORWARD guard, so no pod traffic leaves
+# the machine; a registry on the bridge; containerd v2.1.3 with CRIU 4.2 on its
+# PATH (NODE_CONTAINERD=system: Debian's 1.6, no memory snapshots); the
+# control plane of cluster-up.sh; kubelet and kube-proxy (node-0); Tekton and
+# Tekton Chains built with ko; then deploy.sh. It refuses, changing nothing,
+# where something else holds what it needs, records the host before changing
+# it, and node-down.sh undoes exactly that; a node-up failing half-way runs
+# node-down itself. README.md ("Node mode") has the details. Root only;
+# rerunnable: a running node is left as it is.
 #
-# env: SKIP_DEPLOY=1 skips test/cluster/deploy.sh; SKIP_TEKTON=1 skips the Tekton install
-#      (and Chains'); SKIP_CHAINS=1 skips Tekton Chains;
-#      SNAPSHOT_CRDS (hack/lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs;
+# env: SKIP_DEPLOY=1, SKIP_TEKTON=1 (and Chains), SKIP_CHAINS=1 skip those steps;
+#      SNAPSHOT_CRDS (lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs;
 #      NODE_CONTAINERD=v2.1.3 (default) or system.
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
