@@ -39,7 +39,7 @@ const WatchdogVerb = "__watchdog"
 
 // Parse parses a command line, without the program name.
 func Parse(args []string) (Command, error) {
-	usage := fmt.Errorf("usage: %s", Usage)
+	usage := fmt.Errorf("usage: run-controller %s", Usage)
 	if len(args) == 0 {
 		return Command{}, usage
 	}
