@@ -9,7 +9,7 @@
 #     controller is built from this tree and runs as a local process under its
 #     own ServiceAccount (test/cluster/run-controller.sh; restarted at every run, so
 #     code changes are picked up). The sample pod gets a fake node and a
-#     Running status (test/cluster/samples.sh). The snapshot goes to Committing with
+#     Running status (test/cmd/samples). The snapshot goes to Committing with
 #     its TaskRun created; nothing runs that TaskRun.
 # DEV_MODE=node  a real one-node cluster with containerd, Tekton and the
 #     operator deployed with ko (test/cluster/node-up.sh). The sample pod really runs;
@@ -64,7 +64,7 @@ recreate_snapshot() {
     log "deleting the previous ${SNAP}"
     kc -n "${NS}" delete sandboxsnapshot "${SNAP}" --timeout=60s >/dev/null
   fi
-  "${ROOT_DIR}/test/cluster/samples.sh"
+  "$(go_bin samples)"
 }
 
 up_control_plane() {

@@ -100,15 +100,6 @@ EOF
   mv "${tmp}" "${file}"
 }
 
-# sa_kubeconfig FILE NAMESPACE SA DURATION mints a token of ServiceAccount
-# NAMESPACE/SA, valid for DURATION, and writes a kubeconfig holding it (no
-# client certificate: not admin) to FILE.
-sa_kubeconfig() {
-  local token
-  token=$(kc -n "$2" create token "$3" --duration "$4")
-  write_kubeconfig "$1" "system:serviceaccount:$2:$3" "$2" "token: ${token}"
-}
-
 # port_in_use PORT succeeds when something listens on TCP PORT.
 port_in_use() { ss -Htln "sport = :$1" | grep -q .; }
 
