@@ -1,29 +1,18 @@
 #!/usr/bin/env bash
 # Control-plane e2e (make e2e): the controller, as a local process under its
-# own ServiceAccount, against a real kube-apiserver with Tekton's CRDs but no
-# Tekton controller; the tests in test/e2e play Tekton.
-#
-#   1. test/cluster/cluster-up.sh (a cluster that is already up is reused; a node-mode
-#      cluster is refused: its in-cluster operator would compete);
-#   2. config-leader-election gets short Leases (15s) so that the failover
-#      tests take seconds, not minutes; test/cluster/run-controller.sh start;
-#   3. go test -tags e2e -count=1 -timeout 20m ./test/e2e/...
-#   4. on exit, also on failure or interrupt: the controller is stopped and,
-#      if this script brought the cluster up, test/cluster/cluster-down.sh runs.
-#      A reused cluster is left up, with its Lease settings restored and its
-#      controller restarted if one ran before.
-#
-# Logs: _output/e2e/<time>/ holds go-test.log and, on failure, the control
-# plane's and the controller's logs and a dump of the objects. The path is
-# printed at the end.
+# own ServiceAccount (test/cluster/run-controller.sh), against a real
+# kube-apiserver with Tekton's CRDs but no Tekton controller; the tests in
+# test/e2e play Tekton. It brings a cluster up (or reuses one; a node cluster
+# is refused), shortens the Leases to 15 s so failover tests take seconds,
+# runs go test -tags e2e ./test/e2e/..., and on exit stops the controller and
+# the cluster it brought up (a reused one is left as it was). Logs:
+# _output/e2e/<time>/ (go-test.log; on failure the cluster's logs and objects).
 #
 # env: E2E_RUN=regexp        only the matching tests (go test -run)
 #      E2E_KEEP_CLUSTER=1    leave the cluster (and controller) up afterwards
 #      E2E_GO_TEST_FLAGS     extra go test flags (default -v)
-#      SNAPSHOT_CRDS=opensandbox  OpenSandbox's own SandboxSnapshot and
-#                            BatchSandbox CRDs instead of the project's (make
-#                            e2e-opensandbox; see hack/lib.sh). A reused cluster
-#                            gets them swapped in place.
+#      SNAPSHOT_CRDS=opensandbox  OpenSandbox's CRDs instead of the project's
+#                            (make e2e-opensandbox), swapped in on a reused cluster
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh

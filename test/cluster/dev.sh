@@ -1,27 +1,14 @@
 #!/usr/bin/env bash
 # The local default (make dev): a cluster on this machine with the operator
-# running, the samples of config/samples applied, and what happened to the
-# sample snapshot shown with kubectl and tkn.
-#
-# DEV_MODE=control-plane  (quick iteration) etcd, kube-apiserver,
-#     kube-controller-manager and kube-scheduler on loopback, with Tekton's
-#     CRDs but no Tekton controller and no kubelet (test/cluster/cluster-up.sh). The
-#     controller is built from this tree and runs as a local process under its
-#     own ServiceAccount (test/cluster/run-controller.sh; restarted at every run, so
-#     code changes are picked up). The sample pod gets a fake node and a
-#     Running status (test/cmd/samples). The snapshot goes to Committing with
-#     its TaskRun created; nothing runs that TaskRun.
-# DEV_MODE=node  a real one-node cluster with containerd, Tekton and the
-#     operator deployed with ko (test/cluster/node-up.sh). The sample pod really runs;
-#     the snapshot goes to Succeed and the pushed digests are shown.
-#
-# Without DEV_MODE, the mode of a cluster that is already up is kept;
-# otherwise DEV_MODE_DEFAULT below is used.
-#
-# Rerunnable: a running cluster is reused, this tree's operator is started
-# again (control-plane: test/cluster/run-controller.sh restart; node: test/cluster/deploy.sh)
-# and demo-snap is recreated.
-# Tear down with `make cluster-down` (it also stops the node and the local controller).
+# running, config/samples applied, and what happened to the sample snapshot
+# shown with kubectl and tkn. DEV_MODE=node (the default below): the real
+# one-node cluster of node-up.sh; the sample pod runs and the snapshot goes to
+# Succeed. DEV_MODE=control-plane: cluster-up.sh, the controller as a local
+# process (run-controller.sh, restarted each run), the sample pod on a fake
+# node (test/cmd/samples); the snapshot goes to Committing, as no Tekton runs
+# its TaskRun. Without DEV_MODE a running cluster keeps its mode. Rerunnable:
+# the operator is restarted or redeployed and demo-snap recreated. Tear down
+# with `make cluster-down` (it also stops the node and the local controller).
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
