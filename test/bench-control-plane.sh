@@ -46,10 +46,7 @@ finish() {
 
 require_root
 need_tools kwok
-# Always rebuilt: run-controller.sh's newer-than-the-binary check can miss.
-(cd "${ROOT_DIR}" && go build -o "${OUTPUT_DIR}/bin/bench" ./test/bench &&
-  go build -o "${OUTPUT_DIR}/bin/controller.tmp.$$" ./cmd/controller &&
-  mv "${OUTPUT_DIR}/bin/controller.tmp.$$" "${OUTPUT_DIR}/bin/controller")
+(cd "${ROOT_DIR}" && go build -o "${OUTPUT_DIR}/bin/bench" ./test/bench)
 if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
   # shellcheck disable=SC2153 # MODE comes from cluster.env
   [[ "${MODE}" == control-plane ]] ||

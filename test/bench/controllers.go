@@ -17,63 +17,31 @@ limitations under the License.
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/cluster/localcluster"
 )
-
-// layout is where the local cluster's scripts keep their state under the
-// repository root (test/cluster/lib.sh).
-type layout struct{ root string }
-
-func (l layout) clusterDir() string { return filepath.Join(l.root, "_output", "cluster") }
-func (l layout) benchDir() string   { return filepath.Join(l.root, "_output", "bench") }
-func (l layout) pidFile(name string) string {
-	return filepath.Join(l.clusterDir(), "pids", name+".pid")
-}
-func (l layout) logFile(name string) string {
-	return filepath.Join(l.clusterDir(), "logs", name+".log")
-}
-
-// pid reads the pid that the scripts recorded for the daemon name.
-func (l layout) pid(name string) (int, error) {
-	b, err := os.ReadFile(l.pidFile(name))
-	if err != nil {
-		return 0, fmt.Errorf("pid of %s: %w", name, err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return 0, fmt.Errorf("pid file %s: %w", l.pidFile(name), err)
-	}
-	return pid, nil
-}
 
 // withController starts this controller with test/cluster/run-controller.sh,
 // runs fn with its pid, and stops it again, also when fn fails.
-func withController(ctx context.Context, l layout, fn func(pid int) error) (err error) {
-	script := filepath.Join(l.root, "test", "cluster", "run-controller.sh")
+func withController(ctx context.Context, l localcluster.Dirs, fn func(pid int) error) (err error) {
+	script := filepath.Join(l.Root, "test", "cluster", "run-controller.sh")
 	runScript := func(ctx context.Context, verb string) error {
 		cmd := exec.CommandContext(ctx, script, verb)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -89,11 +57,20 @@ func withController(ctx context.Context, l layout, fn func(pid int) error) (err 
 	if err := runScript(ctx, "start"); err != nil {
 		return err
 	}
-	pid, err := l.pid("controller-1")
+	pid, err := runningPID(l, "controller-1")
 	if err != nil {
 		return err
 	}
 	return fn(pid)
+}
+
+// runningPID is the pid of the local cluster's daemon name, which must run.
+func runningPID(l localcluster.Dirs, name string) (int, error) {
+	pid, ok := l.Running(name)
+	if !ok {
+		return 0, fmt.Errorf("%s does not run (no live pid in %s)", name, l.PIDFile(name))
+	}
+	return pid, nil
 }
 
 // What OpenSandbox's controller runs as: its config/rbac ClusterRole, bound
@@ -116,7 +93,7 @@ const (
 // status once when it starts, before the warm-up, and nothing during the
 // burst.
 type openSandboxController struct {
-	l          layout
+	l          localcluster.Dirs
 	bin        string
 	kubeconfig string
 }
@@ -125,19 +102,19 @@ type openSandboxController struct {
 // needs beside the cluster's SandboxSnapshot and BatchSandbox CRDs: its Pool
 // CRD, its ServiceAccount bound to its ClusterRole, and a kubeconfig with
 // that ServiceAccount's token.
-func installOpenSandbox(ctx context.Context, c *clients, l layout, adminKubeconfig string) (*openSandboxController, error) {
-	build := exec.CommandContext(ctx, filepath.Join(l.root, "test", "cluster", "opensandbox-build.sh"))
+func installOpenSandbox(ctx context.Context, c *clients, l localcluster.Dirs, adminKubeconfig string) (*openSandboxController, error) {
+	build := exec.CommandContext(ctx, filepath.Join(l.Root, "test", "cluster", "opensandbox-build.sh"))
 	build.Stderr = os.Stderr
 	out, err := build.Output()
 	if err != nil {
 		return nil, fmt.Errorf("test/cluster/opensandbox-build.sh: %w", err)
 	}
 	osc := &openSandboxController{l: l, bin: strings.TrimSpace(string(out)),
-		kubeconfig: filepath.Join(l.clusterDir(), "opensandbox.kubeconfig")}
+		kubeconfig: filepath.Join(l.Cluster, "opensandbox.kubeconfig")}
 
-	parent := filepath.Dir(l.root)
-	crds := envOr("OPENSANDBOX_CRDS_DIR", filepath.Join(parent, "shared", "opensandbox", "crds"))
-	src := envOr("OPENSANDBOX_SRC", filepath.Join(parent, "shared", "opensandbox", "src", "kubernetes"))
+	parent := filepath.Dir(l.Root)
+	crds := localcluster.Getenv("OPENSANDBOX_CRDS_DIR", filepath.Join(parent, "shared", "opensandbox", "crds"))
+	src := localcluster.Getenv("OPENSANDBOX_SRC", filepath.Join(parent, "shared", "opensandbox", "src", "kubernetes"))
 	if err := applyCRD(ctx, c, filepath.Join(crds, "sandbox.opensandbox.io_pools.yaml")); err != nil {
 		return nil, err
 	}
@@ -155,24 +132,14 @@ func installOpenSandbox(ctx context.Context, c *clients, l layout, adminKubeconf
 	if err := applyClusterRoleBinding(ctx, c); err != nil {
 		return nil, err
 	}
-	tr, err := c.kube.CoreV1().ServiceAccounts(openSandboxNamespace).CreateToken(ctx, openSandboxServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(openSandboxTokenTTL.Seconds()))}},
-		metav1.CreateOptions{})
+	admin, err := clientcmd.BuildConfigFromFlags("", adminKubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("token of ServiceAccount %s/%s: %w", openSandboxNamespace, openSandboxServiceAccount, err)
+		return nil, err
 	}
-	user := "system:serviceaccount:" + openSandboxNamespace + ":" + openSandboxServiceAccount
-	if err := writeTokenKubeconfig(adminKubeconfig, osc.kubeconfig, user, openSandboxNamespace, tr.Status.Token); err != nil {
+	if err := localcluster.WriteTokenKubeconfig(ctx, c.kube, admin, openSandboxNamespace, openSandboxServiceAccount, openSandboxTokenTTL, osc.kubeconfig); err != nil {
 		return nil, err
 	}
 	return osc, nil
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
 }
 
 // applyCRD creates or updates the CRD in file and waits until it is established.
@@ -263,35 +230,6 @@ func readYAML(file string, into any) error {
 	return nil
 }
 
-// writeTokenKubeconfig writes to file, readable only by its owner, a
-// kubeconfig for the admin kubeconfig's API server whose user authenticates
-// with token alone (no client certificate: not admin).
-func writeTokenKubeconfig(adminKubeconfig, file, user, namespace, token string) error {
-	admin, err := clientcmd.LoadFromFile(adminKubeconfig)
-	if err != nil {
-		return err
-	}
-	adminContext := admin.Contexts[admin.CurrentContext]
-	if adminContext == nil || admin.Clusters[adminContext.Cluster] == nil {
-		return fmt.Errorf("%s: no cluster in its current context %q", adminKubeconfig, admin.CurrentContext)
-	}
-	const name = "sso-local"
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters[name] = admin.Clusters[adminContext.Cluster]
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: user, Namespace: namespace}
-	cfg.CurrentContext = name
-	b, err := clientcmd.Write(*cfg)
-	if err != nil {
-		return err
-	}
-	tmp := file + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, file)
-}
-
 // openSandboxWorkers is the line OpenSandbox's controller logs once its
 // SandboxSnapshot controller runs its workers.
 var openSandboxWorkers = regexp.MustCompile(`"msg":"Starting workers".*"controller":"sandboxsnapshot"`)
@@ -301,140 +239,23 @@ var openSandboxWorkers = regexp.MustCompile(`"msg":"Starting workers".*"controll
 // fails. Its log is appended to _output/cluster/logs/opensandbox.log.
 func (osc *openSandboxController) with(ctx context.Context, fn func(pid int) error) (err error) {
 	const name = "opensandbox"
-	port, err := freePort()
+	ports, err := localcluster.FreePorts(1)
 	if err != nil {
 		return err
 	}
-	registry := envOr("CONTROLLER_REGISTRY", "127.0.0.1:5000/snapshots")
-	d, err := startDaemon(osc.l, name, []string{"POD_NAMESPACE=" + openSandboxNamespace}, osc.bin,
+	registry := localcluster.Getenv("CONTROLLER_REGISTRY", "127.0.0.1:5000/snapshots")
+	cmd := exec.Command(osc.bin,
 		"--kubeconfig", osc.kubeconfig,
 		"--snapshot-registry", registry, "--snapshot-registry-insecure",
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", port), "--metrics-bind-address", "0", "--leader-elect=false")
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--metrics-bind-address", "0", "--leader-elect=false")
+	cmd.Env = append(os.Environ(), "POD_NAMESPACE="+openSandboxNamespace)
+	d, err := osc.l.Start(name, cmd)
 	if err != nil {
 		return err
 	}
-	defer func() { err = errors.Join(err, d.stop()) }()
-	if err := d.waitLog(ctx, time.Minute, openSandboxWorkers.Match); err != nil {
+	defer func() { err = errors.Join(err, d.Stop()) }()
+	if err := d.WaitLog(ctx, time.Minute, openSandboxWorkers.Match); err != nil {
 		return fmt.Errorf("OpenSandbox's SandboxSnapshot controller: %w", err)
 	}
-	return fn(d.cmd.Process.Pid)
-}
-
-// freePort is a TCP port of 127.0.0.1 that nothing listens on.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// daemon is a process started the way test/cluster/lib.sh's start_daemon
-// starts one: in a session of its own, its output appended to its log, its
-// pid recorded, so that the script's stop_daemon stops it if bench cannot.
-type daemon struct {
-	name, log, pidFile string
-	// logFrom is the log's size when the process started: what it logs
-	// comes after.
-	logFrom int64
-	cmd     *exec.Cmd
-	exited  chan struct{}
-}
-
-func startDaemon(l layout, name string, env []string, args ...string) (*daemon, error) {
-	d := &daemon{name: name, log: l.logFile(name), pidFile: l.pidFile(name), exited: make(chan struct{})}
-	if pid, err := l.pid(name); err == nil && syscall.Kill(pid, 0) == nil {
-		return nil, fmt.Errorf("%s already runs (pid %d)", name, pid)
-	}
-	for _, dir := range []string{filepath.Dir(d.log), filepath.Dir(d.pidFile)} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	out, err := os.OpenFile(d.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer out.Close() // the process holds its own copy
-	st, err := out.Stat()
-	if err != nil {
-		return nil, err
-	}
-	d.logFrom = st.Size()
-	d.cmd = exec.Command(args[0], args[1:]...)
-	d.cmd.Env = append(os.Environ(), env...)
-	d.cmd.Stdout, d.cmd.Stderr = out, out
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := d.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	go func() { _ = d.cmd.Wait(); close(d.exited) }()
-	if err := os.WriteFile(d.pidFile, []byte(strconv.Itoa(d.cmd.Process.Pid)+"\n"), 0o644); err != nil {
-		return nil, errors.Join(err, d.stop())
-	}
-	logf("started %s (pid %d), log %s", name, d.cmd.Process.Pid, d.log)
-	return d, nil
-}
-
-// waitLog waits until match finds what the process logged since it
-// started, failing early if it exits.
-func (d *daemon) waitLog(ctx context.Context, timeout time.Duration, match func([]byte) bool) error {
-	deadline := time.After(timeout)
-	for {
-		logged, err := d.logged()
-		if err != nil {
-			return err
-		}
-		if match(logged) {
-			return nil
-		}
-		select {
-		case <-d.exited:
-			logged, _ = d.logged() // its last words
-			return fmt.Errorf("%s exited; the end of its log:\n%s", d.name, lastLines(logged, 30))
-		case <-deadline:
-			return fmt.Errorf("not running after %s; the end of %s's log:\n%s", timeout, d.name, lastLines(logged, 30))
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// logged is what the process logged since it started.
-func (d *daemon) logged() ([]byte, error) {
-	f, err := os.Open(d.log)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(d.logFrom, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(f)
-}
-
-// stop sends the process TERM, and KILL if it still runs 10 s later.
-func (d *daemon) stop() error {
-	defer os.Remove(d.pidFile)
-	pid := d.cmd.Process.Pid
-	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("stopping %s (pid %d): %w", d.name, pid, err)
-	}
-	select {
-	case <-d.exited:
-	case <-time.After(10 * time.Second):
-		logf("%s (pid %d) ignored TERM; killing", d.name, pid)
-		_ = d.cmd.Process.Kill()
-		<-d.exited
-	}
-	logf("stopped %s (pid %d)", d.name, pid)
-	return nil
-}
-
-// lastLines is the last n lines of b.
-func lastLines(b []byte, n int) string {
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	return string(bytes.Join(lines[max(0, len(lines)-n):], []byte("\n")))
+	return fn(d.PID())
 }

@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/cluster/localcluster"
 )
 
 // sweepDefaults are the sweep's settings as the environment of
@@ -170,7 +172,7 @@ func resultFiles(dir string, ts []trial, openSandbox bool) []string {
 // Then it writes report.txt (also to w) and report.md beside the result
 // files in _output/bench/.
 func sweep(ctx context.Context, w io.Writer, c *clients, o *options) error {
-	l := layout{root: o.root}
+	l := localcluster.DirsAt(o.root)
 	var osc *openSandboxController
 	if o.openSandbox {
 		var err error
@@ -178,7 +180,7 @@ func sweep(ctx context.Context, w io.Writer, c *clients, o *options) error {
 			return fmt.Errorf("installing OpenSandbox's controller: %w", err)
 		}
 	}
-	dir := l.benchDir()
+	dir := benchDir(l)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -193,6 +195,9 @@ func sweep(ctx context.Context, w io.Writer, c *clients, o *options) error {
 	}
 	return writeReports(w, dir, resultFiles(dir, ts, o.openSandbox))
 }
+
+// benchDir is where a sweep writes its results and reports.
+func benchDir(l localcluster.Dirs) string { return filepath.Join(l.Root, "_output", "bench") }
 
 // removeResults removes the result files of an earlier sweep, so that the
 // report reads only this one's.
@@ -212,15 +217,15 @@ func removeResults(dir string) error {
 }
 
 // runTrial makes size t.n's three runs of trial t.trial.
-func runTrial(ctx context.Context, c *clients, o *options, l layout, osc *openSandboxController, t trial) error {
-	dir := l.benchDir()
+func runTrial(ctx context.Context, c *clients, o *options, l localcluster.Dirs, osc *openSandboxController, t trial) error {
+	dir := benchDir(l)
 	step := *o
 	step.n, step.trial = t.n, t.trial
 	var err error
-	if step.apiPid, err = l.pid("kube-apiserver"); err != nil {
+	if step.apiPid, err = runningPID(l, "kube-apiserver"); err != nil {
 		return err
 	}
-	if step.etcdPid, err = l.pid("etcd"); err != nil {
+	if step.etcdPid, err = runningPID(l, "etcd"); err != nil {
 		return err
 	}
 	say := func(format string, args ...any) {

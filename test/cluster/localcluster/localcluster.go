@@ -16,7 +16,9 @@ limitations under the License.
 
 // Package localcluster reads what test/cluster's scripts keep under _output/
 // for the local cluster (test/cluster/lib.sh): the pid files of its daemons,
-// cluster.env and the admin kubeconfig.
+// cluster.env and the admin kubeconfig. It also starts and stops daemons the
+// way lib.sh does, and writes ServiceAccount kubeconfigs, for the Go tools
+// that run processes beside the cluster (run-controller, bench).
 package localcluster
 
 import (

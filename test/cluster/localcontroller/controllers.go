@@ -21,8 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,14 +31,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/cluster/localcluster"
 )
@@ -48,8 +42,6 @@ import (
 const (
 	// startTimeout bounds the wait for "Starting controllers".
 	startTimeout = 120 * time.Second
-	// stopTimeout is how long a stopped process gets before SIGKILL.
-	stopTimeout = 10 * time.Second
 	// ready is what sharedmain logs once the informers have synced.
 	ready = "Starting controllers"
 	// configSnapshot is the operator's ConfigMap that holds the registry.
@@ -135,7 +127,7 @@ func (c *Controllers) Start(ctx context.Context, n int) error {
 		return err
 	}
 	kubeconfig := filepath.Join(c.Dirs.Cluster, "controller.kubeconfig")
-	if err := c.writeKubeconfig(ctx, cfg, kube, dep, kubeconfig); err != nil {
+	if err := localcluster.WriteTokenKubeconfig(ctx, kube, cfg, dep.Namespace, dep.Spec.Template.Spec.ServiceAccountName, c.TokenDuration, kubeconfig); err != nil {
 		return err
 	}
 
@@ -143,52 +135,42 @@ func (c *Controllers) Start(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(2)
+	ports, err := localcluster.FreePorts(2)
 	if err != nil {
 		return err
 	}
 	pprofPort, metricsPort := ports[0], ports[1]
-	if err := os.MkdirAll(c.Dirs.PIDs, 0o755); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(c.Dirs.Logs, 0o755); err != nil {
-		return err
-	}
-	logPath := c.Dirs.LogFile(name)
-	offset := int64(0)
-	if st, err := os.Stat(logPath); err == nil {
-		offset = st.Size()
-	}
-	state := fmt.Sprintf("PROFILING_PORT=%d\nMETRICS_PROMETHEUS_PORT=%d\nLOG_OFFSET=%d\n", pprofPort, metricsPort, offset)
-	if err := os.WriteFile(c.envFile(n), []byte(state), 0o644); err != nil {
-		return err
-	}
-
 	env := append(append([]string{
 		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + getenv("HOME", "/root"),
-		"TMPDIR=" + getenv("TMPDIR", "/tmp"),
+		"HOME=" + localcluster.Getenv("HOME", "/root"),
+		"TMPDIR=" + localcluster.Getenv("TMPDIR", "/tmp"),
 		"KUBECONFIG=" + kubeconfig,
 	}, podEnv...),
 		"PROFILING_PORT="+strconv.Itoa(pprofPort),
 		"METRICS_PROMETHEUS_PORT="+strconv.Itoa(metricsPort),
 		"METRICS_PROMETHEUS_HOST=127.0.0.1",
 	)
-	ctl := exec.Command(c.bin(), "--kubeconfig", kubeconfig)
-	ctl.Env = env
-	exited, err := c.startDaemon(name, ctl)
+	cmd := exec.Command(c.bin(), "--kubeconfig", kubeconfig)
+	cmd.Env = env
+	// A watchdog of a run that just crashed may not have noticed yet.
+	c.Dirs.StopDaemons(watchdogName(n))
+	ctl, err := c.Dirs.Start(name, cmd)
 	if err != nil {
 		return err
 	}
-	cpid := ctl.Process.Pid
+	cpid := ctl.PID()
+	// status reads the ports and where this run's log begins.
+	state := fmt.Sprintf("PROFILING_PORT=%d\nMETRICS_PROMETHEUS_PORT=%d\nLOG_OFFSET=%d\n", pprofPort, metricsPort, ctl.LogFrom())
+	if err := os.WriteFile(c.envFile(n), []byte(state), 0o644); err != nil {
+		return errors.Join(err, ctl.Stop())
+	}
 	apiPID := c.Dirs.PID("kube-apiserver")
 	args := append(append([]string{}, c.WatchdogCommand[1:]...), strconv.Itoa(n), strconv.Itoa(cpid), strconv.Itoa(apiPID))
-	if _, err := c.startDaemon(watchdogName(n), exec.Command(c.WatchdogCommand[0], args...)); err != nil {
-		return err
+	if _, err := c.Dirs.Start(watchdogName(n), exec.Command(c.WatchdogCommand[0], args...)); err != nil {
+		return errors.Join(err, ctl.Stop())
 	}
-
-	if err := waitReady(logPath, offset, exited); err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+	if err := ctl.WaitLog(ctx, startTimeout, func(b []byte) bool { return bytes.Contains(b, []byte(ready)) }); err != nil {
+		return err
 	}
 	localcluster.Logf("%s runs (pid %d) as system:serviceaccount:%s:%s; metrics 127.0.0.1:%d, pprof :%d%s",
 		name, cpid, dep.Namespace, dep.Spec.Template.Spec.ServiceAccountName, metricsPort, pprofPort, probesNote(cpid, 3*time.Second))
@@ -252,109 +234,6 @@ func (c *Controllers) ensureRegistry(ctx context.Context, kube kubernetes.Interf
 	return nil
 }
 
-// writeKubeconfig mints a token of the Deployment's ServiceAccount and
-// writes a kubeconfig holding it (no client certificate: not admin).
-func (c *Controllers) writeKubeconfig(ctx context.Context, admin *rest.Config, kube kubernetes.Interface, dep *appsv1.Deployment, path string) error {
-	ns, sa := dep.Namespace, dep.Spec.Template.Spec.ServiceAccountName
-	secs := int64(c.TokenDuration.Seconds())
-	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("token of ServiceAccount %s/%s: %w", ns, sa, err)
-	}
-	user := "system:serviceaccount:" + ns + ":" + sa
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["sso-local"] = &clientcmdapi.Cluster{
-		Server:                   admin.Host,
-		CertificateAuthority:     admin.CAFile,
-		CertificateAuthorityData: admin.CAData,
-	}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["sso-local"] = &clientcmdapi.Context{Cluster: "sso-local", AuthInfo: user, Namespace: ns}
-	cfg.CurrentContext = "sso-local"
-	// WriteToFile writes with mode 0600: the token is a credential.
-	return clientcmd.WriteToFile(*cfg, path)
-}
-
-// startDaemon starts cmd in its own session, its output appended to its
-// log, and records its pid. The returned channel closes when it exits while
-// this process still runs.
-func (c *Controllers) startDaemon(name string, cmd *exec.Cmd) (<-chan struct{}, error) {
-	log, err := os.OpenFile(c.Dirs.LogFile(name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer log.Close()
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", name, err)
-	}
-	pid := cmd.Process.Pid
-	if err := os.WriteFile(c.Dirs.PIDFile(name), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
-		_ = cmd.Process.Kill()
-		return nil, err
-	}
-	// Waiting reaps it should it exit early: a zombie would still look alive.
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	rel, _ := filepath.Rel(c.Dirs.Root, c.Dirs.LogFile(name))
-	localcluster.Logf("started %s (pid %d), log %s", name, pid, rel)
-	return exited, nil
-}
-
-// waitReady waits until the log, from offset on, says the controllers run.
-func waitReady(logPath string, offset int64, exited <-chan struct{}) error {
-	deadline := time.Now().Add(startTimeout)
-	for {
-		if b, err := readFrom(logPath, offset); err == nil && bytes.Contains(b, []byte(ready)) {
-			return nil
-		}
-		select {
-		case <-exited:
-			tail(logPath)
-			return errors.New("exited")
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			tail(logPath)
-			return fmt.Errorf("timed out after %s waiting for %q in %s", startTimeout, ready, logPath)
-		}
-	}
-}
-
-// readFrom returns the file at path from offset on.
-func readFrom(path string, offset int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, 0); err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	_, err = b.ReadFrom(f)
-	return b.Bytes(), err
-}
-
-// tail copies the last 30 lines of a log to stderr, to explain a failure.
-func tail(path string) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return
-	}
-	lines := strings.SplitAfter(string(b), "\n")
-	if len(lines) > 31 {
-		lines = lines[len(lines)-31:]
-	}
-	fmt.Fprint(os.Stderr, strings.Join(lines, ""))
-}
-
 // Stop stops instance n, or every instance when n is 0: SIGTERM, then
 // SIGKILL after 10 s.
 func (c *Controllers) Stop(n int) {
@@ -370,31 +249,7 @@ func (c *Controllers) Stop(n int) {
 	for _, n := range ns {
 		names = append(names, watchdogName(n), Name(n))
 	}
-	c.stopDaemons(names...)
-}
-
-// stopDaemons sends SIGTERM to every recorded daemon of names, removes
-// their pid files, and kills those that still run after stopTimeout.
-func (c *Controllers) stopDaemons(names ...string) {
-	type daemon struct {
-		name string
-		pid  int
-	}
-	var stopping []daemon
-	for _, name := range names {
-		if pid, ok := c.Dirs.Running(name); ok {
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-			stopping = append(stopping, daemon{name, pid})
-		}
-		_ = os.Remove(c.Dirs.PIDFile(name))
-	}
-	for _, d := range stopping {
-		if !waitGone(d.pid, stopTimeout) {
-			localcluster.Logf("%s (pid %d) ignored TERM; killing", d.name, d.pid)
-			_ = syscall.Kill(d.pid, syscall.SIGKILL)
-		}
-		localcluster.Logf("stopped %s (pid %d)", d.name, d.pid)
-	}
+	c.Dirs.StopDaemons(names...)
 }
 
 // Kill kills instance n, or every instance when n is 0, with SIGKILL, as a
@@ -411,10 +266,10 @@ func (c *Controllers) Kill(n int) error {
 	for _, n := range ns {
 		name := Name(n)
 		// Its watchdog goes first, or it would remove the pid file of a new start.
-		c.stopDaemons(watchdogName(n))
+		c.Dirs.StopDaemons(watchdogName(n))
 		if pid, ok := c.Dirs.Running(name); ok {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
-			if !waitGone(pid, stopTimeout) {
+			if !localcluster.WaitGone(pid, localcluster.StopTimeout) {
 				return fmt.Errorf("%s (pid %d) survived SIGKILL", name, pid)
 			}
 			localcluster.Logf("killed %s (pid %d) with SIGKILL", name, pid)
@@ -422,18 +277,6 @@ func (c *Controllers) Kill(n int) error {
 		_ = os.Remove(c.Dirs.PIDFile(name))
 	}
 	return nil
-}
-
-// waitGone waits up to d for process pid to exit.
-func waitGone(pid int, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for localcluster.Alive(pid) {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return true
 }
 
 // Watchdog stops instance n (pid cpid) once the API server apiPID is being
@@ -446,7 +289,7 @@ func (c *Controllers) Watchdog(n, cpid, apiPID int) {
 	for localcluster.Alive(cpid) {
 		if !localcluster.Alive(apiPID) || c.Dirs.PID("kube-apiserver") != apiPID {
 			_ = syscall.Kill(cpid, syscall.SIGTERM)
-			if !waitGone(cpid, stopTimeout) {
+			if !localcluster.WaitGone(cpid, localcluster.StopTimeout) {
 				_ = syscall.Kill(cpid, syscall.SIGKILL)
 			}
 			break
@@ -460,35 +303,4 @@ func (c *Controllers) Watchdog(n, cpid, apiPID int) {
 	if c.Dirs.PID(watchdogName(n)) == os.Getpid() {
 		_ = os.Remove(c.Dirs.PIDFile(watchdogName(n)))
 	}
-}
-
-// freePorts returns n distinct TCP ports that nothing listens on, below the
-// ephemeral range (32768+) so that no outgoing connection takes one meanwhile.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	taken := map[int]bool{}
-	for i := 0; i < 200 && len(ports) < n; i++ {
-		p := 20000 + rand.IntN(12000)
-		if taken[p] {
-			continue
-		}
-		l, err := net.Listen("tcp", ":"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		taken[p] = true
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, errors.New("no free port found")
-	}
-	return ports, nil
-}
-
-func getenv(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

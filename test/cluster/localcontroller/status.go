@@ -66,7 +66,7 @@ func (c *Controllers) Leaders(ctx context.Context) ([]int, error) {
 		if env, err := localcluster.ReadEnv(c.envFile(n)); err == nil {
 			offset, _ = strconv.ParseInt(env["LOG_OFFSET"], 10, 64)
 		}
-		if b, err := readFrom(c.Dirs.LogFile(Name(n)), offset); err == nil {
+		if b, err := localcluster.ReadFrom(c.Dirs.LogFile(Name(n)), offset); err == nil {
 			runLogs[n] = b
 		}
 	}
