@@ -27,8 +27,8 @@ DISTRIBUTION_VERSION="v3.0.0"
 TEKTON_VERSION="v1.15.1"
 CHAINS_VERSION="v0.28.1" # github.com/tektoncd/chains, the newest the module proxy serves here (test/cluster/chains.sh)
 
-# Test tiers. Each tier's go test (hack/test.sh, test-integration.sh, e2e.sh,
-# e2e-node.sh) honours these, so that hack/verify-tiers.sh can point every
+# Test tiers. Each tier's go test (hack/test.sh, test/test-integration.sh,
+# test/e2e.sh, test/e2e-node.sh) honours these, so that hack/verify-tiers.sh can point every
 # make target at a deliberately failing test package without a cluster.
 # Nothing else should set them.
 #   TIER_PKGS          the go packages to test instead of the tier's own
