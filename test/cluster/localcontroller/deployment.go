@@ -17,17 +17,15 @@ limitations under the License.
 package localcontroller
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/cluster/manifests"
 )
 
 // containerName is the controller's container in its Deployment.
@@ -40,15 +38,11 @@ func ReadDeployment(path string) (*appsv1.Deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s holds no Deployment", path)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", path, err)
-		}
+	docs, err := manifests.Split(b)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	for _, doc := range docs {
 		d := &appsv1.Deployment{}
 		if err := yaml.Unmarshal(doc, d); err != nil {
 			return nil, fmt.Errorf("parsing %s: %w", path, err)
@@ -57,6 +51,7 @@ func ReadDeployment(path string) (*appsv1.Deployment, error) {
 			return d, nil
 		}
 	}
+	return nil, fmt.Errorf("%s holds no Deployment", path)
 }
 
 // Env returns the environment that Deployment d gives its controller

@@ -121,12 +121,20 @@ func Config(root string) ([]byte, error) {
 
 // documents splits a YAML file into its documents.
 func documents(file string) ([][]byte, error) {
-	f, err := os.Open(file)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(f))
+	docs, err := Split(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return docs, nil
+}
+
+// Split returns the documents of multi-document YAML, blank ones left out.
+func Split(b []byte) ([][]byte, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
 	var docs [][]byte
 	for {
 		doc, err := r.Read()
@@ -134,7 +142,7 @@ func documents(file string) ([][]byte, error) {
 			return docs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
+			return nil, err
 		}
 		if len(bytes.TrimSpace(doc)) > 0 {
 			docs = append(docs, doc)

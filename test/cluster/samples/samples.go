@@ -26,12 +26,8 @@ limitations under the License.
 package samples
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,13 +39,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/cluster/manifests"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/cluster/localcluster"
 )
@@ -166,15 +163,11 @@ func objects(path string, r *strings.Replacer) ([]*unstructured.Unstructured, er
 		b = []byte(r.Replace(string(b)))
 	}
 	var objs []*unstructured.Unstructured
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", path, err)
-		}
+	docs, err := manifests.Split(b)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	for _, doc := range docs {
 		obj := map[string]any{}
 		if err := yaml.Unmarshal(doc, &obj); err != nil {
 			return nil, fmt.Errorf("parsing %s: %w", path, err)
@@ -183,6 +176,7 @@ func objects(path string, r *strings.Replacer) ([]*unstructured.Unstructured, er
 			objs = append(objs, &unstructured.Unstructured{Object: obj})
 		}
 	}
+	return objs, nil
 }
 
 // resource returns the client of obj's resource; ok is false when the
