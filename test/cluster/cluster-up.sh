@@ -18,7 +18,7 @@ NODE_MODE=${NODE_MODE:-0}
 # make_certs writes the CA, the control plane's and the node's certificates
 # and the service-account key pair into CERT_DIR.
 make_certs() {
-  "$(go_bin cluster-files)" pki "${CERT_DIR}" "${BRIDGE_IP}" "${SERVICE_CIDR%.0/24}.1" "${NODE_NAME}"
+  "${CLUSTER_FILES}" pki "${CERT_DIR}" "${BRIDGE_IP}" "${SERVICE_CIDR%.0/24}.1" "${NODE_NAME}"
 }
 
 # cert_kubeconfig FILE CERT_NAME writes a kubeconfig for the client cert CERT_NAME.
@@ -113,12 +113,12 @@ apply_tekton_crds() {
   dir=$(tekton_module_dir)
   [[ -d "${dir}/config/300-crds" ]] || die "tektoncd/pipeline ${TEKTON_VERSION} not found in the module cache"
   log "applying Tekton ${TEKTON_VERSION} CRDs (webhook conversion stripped)"
-  "$(go_bin cluster-files)" tekton-crds "${dir}/config/300-crds" | kc apply -f - >/dev/null
+  "${CLUSTER_FILES}" tekton-crds "${dir}/config/300-crds" | kc apply -f - >/dev/null
 }
 
 apply_project_config() {
   local docs
-  docs=$("$(go_bin cluster-files)" config "${ROOT_DIR}")
+  docs=$("${CLUSTER_FILES}" config "${ROOT_DIR}")
   log "applying config/ (without Deployments and CRDs)"
   # CRDs and the objects using them may come in one go; retry once they are established.
   if ! kc apply -f - <<<"${docs}" >/dev/null 2>"${LOG_DIR}/apply-config.err"; then
@@ -138,6 +138,7 @@ apply_manifests() {
 
 main() {
   local start mode
+  CLUSTER_FILES=$(go_bin cluster-files)
   start=$(now_s)
   mode=$([[ "${NODE_MODE}" == 1 ]] && echo node || echo control-plane)
   if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
