@@ -17,39 +17,50 @@ limitations under the License.
 package committer
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	crmetadata "github.com/checkpoint-restore/checkpointctl/lib"
+	"github.com/containerd/containerd/api/types/runc/options"
+	"github.com/containerd/containerd/v2/client"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// A memory snapshot is the archive containerd's CRI CheckpointContainer
-// writes, the call behind kubelet's checkpoint API (KEP-2008): CRIU's dump
-// of the processes, their spec and status, and the container's filesystem
-// change. The archive becomes the one layer of a checkpoint image, the
-// format containerd's CRI (2.1 and later) restores a container from and
-// CRI-O reads too. containerd's task checkpoint API was not chosen: its
-// image is containerd's own format, which the CRI does not restore.
+// A memory snapshot is a checkpoint archive as containerd's CRI
+// CheckpointContainer writes it (the call behind kubelet's checkpoint API,
+// KEP-2008): CRIU's dump of the processes in checkpoint/, the container's
+// spec, CRI config and status (spec.dump, config.dump, status.dump), and its
+// filesystem change (rootfs-diff.tar). The archive's files become the one
+// layer of a checkpoint image, the format containerd's CRI (2.1 and later)
+// restores a container from and CRI-O reads too.
+//
+// The archive is written here, not by CheckpointContainer: that call copies
+// CRIU's dump four times before it returns, while the container stays
+// frozen. Here CRIU dumps through containerd's task API straight into the
+// checkpoint directory, the filesystem change is taken beside it, and the
+// containers thaw; the rest is written after the thaw.
 
 // ErrMemorySnapshotUnsupported reports a node that cannot checkpoint a
-// container's processes: a containerd without CRI checkpoint, no CRIU on its
-// PATH, or a process CRIU refuses. Nothing is left frozen.
+// container's processes: a containerd older than 2.1, a runtime other than
+// runc, no CRIU on containerd's PATH, or a process CRIU refuses. Nothing is
+// left frozen.
 var ErrMemorySnapshotUnsupported = errors.New("MemorySnapshotUnsupported")
 
 // Annotations on a checkpoint image's manifest: containerd's CRI restores an
@@ -59,12 +70,15 @@ const (
 	AnnotationCRIOCheckpointName = "io.kubernetes.cri-o.annotations.checkpoint.name"
 )
 
+// runcRuntime is the only runtime whose checkpoint options this step sets.
+const runcRuntime = "io.containerd.runc.v2"
+
 // Checkpoint takes a memory snapshot of each target container and stores
 // each as a checkpoint image under its working name (workingName) for the
 // push step. It freezes all of them at once, as Commit does, so that they
-// are checkpointed at one instant, and containerd, finding them frozen,
-// leaves the thaw to it. CheckpointDir must be the same directory for
-// containerd and this process.
+// are checkpointed at one instant; the freeze lasts while CRIU dumps them and
+// their filesystem changes are taken. CheckpointDir must be the same
+// directory for containerd and this process.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
 	if c.cfg.CheckpointDir == "" {
 		return nil, fmt.Errorf("pod %s: no checkpoint directory", c.podRef())
@@ -75,22 +89,45 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	}
 	defer done()
 	defer unlock()
+	if err := c.checkpointable(ctx, live); err != nil {
+		return nil, err
+	}
 
-	c.removeStaleArchives()
-	archives := make([]string, len(live))
+	c.removeStaleCheckpoints()
+	preps := make([]*prepared, len(live))
+	defer func() {
+		for _, p := range preps {
+			if p != nil {
+				c.releasePlan(ctx, p.live, p.overlay)
+			}
+		}
+	}()
+	dirs := make([]string, len(live))
 	for i, l := range live {
-		archives[i] = filepath.Join(c.cfg.CheckpointDir, fmt.Sprintf("%s-%s.tar", c.cfg.Params.RunID, l.target.Container))
-		defer os.Remove(archives[i])
+		plan, err := c.planOverlay(ctx, l)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
+		}
+		preps[i] = &prepared{live: l, overlay: plan}
+		dirs[i] = filepath.Join(c.cfg.CheckpointDir, fmt.Sprintf("%s-%s", c.cfg.Params.RunID, l.target.Container))
+		defer os.RemoveAll(dirs[i])
 	}
 	res = &CommitResult{}
+	var at time.Time
 	res.PauseWindow, err = c.whileFrozen(ctx, live, func(pctx context.Context) error {
-		errs := make([]error, len(live))
+		at = time.Now()
+		errs := make([]error, len(live)+1)
 		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[len(live)] = c.diffAll(pctx, preps)
+		}()
 		for i, l := range live {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = c.checkpointOne(pctx, l, archives[i])
+				errs[i] = c.dump(pctx, l, dirs[i])
 			}()
 		}
 		wg.Wait()
@@ -101,8 +138,8 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	}
 	c.log.Printf("pod %s: %d containers checkpointed and thawed; pause window %d ms", c.podRef(), len(live), res.PauseWindow.Milliseconds())
 	unlock()
-	for i, l := range live {
-		ci, err := c.checkpointImage(ctx, l, archives[i])
+	for i, p := range preps {
+		ci, err := c.checkpointImage(ctx, p, dirs[i], at)
 		if err != nil {
 			c.removeImages(ctx, res.Images)
 			return nil, err
@@ -112,77 +149,112 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	return res, nil
 }
 
-// staleArchiveAge is the age past which an archive in CheckpointDir is
-// taken for one a killed run left: a run reads its own within minutes.
-const staleArchiveAge = time.Hour
+// checkpointable fails with ErrMemorySnapshotUnsupported, before anything
+// is frozen, when the node's containerd cannot restore what this step
+// writes (before 2.1) or a container's runtime is not runc.
+func (c *Committer) checkpointable(ctx context.Context, live []*liveContainer) error {
+	v, err := c.client.Version(ctx)
+	if err != nil {
+		return fmt.Errorf("pod %s: containerd's version: %w", c.podRef(), err)
+	}
+	if major, minor, ok := majorMinor(v.Version); !ok || major < 2 || major == 2 && minor < 1 {
+		return fmt.Errorf("pod %s: %w: the node's containerd is %s; restoring a memory snapshot needs containerd 2.1 or later (with CRIU 4 on its PATH)",
+			c.podRef(), ErrMemorySnapshotUnsupported, v.Version)
+	}
+	for _, l := range live {
+		if l.info.Runtime.Name != runcRuntime {
+			return fmt.Errorf("pod %s %s: %w: its runtime is %s; memory snapshots need %s", c.podRef(), l, ErrMemorySnapshotUnsupported, l.info.Runtime.Name, runcRuntime)
+		}
+	}
+	return nil
+}
 
-// removeStaleArchives removes the archives runs killed before they could
-// remove their own left in CheckpointDir: they hold a sandbox's memory.
-func (c *Committer) removeStaleArchives() {
-	old, _ := filepath.Glob(filepath.Join(c.cfg.CheckpointDir, "*.tar"))
-	for _, f := range old {
-		if st, err := os.Stat(f); err == nil && time.Since(st.ModTime()) > staleArchiveAge {
-			if err := os.Remove(f); err == nil {
+var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)`)
+
+// majorMinor reads the major and minor numbers of a containerd version, as
+// "v2.1.3" or Debian's "1.6.20~ds1".
+func majorMinor(v string) (major, minor int, ok bool) {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, 0, false
+	}
+	major, _ = strconv.Atoi(m[1])
+	minor, _ = strconv.Atoi(m[2])
+	return major, minor, true
+}
+
+// staleCheckpointAge is the age past which a directory in CheckpointDir is
+// taken for one a killed run left: a run reads its own within minutes.
+const staleCheckpointAge = time.Hour
+
+// removeStaleCheckpoints removes the checkpoint directories (and the
+// archives of earlier versions) that runs killed before they could remove
+// their own left in CheckpointDir: they hold a sandbox's memory.
+func (c *Committer) removeStaleCheckpoints() {
+	old, _ := os.ReadDir(c.cfg.CheckpointDir)
+	for _, e := range old {
+		if !e.IsDir() && filepath.Ext(e.Name()) != ".tar" {
+			continue
+		}
+		f := filepath.Join(c.cfg.CheckpointDir, e.Name())
+		if st, err := os.Lstat(f); err == nil && time.Since(st.ModTime()) > staleCheckpointAge {
+			if err := os.RemoveAll(f); err == nil {
 				c.log.Printf("removed %s, left by a run killed %s ago", f, time.Since(st.ModTime()).Round(time.Minute))
 			}
 		}
 	}
 }
 
-// checkpointOne writes the checkpoint archive of l, frozen, to archive, in
-// place of any an earlier attempt of this run left (containerd does not
-// truncate it).
-func (c *Committer) checkpointOne(ctx context.Context, l *liveContainer, archive string) error {
-	if err := os.Remove(archive); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("pod %s %s: removing an earlier archive: %w", c.podRef(), l, err)
+// dump has CRIU dump l, frozen, through containerd's task API into dir's
+// checkpoint directory, with its log and statistics in dir, as containerd's
+// CRI does into the container's own directory. The container runs on.
+func (c *Committer) dump(ctx context.Context, l *liveContainer, dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("pod %s %s: removing an earlier attempt's checkpoint: %w", c.podRef(), l, err)
 	}
-	timeout := int64(1)
-	if d, ok := ctx.Deadline(); ok {
-		timeout = max(timeout, int64(time.Until(d).Seconds()))
+	images := filepath.Join(dir, crmetadata.CheckpointDirectory)
+	if err := os.MkdirAll(images, 0o700); err != nil {
+		return fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
 	}
-	rs := runtimeapi.NewRuntimeServiceClient(c.client.Conn().(*grpc.ClientConn))
-	_, err := rs.CheckpointContainer(ctx, &runtimeapi.CheckpointContainerRequest{ContainerId: l.info.ID, Location: archive, Timeout: timeout})
+	start := time.Now()
+	_, err := l.task.Checkpoint(ctx, func(info *client.CheckpointTaskInfo) error {
+		info.Options = &options.CheckpointOptions{ImagePath: images, WorkPath: dir}
+		return nil
+	})
 	if err != nil {
 		return c.checkpointError(l, err)
 	}
+	c.log.Printf("pod %s %s: CRIU dumped it in %s", c.podRef(), l, time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// checkpointError names why a checkpoint call failed: the node cannot take
-// memory snapshots (ErrMemorySnapshotUnsupported, with containerd's and
-// CRIU's own words), or something else went wrong.
+// checkpointError names why a checkpoint failed: CRIU could not dump the
+// container (ErrMemorySnapshotUnsupported, with runc's and CRIU's own words:
+// no CRIU, or a process it refuses), or something else went wrong.
 func (c *Committer) checkpointError(l *liveContainer, err error) error {
-	st := status.Convert(err)
-	msg := st.Message()
-	switch {
-	case st.Code() == codes.Unimplemented:
-		return fmt.Errorf("pod %s %s: %w: the node's containerd does not checkpoint containers (CRI CheckpointContainer needs containerd 2.1 or later with CRIU 4 on its PATH): %s",
-			c.podRef(), l, ErrMemorySnapshotUnsupported, msg)
-	case strings.Contains(msg, "CRIU binary not found"), strings.Contains(msg, "checkpointing container"):
-		return fmt.Errorf("pod %s %s: %w: %s", c.podRef(), l, ErrMemorySnapshotUnsupported, msg)
+	if strings.Contains(strings.ToLower(err.Error()), "criu") {
+		return fmt.Errorf("pod %s %s: %w: %v", c.podRef(), l, ErrMemorySnapshotUnsupported, err)
 	}
 	return fmt.Errorf("pod %s %s: checkpointing: %w", c.podRef(), l, err)
 }
 
-// checkpointImage stores the archive of l as a checkpoint image: one
-// gzipped layer holding the archive's files as they are, and on the
+// checkpointImage completes the checkpoint archive in dir, where CRIU's dump
+// is (at the time the containers were frozen), and stores it as a
+// checkpoint image: one zstd layer holding the archive's files, and on the
 // manifest the annotations that make containerd's CRI restore from it.
-func (c *Committer) checkpointImage(ctx context.Context, l *liveContainer, archive string) (_ *Committed, err error) {
+func (c *Committer) checkpointImage(ctx context.Context, p *prepared, dir string, at time.Time) (_ *Committed, err error) {
+	l := p.live
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
 	}
-	cs := c.client.ContentStore()
-	write := func(w io.Writer) error {
-		f, err := os.Open(archive)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyBuffer(w, f, make([]byte, 1<<20))
-		return err
+	if err := c.writeDumps(ctx, l, dir, at); err != nil {
+		return nil, fail("%v", err)
 	}
-	ref := fmt.Sprintf("sandbox-checkpoint-gzip-%s-%d", l.info.ID, time.Now().UnixNano())
-	layer, diffID, size, err := c.newLayer(ctx, ref, write, ocispec.MediaTypeImageLayerGzip)
+	if err := c.writeRootfsDiff(ctx, p, filepath.Join(dir, crmetadata.RootFsDiffTar)); err != nil {
+		return nil, fail("writing the filesystem change: %v", err)
+	}
+	ref := fmt.Sprintf("sandbox-checkpoint-zstd-%s-%d", l.info.ID, time.Now().UnixNano())
+	layer, diffID, size, err := c.newLayer(ctx, ref, func(w io.Writer) error { return tarDir(dir, w) }, ocispec.MediaTypeImageLayerZstd)
 	if err != nil {
 		return nil, fail("compressing the checkpoint: %v", err)
 	}
@@ -203,7 +275,7 @@ func (c *Committer) checkpointImage(ctx context.Context, l *liveContainer, archi
 		return nil, fail("encoding image config: %v", err)
 	}
 	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
-	if err := writeBlob(ctx, cs, cfgDesc, cfg, nil); err != nil {
+	if err := writeBlob(ctx, c.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
 		return nil, fail("writing config: %v", err)
 	}
 	m := ocispec.Manifest{
@@ -229,4 +301,105 @@ func (c *Committer) checkpointImage(ctx context.Context, l *liveContainer, archi
 	c.log.Printf("pod %s %s checkpointed as %s (manifest %s, checkpoint %d bytes, layer %d bytes)",
 		c.podRef(), l, c.workingName(l.target), mdesc.Digest, size, layer.Size)
 	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: size, Layer: layer}, nil
+}
+
+// writeDumps writes the files containerd's CRI restore reads besides CRIU's
+// dump, as its CheckpointContainer writes them: the OCI spec (spec.dump),
+// the CRI's view of the container (config.dump) and its CRI status
+// (status.dump), which the restored container's metadata comes from.
+func (c *Committer) writeDumps(ctx context.Context, l *liveContainer, dir string, at time.Time) error {
+	if l.info.Spec == nil {
+		return errors.New("the container has no spec")
+	}
+	rs := runtimeapi.NewRuntimeServiceClient(c.client.Conn().(*grpc.ClientConn))
+	st, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: l.info.ID})
+	if err != nil {
+		return fmt.Errorf("the container's CRI status: %w", err)
+	}
+	status, err := json.Marshal(st.GetStatus())
+	if err != nil {
+		return err
+	}
+	config, err := json.Marshal(&crmetadata.ContainerConfig{
+		ID:              l.info.ID,
+		Name:            st.GetStatus().GetMetadata().GetName(),
+		RootfsImageName: st.GetStatus().GetImage().GetImage(),
+		RootfsImageRef:  st.GetStatus().GetImageRef(),
+		OCIRuntime:      l.info.Runtime.Name,
+		RootfsImage:     st.GetStatus().GetImage().GetImage(),
+		CheckpointedAt:  at,
+		CreatedTime:     l.info.CreatedAt,
+	})
+	if err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{
+		crmetadata.SpecDumpFile:   l.info.Spec.GetValue(),
+		crmetadata.ConfigDumpFile: config,
+		crmetadata.StatusDumpFile: status,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRootfsDiff writes the filesystem change taken in the freeze, an
+// uncompressed layer, to file.
+func (c *Committer) writeRootfsDiff(ctx context.Context, p *prepared, file string) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if p.upper != nil {
+		err = p.upper.writeLayer(ctx, c.client.ContentStore(), f)
+	} else {
+		err = copyBlob(ctx, c.client.ContentStore(), p.diff, f)
+	}
+	return errors.Join(err, f.Close())
+}
+
+// tarDir writes the regular files and directories under dir to w as a tar,
+// named relative to dir, owned by root.
+func tarDir(dir string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() && !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		h, err := tar.FileInfoHeader(fi, "")
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = filepath.ToSlash(rel), 0, 0, "", ""
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.CopyBuffer(tw, f, make([]byte, 1<<20))
+		return err
+	})
+	return errors.Join(err, tw.Close())
 }

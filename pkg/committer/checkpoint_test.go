@@ -17,21 +17,21 @@ limitations under the License.
 package committer
 
 import (
+	"archive/tar"
+	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
-// TestCheckpointError checks which answers of containerd's CRI mean the node
-// cannot take memory snapshots, and that the reason keeps containerd's and
-// CRIU's own words.
+// TestCheckpointError checks which answers of containerd's task checkpoint
+// mean the node cannot take memory snapshots, and that the reason keeps
+// runc's and CRIU's own words.
 func TestCheckpointError(t *testing.T) {
 	c := New(nil, Config{Params: &Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, Log: io.Discard})
 	l := &liveContainer{target: Target{Container: "app"}}
@@ -41,11 +41,10 @@ func TestCheckpointError(t *testing.T) {
 		unsupported bool
 		says        string
 	}{
-		{"containerd 1.x", status.Error(codes.Unimplemented, "method CheckpointContainer not implemented"), true, "not implemented"},
-		{"no CRIU", status.Error(codes.Unknown, `CRIU binary not found or too old (<31600). Failed to checkpoint container "abc"`), true, "CRIU binary not found"},
-		{"CRIU refused", status.Error(codes.Unknown, `checkpointing container "abc" failed: runc checkpoint: criu failed: type NOTIFY errno 0`), true, "criu failed"},
-		{"container not running", status.Error(codes.Unknown, `container "abc" is in CONTAINER_EXITED state. only CONTAINER_RUNNING containers can be checkpointed`), false, "CONTAINER_EXITED"},
-		{"socket gone", status.Error(codes.Unavailable, "connection refused"), false, "connection refused"},
+		{"no CRIU", errors.New(`runc checkpoint failed: CRIU version check failed: exec: "criu": executable file not found in $PATH: unknown`), true, "executable file not found"},
+		{"CRIU refused", errors.New(`criu failed: type NOTIFY errno 0 path= /run/containerd/abc/criu-dump.log: unknown`), true, "criu-dump.log"},
+		{"container not running", errors.New(`container abc: not found`), false, "not found"},
+		{"socket gone", errors.New("connection error: connection refused"), false, "connection refused"},
 	} {
 		err := c.checkpointError(l, tc.err)
 		if errors.Is(err, ErrMemorySnapshotUnsupported) != tc.unsupported {
@@ -57,27 +56,93 @@ func TestCheckpointError(t *testing.T) {
 	}
 }
 
-// TestRemoveStaleArchives removes the archives killed runs left in the
-// checkpoint directory, and only those: a run's own archive is fresh.
-func TestRemoveStaleArchives(t *testing.T) {
+// TestMajorMinor reads containerd's versions as its own builds and
+// Debian's spell them.
+func TestMajorMinor(t *testing.T) {
+	for v, want := range map[string][3]int{
+		"v2.1.3":     {2, 1, 1},
+		"2.2.0-rc.1": {2, 2, 1},
+		"1.6.20~ds1": {1, 6, 1},
+		"dev":        {0, 0, 0},
+	} {
+		major, minor, ok := majorMinor(v)
+		if got := [3]int{major, minor, map[bool]int{true: 1}[ok]}; got != want {
+			t.Errorf("majorMinor(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestRemoveStaleCheckpoints removes the checkpoint directories and
+// archives killed runs left in the checkpoint directory, and only those: a
+// run's own directory is fresh, and other files are not ours.
+func TestRemoveStaleCheckpoints(t *testing.T) {
 	dir := t.TempDir()
-	stale, fresh, other := filepath.Join(dir, "run-a-app.tar"), filepath.Join(dir, "run-b-app.tar"), filepath.Join(dir, "notes")
-	for _, f := range []string{stale, fresh, other} {
+	stale, fresh := filepath.Join(dir, "run-a-app"), filepath.Join(dir, "run-b-app")
+	archive, other := filepath.Join(dir, "run-c-app.tar"), filepath.Join(dir, "notes")
+	for _, d := range []string{stale, fresh} {
+		if err := os.MkdirAll(filepath.Join(d, "checkpoint"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{archive, other} {
 		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	old := time.Now().Add(-2 * staleArchiveAge)
-	for _, f := range []string{stale, other} {
+	old := time.Now().Add(-2 * staleCheckpointAge)
+	for _, f := range []string{stale, archive, other} {
 		if err := os.Chtimes(f, old, old); err != nil {
 			t.Fatal(err)
 		}
 	}
 	c := New(nil, Config{Params: &Params{}, CheckpointDir: dir, Log: io.Discard})
-	c.removeStaleArchives()
-	for f, want := range map[string]bool{stale: false, fresh: true, other: true} {
+	c.removeStaleCheckpoints()
+	for f, want := range map[string]bool{stale: false, archive: false, fresh: true, other: true} {
 		if _, err := os.Stat(f); (err == nil) != want {
 			t.Errorf("%s: present = %t, want %t", filepath.Base(f), err == nil, want)
 		}
+	}
+}
+
+// TestTarDir writes a checkpoint directory as containerd's CRI lays its
+// archive out: names relative to the directory, directories with a slash,
+// owned by root, contents intact.
+func TestTarDir(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{"checkpoint/pages-1.img": "pages", "spec.dump": "{}", "rootfs-diff.tar": "layer"}
+	for name, body := range files {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := tarDir(dir, &buf); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&buf)
+	got := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s: owner %d:%d, want 0:0", h.Name, h.Uid, h.Gid)
+		}
+		b, _ := io.ReadAll(tr)
+		got[h.Name] = string(b)
+	}
+	want := map[string]string{"checkpoint/": ""}
+	for k, v := range files {
+		want[k] = v
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("tar holds %v, want %v", got, want)
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -506,9 +507,9 @@ func copyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w 
 	return err
 }
 
-// buildLayer writes the gzipped layer of the uncompressed tar that write
-// produces as a new blob (ingest ref ref), and to also, compressing on every
-// core. It returns the compressed descriptor, the diff ID (digest of the
+// buildLayer writes the layer of the uncompressed tar that write produces,
+// compressed as mediaType says (compressor) on every core, as a new blob
+// (ingest ref ref), and to also. It returns the compressed descriptor, the diff ID (digest of the
 // uncompressed layer) and its size.
 func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
 	mediaType string, also ...io.Writer) (ocispec.Descriptor, digest.Digest, int64, error) {
@@ -525,7 +526,10 @@ func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io
 	cnt := &countingWriter{}
 	// A large buffer: every content-store write is one RPC.
 	bw := bufio.NewWriterSize(io.MultiWriter(append([]io.Writer{w, dg.Hash(), cnt}, also...)...), 1<<20)
-	zw := newParallelGzip(bw, gzip.DefaultCompression, gzipBlock, runtime.GOMAXPROCS(0))
+	zw, err := compressor(bw, mediaType)
+	if err != nil {
+		return none, "", 0, err
+	}
 	udg := digest.Canonical.Digester()
 	ucnt := &countingWriter{}
 	err = write(io.MultiWriter(zw, udg.Hash(), ucnt))
@@ -544,6 +548,15 @@ func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io
 		return none, "", 0, err
 	}
 	return desc, udg.Digest(), ucnt.n, nil
+}
+
+// compressor returns the writer that compresses a layer of mediaType: zstd
+// at its fastest level for a "+zstd" type, parallel gzip otherwise.
+func compressor(w io.Writer, mediaType string) (io.WriteCloser, error) {
+	if strings.HasSuffix(mediaType, "+zstd") {
+		return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
+	}
+	return newParallelGzip(w, gzip.DefaultCompression, gzipBlock, runtime.GOMAXPROCS(0)), nil
 }
 
 type countingWriter struct{ n int64 }
