@@ -85,7 +85,7 @@ type Config struct {
 	// in containerd; the push step uploads from it and removes it (see
 	// layerdir.go). Both steps must see the same directory.
 	LayerDir string
-	// CheckpointDir is where containerd writes memory snapshot archives
+	// CheckpointDir is where CRIU, through containerd, writes memory snapshots
 	// for Checkpoint; containerd and this process must both see it at
 	// this path.
 	CheckpointDir string

@@ -52,7 +52,7 @@ func (c *Committer) layerFile(d digest.Digest) string {
 	return p
 }
 
-// newLayer builds the gzipped layer of the tar write produces into
+// newLayer builds the compressed layer (mediaType) of the tar write produces into
 // containerd (buildLayer) and, with Config.LayerDir set, into a file there
 // for the push step.
 func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {

@@ -47,8 +47,8 @@ const (
 	// cannot take one: MemoryFallbackNone fails, MemoryFallbackFilesystem
 	// takes a filesystem snapshot instead.
 	ParamMemoryFallback = "memory-fallback"
-	// ParamCheckpointDir is the node directory where containerd writes
-	// checkpoint archives; CheckpointVolume is mounted at the same path.
+	// ParamCheckpointDir is the node directory where CRIU, through
+	// containerd, writes checkpoints; CheckpointVolume is mounted at the same path.
 	ParamCheckpointDir = "checkpoint-dir"
 )
 
