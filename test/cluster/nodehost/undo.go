@@ -116,10 +116,14 @@ func shimOf(args []string) (ns, id string, ok bool) {
 	return ns, id, shim && ok
 }
 
-// shimSocket is where the shim of task (or group) id of namespace ns under
-// this node's containerd listens: /run/containerd/s/sha256(address/ns/id).
-func shimSocket(ns, id string) string {
-	sum := sha256.Sum256([]byte(containerdSocket + "/" + ns + "/" + id))
+// shimSocket is the socket of this node's shim ns/id (ShimSocket).
+func shimSocket(ns, id string) string { return ShimSocket(containerdSocket, ns, id) }
+
+// ShimSocket is the socket a shim of the containerd at address listens on,
+// as containerd names it: the SHA-256 of address/ns/id in /run/containerd/s,
+// whatever the daemon's own state directory.
+func ShimSocket(address, ns, id string) string {
+	sum := sha256.Sum256([]byte(address + "/" + ns + "/" + id))
 	return filepath.Join(shimSocketDir, hex.EncodeToString(sum[:]))
 }
 

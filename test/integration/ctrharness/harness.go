@@ -54,6 +54,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/cluster/nodehost"
 )
 
 // Namespace is the containerd namespace used, the CRI one.
@@ -276,11 +278,30 @@ func shimPIDs(address string) []int {
 }
 
 // killShims kills, by PID, the shim processes started for this daemon (their
-// command line names our private address).
+// command line names our private address), and removes the sockets they
+// leave in /run/containerd/s.
 func killShims(address string) {
 	for _, pid := range shimPIDs(address) {
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
 		_ = syscall.Kill(pid, syscall.SIGKILL)
+		if sock := shimSocket(strings.Split(string(cmdline), "\x00")); sock != "" {
+			_ = os.Remove(sock)
+		}
 	}
+}
+
+// shimSocket is the socket a shim with these arguments listens on, or "".
+func shimSocket(args []string) string {
+	flag := map[string]string{}
+	for i := 0; i+1 < len(args); i++ {
+		if strings.HasPrefix(args[i], "-") {
+			flag[strings.TrimLeft(args[i], "-")] = args[i+1]
+		}
+	}
+	if flag["address"] == "" || flag["namespace"] == "" || flag["id"] == "" {
+		return ""
+	}
+	return nodehost.ShimSocket(flag["address"], flag["namespace"], flag["id"])
 }
 
 func unmountUnder(dir string) {
