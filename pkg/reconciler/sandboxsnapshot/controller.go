@@ -45,7 +45,6 @@ import (
 	batchsandboxinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/batchsandbox"
 	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
-	snapshotlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
@@ -82,6 +81,9 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		pipelineinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TaskRunSelector }),
 	).Tekton().V1().TaskRuns()
 	snapshots := snapshotinformer.Get(ctx)
+	if err := snapshots.Informer().AddIndexers(cache.Indexers{sandboxIndex: indexBySandbox}); err != nil {
+		logger.Fatalw("Failed to index the snapshots by sandbox", zap.Error(err))
+	}
 
 	r := &Reconciler{
 		kubeClient:     kubeclient.Get(ctx),
@@ -160,7 +162,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		if !ok {
 			return
 		}
-		for _, w := range waitingSnapshots(snapshots.Lister(), tr) {
+		for _, w := range waitingSnapshots(snapshots.Informer().GetIndexer(), tr) {
 			impl.Enqueue(w)
 		}
 	}
@@ -195,15 +197,23 @@ func taskRunDone(obj any) bool {
 	return ok && tr.IsDone()
 }
 
-// waitingSnapshots lists the Pending snapshots of tr's sandbox.
-func waitingSnapshots(lister snapshotlisters.SandboxSnapshotLister, tr *pipelinev1.TaskRun) []*v1alpha1.SandboxSnapshot {
-	all, err := lister.SandboxSnapshots(tr.Labels[sandbox.SnapshotNamespaceLabel]).List(labels.Everything())
-	if err != nil {
-		return nil
+// sandboxIndex indexes snapshots by their sandbox: namespace/sandbox name.
+const sandboxIndex = "sandbox"
+
+func indexBySandbox(obj any) ([]string, error) {
+	s, ok := obj.(*v1alpha1.SandboxSnapshot)
+	if !ok {
+		return nil, nil
 	}
+	return []string{s.Namespace + "/" + s.Spec.SandboxName}, nil
+}
+
+// waitingSnapshots lists the Pending snapshots of tr's sandbox.
+func waitingSnapshots(snapshots cache.Indexer, tr *pipelinev1.TaskRun) []*v1alpha1.SandboxSnapshot {
+	objs, _ := snapshots.ByIndex(sandboxIndex, tr.Labels[sandbox.SnapshotNamespaceLabel]+"/"+tr.Labels[sandbox.SandboxNameLabel])
 	var waiting []*v1alpha1.SandboxSnapshot
-	for _, s := range all {
-		if s.Spec.SandboxName == tr.Labels[sandbox.SandboxNameLabel] && s.Status.Phase == v1alpha1.PhasePending {
+	for _, o := range objs {
+		if s, ok := o.(*v1alpha1.SandboxSnapshot); ok && s.Status.Phase == v1alpha1.PhasePending {
 			waiting = append(waiting, s)
 		}
 	}

@@ -22,11 +22,13 @@ import (
 	"testing"
 	"time"
 
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	fakepipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client/fake"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	_ "knative.dev/pkg/client/injection/kube/client/fake"
 	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/controller"
@@ -218,4 +220,37 @@ type recordingReconciler struct {
 func (r *recordingReconciler) Reconcile(_ context.Context, key string) error {
 	r.keys = append(r.keys, key)
 	return nil
+}
+
+// TestWaitingSnapshots finds, through the sandbox index, the Pending
+// snapshots of a TaskRun's sandbox, and only those: not the ones already
+// committing, nor those of another sandbox or of a namesake sandbox in
+// another namespace.
+func TestWaitingSnapshots(t *testing.T) {
+	snap := func(ns, name, sb string, phase v1alpha1.SandboxSnapshotPhase) *v1alpha1.SandboxSnapshot {
+		return &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: sb}, Status: v1alpha1.SandboxSnapshotStatus{Phase: phase}}
+	}
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{sandboxIndex: indexBySandbox})
+	for _, s := range []*v1alpha1.SandboxSnapshot{
+		snap("ns", "waits", "sb", v1alpha1.PhasePending),
+		snap("ns", "waits-too", "sb", v1alpha1.PhasePending),
+		snap("ns", "commits", "sb", v1alpha1.PhaseCommitting),
+		snap("ns", "other-sandbox", "sb2", v1alpha1.PhasePending),
+		snap("ns2", "other-namespace", "sb", v1alpha1.PhasePending),
+	} {
+		if err := idx.Add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &pipelinev1.TaskRun{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{
+		sandbox.SnapshotNamespaceLabel: "ns", sandbox.SandboxNameLabel: "sb"}}}
+	var got []string
+	for _, s := range waitingSnapshots(idx, tr) {
+		got = append(got, s.Name)
+	}
+	slices.Sort(got)
+	if want := []string{"waits", "waits-too"}; !slices.Equal(got, want) {
+		t.Errorf("waitingSnapshots = %v, want %v", got, want)
+	}
 }
