@@ -77,8 +77,8 @@ func (e *testEnv) startCRI(t *testing.T, path ...string) *ctrharness.Containerd 
 	return cri
 }
 
-// checkpoints reports whether cri is a containerd that can checkpoint
-// through its CRI (2.x; 1.x answers Unimplemented).
+// checkpoints reports whether cri is a containerd whose CRI restores
+// checkpoints (2.x); the committer refuses 1.x before freezing anything.
 func checkpoints(cri *ctrharness.Containerd) bool {
 	return !strings.HasPrefix(cri.Version, "containerd github.com/containerd/containerd 1.")
 }
@@ -157,11 +157,12 @@ func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrh
 }
 
 // TestCheckpointRestore takes a memory snapshot of a running container
-// through containerd's CRI with CRIU, pushes it, deletes the pod, and
-// restores a new pod's container from the pushed image, as kubelet does for
-// a pod whose image is a checkpoint: the processes go on. On containerd 1.x,
-// which cannot checkpoint, the snapshot fails as unsupported and the
-// container runs on.
+// (CRIU's dump through containerd's task API, in the archive layout of the
+// CRI's CheckpointContainer), pushes it, deletes the pod, and restores a new
+// pod's container from the pushed image through containerd's CRI, as
+// kubelet does for a pod whose image is a checkpoint: the processes go on.
+// On containerd 1.x, whose CRI cannot restore, the snapshot fails as
+// unsupported and the container runs on.
 func TestCheckpointRestore(t *testing.T) {
 	e := requireEnv(t)
 	cri := e.startCRI(t, criuDir(t))
@@ -280,8 +281,8 @@ func TestCheckpointWithoutCRIU(t *testing.T) {
 // TestCheckpointRefusedByCRIU fails a memory snapshot of a container with a
 // process in a nested user and PID namespace, which CRIU refuses to dump, as
 // unsupported, naming CRIU's log on the node, and leaves the container
-// running. (An established TCP connection is no such case: containerd's CRI
-// asks CRIU to dump those.)
+// running. (An established TCP connection is no such case: with the options
+// containerd's CRI and the committer pass, CRIU dumped one here.)
 func TestCheckpointRefusedByCRIU(t *testing.T) {
 	e := requireEnv(t)
 	cri := e.startCRI(t, criuDir(t))
