@@ -41,6 +41,11 @@ main() {
     stop_containers
   fi
   stop_daemon containerd registry
+  # A shim that died without removing its socket is named only in
+  # containerd's log: undo reads the copy in the record, removed with it.
+  if [[ -f "${HOST_DIR}/manifest" && -f "${LOG_DIR}/containerd.log" ]]; then
+    cp "${LOG_DIR}/containerd.log" "${HOST_DIR}/containerd.log"
+  fi
   stop_control_plane
   "${node_host}" undo
   rm -rf "${NODE_DIR}" "${CLUSTER_DIR}"

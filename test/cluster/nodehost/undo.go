@@ -17,14 +17,17 @@ limitations under the License.
 package nodehost
 
 import (
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -87,7 +90,8 @@ type seen struct {
 	paths []string
 	// logLinks are the links in /var/log/containers, to their targets.
 	logLinks map[string]string
-	// nodeIDs are the ids of this node's CRI sandboxes, containers and tasks.
+	// nodeIDs are the ids of this node's CRI sandboxes, containers and
+	// tasks: those with folders left, and every id its containerd logged.
 	nodeIDs []string
 	procs   []process
 }
@@ -351,8 +355,32 @@ func (n *Node) look() (*seen, error) {
 			}
 		}
 	}
+	// A shim that died without removing its socket leaves no folder: its
+	// id is only in containerd's log, which node-down keeps in the record.
+	if f, err := os.Open(filepath.Join(n.recordDir(), containerdLog)); err == nil {
+		ids = append(ids, loggedIDs(f)...)
+		f.Close()
+	}
 	s.nodeIDs = sortedUnique(ids)
 	return s, nil
+}
+
+// containerdLog is the copy of the node's containerd log that node-down
+// leaves in the record for undo.
+const containerdLog = "containerd.log"
+
+var idRE = regexp.MustCompile(`\b[0-9a-f]{64}\b`)
+
+// loggedIDs returns the 64-hex ids (and digests, which match no socket) in a
+// containerd log.
+func loggedIDs(r io.Reader) []string {
+	var ids []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		ids = append(ids, idRE.FindAllString(sc.Text(), -1)...)
+	}
+	return ids
 }
 
 // Undo undoes what node-up and its daemons changed on the host, once they

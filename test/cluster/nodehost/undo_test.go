@@ -17,6 +17,7 @@ limitations under the License.
 package nodehost
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -179,5 +180,20 @@ func TestPlanKeepsWhatExistedBeforeOrIsNotTheNodes(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
+	}
+}
+
+// TestLoggedIDs finds in containerd's log the ids of sandboxes and tasks,
+// whose shims' sockets undo removes even after their folders are gone.
+func TestLoggedIDs(t *testing.T) {
+	sandbox := strings.Repeat("ab", 32)
+	task := strings.Repeat("0c", 32)
+	log := `time="2026-12-02T09:14:28Z" level=info msg="RunPodSandbox for &PodSandboxMetadata{Name:sb-0,} returns sandbox id \"` + sandbox + `\""
+time="2026-12-02T09:14:29Z" level=info msg="StartContainer for \"` + task + `\" returns successfully"
+time="2026-12-02T09:14:30Z" level=info msg="no id here: ` + strings.Repeat("f", 63) + `"
+`
+	got := loggedIDs(strings.NewReader(log))
+	if diff := cmp.Diff([]string{sandbox, task}, got); diff != "" {
+		t.Errorf("loggedIDs (-want +got):\n%s", diff)
 	}
 }
