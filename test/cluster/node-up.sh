@@ -171,7 +171,7 @@ oom_score = 0
   address = "${CTR_SOCK}.ttrpc"
 
 [debug]
-  level = "warn"
+  level = "info"
 
 [plugins]
   [plugins."io.containerd.internal.v1.opt"]
