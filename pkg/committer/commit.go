@@ -509,8 +509,8 @@ func copyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w 
 
 // buildLayer writes the layer of the uncompressed tar that write produces,
 // compressed as mediaType says (compressor) on every core, as a new blob
-// (ingest ref ref), and to also. It returns the compressed descriptor, the diff ID (digest of the
-// uncompressed layer) and its size.
+// (ingest ref ref), and to also. It returns the compressed descriptor, the
+// diff ID (digest of the uncompressed layer) and its size.
 func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
 	mediaType string, also ...io.Writer) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor

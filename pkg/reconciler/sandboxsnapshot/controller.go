@@ -200,6 +200,7 @@ func taskRunDone(obj any) bool {
 // sandboxIndex indexes snapshots by their sandbox: namespace/sandbox name.
 const sandboxIndex = "sandbox"
 
+// indexBySandbox is sandboxIndex's index function.
 func indexBySandbox(obj any) ([]string, error) {
 	s, ok := obj.(*v1alpha1.SandboxSnapshot)
 	if !ok {

@@ -96,10 +96,14 @@ type seen struct {
 	procs   []process
 }
 
-// shimOf tells whether args are those of a shim of this node's containerd,
-// and its namespace and id (containerd 1.6: the task's; 2.x: the group's),
-// when it names them.
-func shimOf(args []string) (ns, id string, ok bool) {
+// shimOf tells whether args are those of a shim of this node's containerd
+// (ShimOf).
+func shimOf(args []string) (ns, id string, ok bool) { return ShimOf(containerdSocket, args) }
+
+// ShimOf tells whether args are those of a shim of the containerd at
+// address, and its namespace and id (containerd 1.6: the task's; 2.x: the
+// group's), when it names them.
+func ShimOf(address string, args []string) (ns, id string, ok bool) {
 	shim := false
 	for i, a := range args {
 		if strings.Contains(a, "containerd-shim") {
@@ -110,7 +114,7 @@ func shimOf(args []string) (ns, id string, ok bool) {
 		}
 		switch a {
 		case "-address":
-			ok = args[i+1] == containerdSocket
+			ok = args[i+1] == address
 		case "-namespace":
 			ns = args[i+1]
 		case "-id":

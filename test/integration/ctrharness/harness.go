@@ -248,8 +248,8 @@ func (c *Containerd) Stop() error {
 func (c *Containerd) ShimBinaries() []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, pid := range shimPIDs(c.Address) {
-		if exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe")); err == nil && !seen[exe] {
+	for _, sh := range shims(c.Address) {
+		if exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(sh.pid), "exe")); err == nil && !seen[exe] {
 			seen[exe] = true
 			out = append(out, exe)
 		}
@@ -257,8 +257,17 @@ func (c *Containerd) ShimBinaries() []string {
 	return out
 }
 
-func shimPIDs(address string) []int {
-	var pids []int
+// shim is a shim process of this daemon, and the socket it listens on when
+// its command line names it.
+type shim struct {
+	pid    int
+	socket string
+}
+
+// shims lists the shim processes started for this daemon (their command
+// line names our private address).
+func shims(address string) []shim {
+	var out []shim
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -269,39 +278,36 @@ func shimPIDs(address string) []int {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(string(cmdline), "\x00")
-		if len(args) > 0 && strings.Contains(args[0], "containerd-shim") && strings.Contains(string(cmdline), address) {
-			pids = append(pids, pid)
+		if sh, ok := shimOf(address, pid, strings.Split(string(cmdline), "\x00")); ok {
+			out = append(out, sh)
 		}
 	}
-	return pids
+	return out
 }
 
-// killShims kills, by PID, the shim processes started for this daemon (their
-// command line names our private address), and removes the sockets they
-// leave in /run/containerd/s.
+// shimOf tells whether args are those of a shim of the containerd at
+// address, and which socket it listens on, as nodehost reads them.
+func shimOf(address string, pid int, args []string) (shim, bool) {
+	ns, id, ok := nodehost.ShimOf(address, args)
+	if !ok {
+		return shim{}, false
+	}
+	sh := shim{pid: pid}
+	if ns != "" && id != "" {
+		sh.socket = nodehost.ShimSocket(address, ns, id)
+	}
+	return sh, true
+}
+
+// killShims kills, by PID, the shim processes started for this daemon, and
+// removes the sockets they leave in /run/containerd/s.
 func killShims(address string) {
-	for _, pid := range shimPIDs(address) {
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		if sock := shimSocket(strings.Split(string(cmdline), "\x00")); sock != "" {
-			_ = os.Remove(sock)
+	for _, sh := range shims(address) {
+		_ = syscall.Kill(sh.pid, syscall.SIGKILL)
+		if sh.socket != "" {
+			_ = os.Remove(sh.socket)
 		}
 	}
-}
-
-// shimSocket is the socket a shim with these arguments listens on, or "".
-func shimSocket(args []string) string {
-	flag := map[string]string{}
-	for i := 0; i+1 < len(args); i++ {
-		if strings.HasPrefix(args[i], "-") {
-			flag[strings.TrimLeft(args[i], "-")] = args[i+1]
-		}
-	}
-	if flag["address"] == "" || flag["namespace"] == "" || flag["id"] == "" {
-		return ""
-	}
-	return nodehost.ShimSocket(flag["address"], flag["namespace"], flag["id"])
 }
 
 func unmountUnder(dir string) {

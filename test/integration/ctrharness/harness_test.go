@@ -21,13 +21,14 @@ import "testing"
 // TestShimSocket finds the socket a killed shim leaves from its command
 // line, as containerd names it.
 func TestShimSocket(t *testing.T) {
+	const address = "/run/sso-node/containerd.sock"
 	// printf '%s' /run/sso-node/containerd.sock/k8s.io/abc123 | sha256sum
 	want := "/run/containerd/s/ea00c4d7cfa6c8b5d4cc177d56bcb1b99e1c08cff02db32ca0e0444d3a431bd9"
-	args := []string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", "abc123", "-address", "/run/sso-node/containerd.sock", ""}
-	if got := shimSocket(args); got != want {
-		t.Errorf("shimSocket(%q) = %q, want %q", args, got, want)
+	args := []string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-id", "abc123", "-address", address, ""}
+	if got, ok := shimOf(address, 7, args); !ok || got.socket != want {
+		t.Errorf("shimOf(%q) = %+v, %t, want socket %q", args, got, ok, want)
 	}
-	if got := shimSocket([]string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "start"}); got != "" {
-		t.Errorf("shimSocket without an address or ID = %q, want none", got)
+	if got, _ := shimOf(address, 7, []string{"/usr/bin/containerd-shim-runc-v2", "-namespace", "k8s.io", "-address", address, "start"}); got.socket != "" {
+		t.Errorf("shim socket without an ID = %q, want none", got.socket)
 	}
 }
