@@ -134,7 +134,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		}
 		s, err := snapshots.Lister().SandboxSnapshots(ns).Get(name)
 		return err == nil && r.writes.stale(types.NamespacedName{Namespace: ns, Name: name}, s.ResourceVersion)
-	}, newSnapshots.notify)
+	}, newSnapshots)
 	go newSnapshots.run(ctx)
 	snapshots.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
 		FilterFunc: ours,

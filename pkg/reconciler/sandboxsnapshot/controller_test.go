@@ -173,28 +173,56 @@ func TestNewControllerQueuesNewSnapshotsBehindOtherWork(t *testing.T) {
 	if _, err := fakepipelineclient.Get(ctx).TektonV1().TaskRuns(system.Namespace()).Create(ctx, tr, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := drainQueue(t, impl, 3), []string{"team-a/new-1", "team-a/new-2", "team-a/under-way"}; !slices.Equal(got, want) {
+	got, want := drainQueue(t, impl, 3), []string{"team-a/new-1", "team-a/new-2", "team-a/under-way"}
+	if !slices.Equal(got, want) {
 		t.Errorf("enqueued %v, want %v", got, want)
 	}
 	if n := impl.WorkQueue().Len(); n != 0 {
 		t.Errorf("the queue holds %d keys before any pass finished, want 0", n)
 	}
 
-	// A finished pass (here a skipped one: this replica does not lead) makes room.
-	_ = impl.Reconciler.Reconcile(ctx, "team-a/under-way")
+	// The passes of the keys taken (here skipped ones: this replica does not
+	// lead) make room.
+	for _, key := range got {
+		_ = impl.Reconciler.Reconcile(ctx, key)
+	}
 	if got, want := drainQueue(t, impl, 2), []string{"team-a/new-3", "team-a/new-4"}; !slices.Equal(got, want) {
 		t.Errorf("after a pass, enqueued %v, want %v", got, want)
 	}
 }
 
+// TestIntakeCountsKeysUntilTheirPassBegins: the intake lets no more new
+// snapshots in than there are workers until their passes begin, whatever
+// the queue's length says, and lets them in in the order they came.
+func TestIntakeCountsKeysUntilTheirPassBegins(t *testing.T) {
+	a := newIntake(&controller.Impl{Concurrency: 2})
+	for _, name := range []string{"new-1", "new-2", "new-3"} {
+		a.add(Snapshot("team-a", name, "sb"))
+	}
+	var in []string
+	for range 3 {
+		if key, ok := a.next(); ok {
+			in = append(in, key.String())
+		}
+	}
+	if want := []string{"team-a/new-1", "team-a/new-2"}; !slices.Equal(in, want) {
+		t.Fatalf("let in %v before any pass began, want %v", in, want)
+	}
+	a.began("team-a/new-2")
+	if key, ok := a.next(); !ok || key.String() != "team-a/new-3" {
+		t.Errorf("after a pass began, next() = %v, %t, want team-a/new-3", key, ok)
+	}
+}
+
 // TestPassGateSkipsAndNotifies checks the wrapper around the generated
-// reconciler: a pass that skip names does not reach the reconciler, every
-// pass calls done, and the wrapper stays leader-aware.
+// reconciler: a pass that skip names does not reach the reconciler, the
+// observer is told of every pass's beginning and end, and the wrapper stays
+// leader-aware.
 func TestPassGateSkipsAndNotifies(t *testing.T) {
 	inner := &recordingReconciler{}
 	impl := &controller.Impl{Reconciler: inner}
-	done := 0
-	filterPasses(impl, func(key string) bool { return key == "ns/stale" }, func() { done++ })
+	obs := &recordingObserver{}
+	filterPasses(impl, func(key string) bool { return key == "ns/stale" }, obs)
 
 	for _, key := range []string{"ns/stale", "ns/fresh"} {
 		if err := impl.Reconciler.Reconcile(context.Background(), key); err != nil {
@@ -204,13 +232,21 @@ func TestPassGateSkipsAndNotifies(t *testing.T) {
 	if want := []string{"ns/fresh"}; !slices.Equal(inner.keys, want) {
 		t.Errorf("the reconciler saw %v, want %v", inner.keys, want)
 	}
-	if done != 2 {
-		t.Errorf("done called %d times, want 2", done)
+	if want := []string{"ns/stale", "ns/fresh"}; !slices.Equal(obs.begun, want) || obs.ended != 2 {
+		t.Errorf("the observer saw %v begin and %d end, want %v and 2", obs.begun, obs.ended, want)
 	}
 	if _, ok := impl.Reconciler.(reconciler.LeaderAware); !ok {
 		t.Error("the wrapped reconciler is not leader-aware")
 	}
 }
+
+type recordingObserver struct {
+	begun []string
+	ended int
+}
+
+func (o *recordingObserver) began(key string) { o.begun = append(o.begun, key) }
+func (o *recordingObserver) notify()          { o.ended++ }
 
 type recordingReconciler struct {
 	reconciler.LeaderAwareFuncs

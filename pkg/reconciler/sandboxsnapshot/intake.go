@@ -30,7 +30,9 @@ import (
 // intake holds new snapshots back from the work queue, one FIFO, lest a burst
 // put each later pass of every snapshot behind it (knative's slow lane feeds
 // the same FIFO). It lets one in while fewer keys than workers wait; each
-// finished pass makes room.
+// finished pass makes room. The keys it let in count as waiting until their
+// pass begins: the queue's length misses a key while knative moves it from a
+// lane to the queue its workers take from.
 type intake struct {
 	impl *controller.Impl
 	room int
@@ -38,12 +40,14 @@ type intake struct {
 	mu   sync.Mutex
 	keys []types.NamespacedName // FIFO
 	held map[types.NamespacedName]bool
+	in   map[string]bool // let in, pass not begun
 	wake chan struct{}
 }
 
 // newIntake makes the intake of impl's work queue; passFilter notifies it.
 func newIntake(impl *controller.Impl) *intake {
-	return &intake{impl: impl, room: impl.Concurrency, held: map[types.NamespacedName]bool{}, wake: make(chan struct{}, 1)}
+	return &intake{impl: impl, room: impl.Concurrency, held: map[types.NamespacedName]bool{}, in: map[string]bool{},
+		wake: make(chan struct{}, 1)}
 }
 
 // isNew reports whether s has not been reconciled yet.
@@ -88,10 +92,14 @@ func (a *intake) run(ctx context.Context) {
 	}
 }
 
-// next takes the longest-waiting key.
+// next takes the longest-waiting key, if fewer keys than workers that it let
+// in wait for their pass.
 func (a *intake) next() (types.NamespacedName, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if len(a.in) >= a.room {
+		return types.NamespacedName{}, false
+	}
 	if len(a.keys) == 0 {
 		a.keys = nil // let the drained backing array go
 		return types.NamespacedName{}, false
@@ -99,25 +107,41 @@ func (a *intake) next() (types.NamespacedName, bool) {
 	key := a.keys[0]
 	a.keys = a.keys[1:]
 	delete(a.held, key)
+	a.in[key.String()] = true
 	return key, true
 }
 
+// began notes that a pass of key begins.
+func (a *intake) began(key string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.in, key)
+}
+
 // passFilter wraps the generated reconciler: it skips the passes that skip
-// says to skip, and calls done after each pass. It stays leader-aware.
+// says to skip, and tells in each pass's beginning and end. It stays
+// leader-aware.
 type passFilter struct {
 	controller.Reconciler
 	reconciler.LeaderAware
 	skip func(key string) bool
-	done func()
+	in   passObserver
+}
+
+// passObserver is told of each pass of the work queue's keys.
+type passObserver interface {
+	began(key string)
+	notify() // the pass ended
 }
 
 // filterPasses wraps impl's reconciler in a passFilter.
-func filterPasses(impl *controller.Impl, skip func(key string) bool, done func()) {
-	impl.Reconciler = passFilter{Reconciler: impl.Reconciler, LeaderAware: impl.Reconciler.(reconciler.LeaderAware), skip: skip, done: done}
+func filterPasses(impl *controller.Impl, skip func(key string) bool, in passObserver) {
+	impl.Reconciler = passFilter{Reconciler: impl.Reconciler, LeaderAware: impl.Reconciler.(reconciler.LeaderAware), skip: skip, in: in}
 }
 
 func (p passFilter) Reconcile(ctx context.Context, key string) error {
-	defer p.done()
+	p.in.began(key)
+	defer p.in.notify()
 	if p.skip(key) {
 		return nil
 	}
