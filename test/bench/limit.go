@@ -211,7 +211,7 @@ func limitOne(ctx context.Context, c *clients, ns string, i int, cfg *config.Sna
 		digests[j] = "sha256:" + fmt.Sprintf("%064x", j)
 	}
 	pause := int64(250)
-	s.Status.MarkSucceeded(metav1.Now(), digests, &pause)
+	s.Status.MarkSucceeded(metav1.Now(), digests, &pause, v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name})
 	if _, err := snapshots.UpdateStatus(ctx, s, metav1.UpdateOptions{}); err != nil {
 		return 3, err
 	}

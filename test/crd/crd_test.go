@@ -215,7 +215,7 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 	succeeded.MarkSucceeded(later, []string{
 		"sha256:" + strings.Repeat("a", 64),
 		"sha256:" + strings.Repeat("b", 64),
-	}, &pause)
+	}, &pause, tr)
 
 	failed := *committing.DeepCopy()
 	unpause := v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: "team-a-osb-snap-0123-unpause"}

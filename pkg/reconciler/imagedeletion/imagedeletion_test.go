@@ -67,7 +67,7 @@ func deleted() *v1alpha1.SandboxSnapshot {
 	s := Snapshot(ns, "sb-pause", "sb")
 	s.Status.MarkCommitting(metav1.NewTime(now), "sb-0", "node-1", []v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: repo + ":" + tag}},
 		v1alpha1.TaskRunReference{}, metav1.NewTime(now))
-	s.Status.MarkSucceeded(metav1.NewTime(now), []string{digest}, nil)
+	s.Status.MarkSucceeded(metav1.NewTime(now), []string{digest}, nil, v1alpha1.TaskRunReference{})
 	return s
 }
 

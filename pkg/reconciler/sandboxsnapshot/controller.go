@@ -80,6 +80,9 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		pipelineinformers.WithNamespace(namespace),
 		pipelineinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = TaskRunSelector }),
 	).Tekton().V1().TaskRuns()
+	if err := taskRuns.Informer().AddIndexers(taskRunIndexers); err != nil {
+		logger.Fatalw("Failed to index the TaskRuns", zap.Error(err))
+	}
 	snapshots := snapshotinformer.Get(ctx)
 	if err := snapshots.Informer().AddIndexers(cache.Indexers{sandboxIndex: indexBySandbox}); err != nil {
 		logger.Fatalw("Failed to index the snapshots by sandbox", zap.Error(err))
@@ -90,6 +93,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		sandboxClient:  sandboxclient.Get(ctx),
 		pipelineClient: pipelineclient.Get(ctx),
 		taskRunLister:  taskRuns.Lister(),
+		taskRunIndex:   taskRuns.Informer().GetIndexer(),
 		snapshotLister: snapshots.Lister(),
 		sandboxLister:  batchsandboxinformer.Get(ctx).Lister(),
 		podLister:      podinformer.Get(ctx).Lister(),

@@ -23,7 +23,6 @@ import (
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"knative.dev/pkg/controller"
 	pkgreconciler "knative.dev/pkg/reconciler"
@@ -106,8 +105,7 @@ func (r *Reconciler) release(ctx context.Context, s *v1alpha1.SandboxSnapshot) e
 // sweepTaskRuns deletes the done TaskRuns left for a snapshot that is gone,
 // and cancels a running commit so that its committer thaws the sandbox.
 func (r *Reconciler) sweepTaskRuns(ctx context.Context, namespace, name string) error {
-	trs, err := r.taskRunLister.TaskRuns(r.namespace).List(labels.SelectorFromSet(labels.Set{
-		sandbox.SnapshotNamespaceLabel: namespace, sandbox.SnapshotNameLabel: name}))
+	trs, err := r.indexedTaskRuns(snapshotIndex, snapshotKey(r.namespace, namespace, name))
 	if err != nil {
 		return err
 	}

@@ -19,13 +19,11 @@ package sandboxsnapshot
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sync"
 	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
-	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
-	apierrs "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
@@ -91,9 +89,9 @@ type blocker struct {
 	recheck time.Duration
 }
 
-// holder returns what keeps s from committing pod, or nil; call it with pod's lock held.
-func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod types.UID, s *v1alpha1.SandboxSnapshot, now time.Time) *blocker {
-	trs, _ := lister.List(labels.SelectorFromSet(labels.Set{sandbox.SourcePodUIDLabel: string(pod)}))
+// holder returns what keeps s from committing pod, or nil, given trs, the
+// informer's TaskRuns of pod; call it with pod's lock held.
+func (g *commitGate) holder(trs []*pipelinev1.TaskRun, pod types.UID, s *v1alpha1.SandboxSnapshot, now time.Time) *blocker {
 	for _, tr := range trs {
 		if tr.Labels[sandbox.SnapshotUIDLabel] == string(s.UID) {
 			continue
@@ -115,7 +113,8 @@ func (g *commitGate) holder(lister pipelinelisters.TaskRunNamespaceLister, pod t
 	if !ok {
 		return nil
 	}
-	if _, err := lister.Get(tr.Name); !apierrs.IsNotFound(err) || now.Sub(tr.CreationTimestamp.Time) > informerGrace {
+	if slices.ContainsFunc(trs, func(seen *pipelinev1.TaskRun) bool { return seen.Name == tr.Name }) ||
+		now.Sub(tr.CreationTimestamp.Time) > informerGrace {
 		// The informer has it now, or it was deleted before it ever arrived.
 		delete(g.recent, pod)
 		return nil

@@ -51,15 +51,14 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 			s.Status.MarkFailed(now, v1alpha1.ReasonCommitResultsInvalid, "%v", err)
 			return r.failed(ctx, s)
 		}
-		s.Status.MarkSucceeded(now, digests, pause)
+		// No event: the Ready condition names the TaskRun, for good.
+		s.Status.MarkSucceeded(now, digests, pause, v1alpha1.TaskRunReference{Namespace: tr.Namespace, Name: tr.Name})
 		if resources.FellBackToFilesystem(tr) {
 			s.Status.MarkFellBackToFilesystem(now)
 			controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonMemorySnapshotFellBack,
 				"Node %s cannot take memory snapshots (see: tkn taskrun logs %s -n %s); took a filesystem snapshot, as memory-fallback allows",
 				s.Status.SourceNodeName, tr.Name, tr.Namespace)
 		}
-		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeNormal, v1alpha1.ReasonSucceeded,
-			"Pushed %d image(s) from pod %s with TaskRun %s/%s", len(digests), s.Status.SourcePodName, tr.Namespace, tr.Name)
 		return nil
 	default:
 		pod, err := r.sourcePod(ctx, s, types.UID(tr.Labels[sandbox.SourcePodUIDLabel]))

@@ -312,6 +312,7 @@ func TestRetentionFreesTheCommitGate(t *testing.T) {
 	ls := NewListers([]runtime.Object{s, tr})
 	r := &Reconciler{
 		taskRunLister:  ls.GetTaskRunLister(),
+		taskRunIndex:   ls.Indexer(&pipelinev1.TaskRun{}, taskRunIndexers),
 		pipelineClient: fakepipelineclientset.NewSimpleClientset(ls.GetPipelineObjects()...),
 		clock:          newReconcilerClock(),
 		namespace:      f.trNamespace,
@@ -325,9 +326,8 @@ func TestRetentionFreesTheCommitGate(t *testing.T) {
 		t.Fatalf("retainTaskRuns() = %v", err)
 	}
 	// The informer no longer has it; nor will it ever.
-	empty := NewListers(nil)
 	next := Snapshot(ns, "next", sbName)
-	if b := r.commits.holder(empty.GetTaskRunLister().TaskRuns(f.trNamespace), runningPod.UID, next, Now.Time); b != nil {
+	if b := r.commits.holder(nil, runningPod.UID, next, Now.Time); b != nil {
 		t.Errorf("holder() = %q after the TaskRun was deleted, want nil", b.holder)
 	}
 }

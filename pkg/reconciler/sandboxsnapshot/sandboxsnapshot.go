@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/logging"
@@ -58,6 +59,7 @@ type Reconciler struct {
 	sandboxClient  sandboxclientset.Interface
 	pipelineClient pipelineclientset.Interface
 	taskRunLister  pipelinelisters.TaskRunLister
+	taskRunIndex   cache.Indexer // taskRunLister's, with taskRunIndexers
 	snapshotLister snapshotlisters.SandboxSnapshotLister
 	sandboxLister  snapshotlisters.BatchSandboxLister
 	podLister      corev1listers.PodLister // slimmed: see podinformer
@@ -196,7 +198,11 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 
 	unlock := r.commits.lock(src.Pod.UID)
 	defer unlock()
-	if b := r.commits.holder(r.taskRunLister.TaskRuns(r.namespace), src.Pod.UID, s, r.clock.Now()); b != nil {
+	podTaskRuns, err := r.indexedTaskRuns(podIndex, r.namespace+"/"+string(src.Pod.UID))
+	if err != nil {
+		return err
+	}
+	if b := r.commits.holder(podTaskRuns, src.Pod.UID, s, r.clock.Now()); b != nil {
 		s.Status.MarkWaiting(now, "Waiting for %s to finish with pod %s", b.holder, src.Pod.Name)
 		return controller.NewRequeueAfter(b.recheck)
 	}

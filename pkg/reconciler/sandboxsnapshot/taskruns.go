@@ -24,12 +24,59 @@ import (
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
+
+// Indexes of the TaskRun informer: by the sandbox pod a TaskRun works on, and
+// by its snapshot. Both keys start with the TaskRun's namespace.
+const (
+	podIndex      = "pod"
+	snapshotIndex = "snapshot"
+)
+
+// taskRunIndexers are the TaskRun informer's indexes.
+var taskRunIndexers = cache.Indexers{
+	podIndex: func(obj any) ([]string, error) {
+		tr, ok := obj.(*pipelinev1.TaskRun)
+		if !ok || tr.Labels[sandbox.SourcePodUIDLabel] == "" {
+			return nil, nil
+		}
+		return []string{tr.Namespace + "/" + tr.Labels[sandbox.SourcePodUIDLabel]}, nil
+	},
+	snapshotIndex: func(obj any) ([]string, error) {
+		tr, ok := obj.(*pipelinev1.TaskRun)
+		if !ok || tr.Labels[sandbox.SnapshotNameLabel] == "" {
+			return nil, nil
+		}
+		return []string{snapshotKey(tr.Namespace, tr.Labels[sandbox.SnapshotNamespaceLabel], tr.Labels[sandbox.SnapshotNameLabel])}, nil
+	},
+}
+
+// snapshotKey is snapshotIndex's key of the TaskRuns in trNamespace made for
+// the snapshot namespace/name.
+func snapshotKey(trNamespace, namespace, name string) string {
+	return trNamespace + "/" + namespace + "/" + name
+}
+
+// indexedTaskRuns returns the TaskRuns the informer's index holds under key.
+func (r *Reconciler) indexedTaskRuns(index, key string) ([]*pipelinev1.TaskRun, error) {
+	objs, err := r.taskRunIndex.ByIndex(index, key)
+	if err != nil {
+		return nil, fmt.Errorf("listing TaskRuns by %s %s: %w", index, key, err)
+	}
+	trs := make([]*pipelinev1.TaskRun, 0, len(objs))
+	for _, o := range objs {
+		if tr, ok := o.(*pipelinev1.TaskRun); ok {
+			trs = append(trs, tr)
+		}
+	}
+	return trs, nil
+}
 
 // cachedCommit returns s's commit TaskRun from the informer, or nil.
 func (r *Reconciler) cachedCommit(s *v1alpha1.SandboxSnapshot) *pipelinev1.TaskRun {

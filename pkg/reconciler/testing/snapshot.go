@@ -22,8 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"knative.dev/pkg/system"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
 // Now is the time of the fake clock the table tests reconcile at.
@@ -112,11 +114,13 @@ func WithCommitPodPending(message string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkCommitPodPending(Now, "%s", message) }
 }
 
-// WithSucceeded marks the snapshot Succeed with the given digests.
+// WithSucceeded marks the snapshot Succeed with the given digests, committed
+// by its commit TaskRun in the system namespace.
 func WithSucceeded(pauseWindowMillis int64, digests ...string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) {
 		s.Status.Containers = append([]v1alpha1.ContainerSnapshot(nil), s.Status.Containers...)
-		s.Status.MarkSucceeded(Now, digests, &pauseWindowMillis)
+		s.Status.MarkSucceeded(Now, digests, &pauseWindowMillis,
+			v1alpha1.TaskRunReference{Namespace: system.Namespace(), Name: names.CommitTaskRun(s)})
 	}
 }
 

@@ -121,8 +121,10 @@ func (s *SandboxSnapshotStatus) MarkCommitPodPending(now metav1.Time, messageFor
 
 // MarkSucceeded records the digests (in the order of Containers) and the
 // pause window, and pins each imageUri to its digest: <image>:<tag>@<digest>
-// resumes exactly the bytes pushed, wherever the tag points later.
-func (s *SandboxSnapshotStatus) MarkSucceeded(now metav1.Time, digests []string, pauseWindowMillis *int64) {
+// resumes exactly the bytes pushed, wherever the tag points later. The Ready
+// condition names taskRun, the commit TaskRun, which OpenSandbox's CRD keeps
+// (it prunes taskRunRef).
+func (s *SandboxSnapshotStatus) MarkSucceeded(now metav1.Time, digests []string, pauseWindowMillis *int64, taskRun TaskRunReference) {
 	for i := range s.Containers {
 		tagged, _, _ := strings.Cut(s.Containers[i].ImageURI, "@")
 		s.Containers[i].ImageURI = tagged + "@" + digests[i]
@@ -132,7 +134,8 @@ func (s *SandboxSnapshotStatus) MarkSucceeded(now metav1.Time, digests []string,
 	s.PauseWindowMilliseconds = pauseWindowMillis
 	s.CompletionTime = &now
 	s.setCondition(ConditionReady, metav1.ConditionTrue, ReasonSucceeded,
-		fmt.Sprintf("Committed and pushed %d container image(s)", len(s.Containers)), now)
+		fmt.Sprintf("Committed and pushed %d container image(s) from pod %s with TaskRun %s/%s",
+			len(s.Containers), s.SourcePodName, taskRun.Namespace, taskRun.Name), now)
 	s.setCondition(ConditionFailed, metav1.ConditionFalse, ReasonSucceeded, "", now)
 }
 

@@ -48,7 +48,7 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	pause := int64(300)
-	s.MarkSucceeded(now, []string{"sha256:a", "sha256:b"}, &pause)
+	s.MarkSucceeded(now, []string{"sha256:a", "sha256:b"}, &pause, TaskRunReference{Namespace: "tekton", Name: "ns-snap-commit"})
 	if s.Phase != PhaseSucceed || !s.IsTerminal() || s.Containers[0].ImageDigest != "sha256:a" || s.Containers[1].ImageDigest != "sha256:b" || *s.PauseWindowMilliseconds != 300 {
 		t.Fatalf("after MarkSucceeded: %+v", s)
 	}
@@ -57,7 +57,9 @@ func TestLifecycle(t *testing.T) {
 	if s.Containers[0].ImageURI != "r/ns/sb/app:t@sha256:a" || s.Containers[1].ImageURI != "r/ns/sb/side:t@sha256:b" {
 		t.Errorf("imageUris after MarkSucceeded = %q, %q, want each pinned to its digest", s.Containers[0].ImageURI, s.Containers[1].ImageURI)
 	}
-	if c := s.GetCondition(ConditionReady); c.Status != metav1.ConditionTrue {
+	// The TaskRun is named where OpenSandbox's CRD keeps it.
+	if c := s.GetCondition(ConditionReady); c.Status != metav1.ConditionTrue ||
+		c.Message != "Committed and pushed 2 container image(s) from pod sb-0 with TaskRun tekton/ns-snap-commit" {
 		t.Errorf("Ready after MarkSucceeded = %+v", c)
 	}
 	if c := s.GetCondition(ConditionFailed); c == nil || c.Status != metav1.ConditionFalse {
@@ -110,7 +112,7 @@ func TestConditionsFitOpenSandboxSchema(t *testing.T) {
 		{"MarkThawing", func() { s.MarkThawing(ref, "sb-0", 1) }},
 		{"MarkThawFailed", func() { s.MarkThawFailed(ref, "still paused") }},
 		{"MarkThawed", func() { s.MarkThawed(ref) }},
-		{"MarkSucceeded", func() { s.MarkSucceeded(now, nil, nil) }},
+		{"MarkSucceeded", func() { s.MarkSucceeded(now, nil, nil, TaskRunReference{}) }},
 	}
 	for _, step := range steps {
 		step.mark()
