@@ -198,7 +198,7 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 
 	unlock := r.commits.lock(src.Pod.UID)
 	defer unlock()
-	podTaskRuns, err := r.indexedTaskRuns(podIndex, r.namespace+"/"+string(src.Pod.UID))
+	podTaskRuns, err := r.indexedTaskRuns(podIndex, podKey(r.namespace, src.Pod.UID))
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ var taskRunIndexers = cache.Indexers{
 		if !ok || tr.Labels[sandbox.SourcePodUIDLabel] == "" {
 			return nil, nil
 		}
-		return []string{tr.Namespace + "/" + tr.Labels[sandbox.SourcePodUIDLabel]}, nil
+		return []string{podKey(tr.Namespace, types.UID(tr.Labels[sandbox.SourcePodUIDLabel]))}, nil
 	},
 	snapshotIndex: func(obj any) ([]string, error) {
 		tr, ok := obj.(*pipelinev1.TaskRun)
@@ -55,6 +55,11 @@ var taskRunIndexers = cache.Indexers{
 		}
 		return []string{snapshotKey(tr.Namespace, tr.Labels[sandbox.SnapshotNamespaceLabel], tr.Labels[sandbox.SnapshotNameLabel])}, nil
 	},
+}
+
+// podKey is podIndex's key of the TaskRuns in trNamespace made for pod.
+func podKey(trNamespace string, pod types.UID) string {
+	return trNamespace + "/" + string(pod)
 }
 
 // snapshotKey is snapshotIndex's key of the TaskRuns in trNamespace made for
