@@ -135,7 +135,7 @@ EOF
 
 === ready in $(elapsed "${START}") (DEV_MODE=${mode})
   source test/cluster/env.sh                  # KUBECONFIG and the built kubectl, tkn, crane, ko
-  kubectl describe sbxsnap ${SNAP}   # events and conditions
+  kubectl describe sbxsnap ${SNAP}   # conditions (Ready names the TaskRun)
 EOF
   if [[ "${mode}" == control-plane ]]; then
     cat <<EOF
