@@ -38,6 +38,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/proc"
 )
 
 // limitWorkers is how many snapshots the write-only client carries at once.
@@ -91,7 +92,7 @@ func limit(ctx context.Context, c *clients, o *options) error {
 	}
 
 	quiesce(ctx, c)
-	apiCPUBefore, etcdCPUBefore, ownCPUBefore := cpuSeconds(o.apiPid), cpuSeconds(o.etcdPid), ownCPUSeconds()
+	apiCPUBefore, etcdCPUBefore, ownCPUBefore := proc.CPUSeconds(o.apiPid), proc.CPUSeconds(o.etcdPid), proc.OwnCPUSeconds()
 	busyBefore, totalBefore := machineCPU()
 	var writes atomic.Int64
 	toTR, toDone, doneAt := make([]float64, o.n), make([]float64, o.n), make([]float64, o.n)
@@ -115,8 +116,8 @@ func limit(ctx context.Context, c *clients, o *options) error {
 		res.SteadyRate = float64(hi-lo) / (doneAt[hi] - doneAt[lo])
 	}
 	res.ObjectWrites = float64(writes.Load())
-	res.ApiserverCPUSecs, res.EtcdCPUSecs = cpuSeconds(o.apiPid)-apiCPUBefore, cpuSeconds(o.etcdPid)-etcdCPUBefore
-	res.HarnessCPUSecs = ownCPUSeconds() - ownCPUBefore
+	res.ApiserverCPUSecs, res.EtcdCPUSecs = proc.CPUSeconds(o.apiPid)-apiCPUBefore, proc.CPUSeconds(o.etcdPid)-etcdCPUBefore
+	res.HarnessCPUSecs = proc.OwnCPUSeconds() - ownCPUBefore
 	res.MachineCores = runtime.NumCPU()
 	if total > totalBefore {
 		res.MachineBusyCores = float64(res.MachineCores) * (busy - busyBefore) / (total - totalBefore)

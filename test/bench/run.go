@@ -43,6 +43,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	sandboxinformers "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/informers/externalversions"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/proc"
 )
 
 // Modes of a result: this controller's burst, the write-only client's, or
@@ -292,7 +293,7 @@ func burst(ctx context.Context, c *clients, o *options, mode string) error {
 		return err
 	}
 	ownBefore := c.own.snapshot()
-	cpuBefore, apiCPUBefore, etcdCPUBefore, ownCPUBefore := cpuSeconds(o.pid), cpuSeconds(o.apiPid), cpuSeconds(o.etcdPid), ownCPUSeconds()
+	cpuBefore, apiCPUBefore, etcdCPUBefore, ownCPUBefore := proc.CPUSeconds(o.pid), proc.CPUSeconds(o.apiPid), proc.CPUSeconds(o.etcdPid), proc.OwnCPUSeconds()
 	busyBefore, totalBefore := machineCPU()
 
 	// The burst.
@@ -308,8 +309,8 @@ func burst(ctx context.Context, c *clients, o *options, mode string) error {
 	logf("run: %d snapshots created in %.2fs", o.n, createSecs)
 	waitErr := tl.waitDone(ctx, names, o.timeout)
 	wall := time.Since(burst).Seconds()
-	cpu, apiCPU := cpuSeconds(o.pid)-cpuBefore, cpuSeconds(o.apiPid)-apiCPUBefore
-	etcdCPU, ownCPU := cpuSeconds(o.etcdPid)-etcdCPUBefore, ownCPUSeconds()-ownCPUBefore
+	cpu, apiCPU := proc.CPUSeconds(o.pid)-cpuBefore, proc.CPUSeconds(o.apiPid)-apiCPUBefore
+	etcdCPU, ownCPU := proc.CPUSeconds(o.etcdPid)-etcdCPUBefore, proc.OwnCPUSeconds()-ownCPUBefore
 	busy, total := machineCPU()
 	if waitErr == nil {
 		logf("run: all %d finished %.2fs after the burst began", o.n, wall)
@@ -617,25 +618,3 @@ func machineCPU() (busy, total float64) {
 
 // readResources are the resources whose reads count as the controller's.
 var readResources = map[string]bool{"sandboxsnapshots": true, "taskruns": true, "jobs": true, "batchsandboxes": true, "pods": true, "secrets": true}
-
-// ownCPUSeconds is this process's CPU time.
-func ownCPUSeconds() float64 { return cpuSeconds(os.Getpid()) }
-
-// cpuSeconds reads the user+system CPU time of pid.
-func cpuSeconds(pid int) float64 {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name (which ends with ')'): utime is the 12th, stime the 13th.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
-}

@@ -20,9 +20,10 @@ limitations under the License.
 // incompressible bytes) is checkpointed by the committer, pushed to a
 // loopback registry and restored into a new pod, once with the image kept
 // on the node and once pulled. It prints, per size, medians of the
-// iterations: the freeze, the whole checkpoint (freeze and image), the push,
-// the image's size against the resident memory, and the restore to a first
-// successful exec. It needs root. Run it through test/bench-hibernate.sh.
+// iterations: the freeze, the whole checkpoint (freeze and image) and the
+// CPU time the committer and containerd spent on it, the push, the image's
+// size against the resident memory, and the restore to a first successful
+// exec. It needs root. Run it through test/bench-hibernate.sh.
 package main
 
 import (
@@ -43,6 +44,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/proc"
 )
 
 func main() {
@@ -59,6 +61,7 @@ func main() {
 // sample is one memory snapshot and its two restores.
 type sample struct {
 	freeze, checkpoint, push    time.Duration
+	committerCPU, containerdCPU time.Duration // during the checkpoint
 	imageBytes, archiveBytes    int64
 	restoreLocal, restorePulled time.Duration
 }
@@ -85,8 +88,8 @@ func run(hog string, sizes string, iterations int) error {
 	}
 	defer os.RemoveAll(work)
 	fmt.Printf("%s, CRIU from %s, %d iterations per size\n\n", cri.Version, os.Getenv("CRIU_DIR"), iterations)
-	fmt.Println("| resident | freeze | checkpoint (freeze + image) | per GiB | push | image | image / resident | restore, kept on the node | restore, pulled |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| resident | freeze | checkpoint (freeze + image) | per GiB | its CPU: committer / containerd | push | image | image / resident | restore, kept on the node | restore, pulled |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, f := range strings.Split(sizes, ",") {
 		mib, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
@@ -102,8 +105,9 @@ func run(hog string, sizes string, iterations int) error {
 		}
 		m := median(ss)
 		resident := int64(mib) << 20
-		fmt.Printf("| %d MiB | %d ms | %d ms | %.2f s | %d ms | %.1f MiB (archive %.1f MiB) | %.2f | %d ms | %d ms |\n",
-			mib, m.freeze.Milliseconds(), m.checkpoint.Milliseconds(), m.checkpoint.Seconds()*1024/float64(mib), m.push.Milliseconds(),
+		fmt.Printf("| %d MiB | %d ms | %d ms | %.2f s | %.1f / %.1f s | %d ms | %.1f MiB (archive %.1f MiB) | %.2f | %d ms | %d ms |\n",
+			mib, m.freeze.Milliseconds(), m.checkpoint.Milliseconds(), m.checkpoint.Seconds()*1024/float64(mib),
+			m.committerCPU.Seconds(), m.containerdCPU.Seconds(), m.push.Milliseconds(),
 			float64(m.imageBytes)/(1<<20), float64(m.archiveBytes)/(1<<20), float64(m.imageBytes)/float64(resident),
 			m.restoreLocal.Milliseconds(), m.restorePulled.Milliseconds())
 	}
@@ -141,12 +145,14 @@ func once(cri *ctrharness.Containerd, base, work string, mib, i int) (sample, er
 		Params:        &committer.Params{PodName: name, PodNamespace: "bench", PodUID: name + "-uid", RunID: "run-" + name, Targets: []committer.Target{tgt}, Insecure: true},
 		CheckpointDir: dir, LayerDir: dir, MaxPause: time.Minute, KeepLocal: true, KeepLocalMaxBytes: 64 << 30, Log: io.Discard,
 	})
-	start := time.Now()
+	start, ownCPU, ctrdCPU := time.Now(), proc.OwnCPUSeconds(), proc.CPUSeconds(cri.Pid())
 	res, err := cm.Checkpoint(ctx)
 	if err != nil {
 		return s, err
 	}
 	s.checkpoint, s.freeze = time.Since(start), res.PauseWindow
+	s.committerCPU = seconds(proc.OwnCPUSeconds() - ownCPU)
+	s.containerdCPU = seconds(proc.CPUSeconds(cri.Pid()) - ctrdCPU)
 	s.imageBytes, s.archiveBytes = res.Images[0].Layer.Size, res.Images[0].DiffSize
 	start = time.Now()
 	pushed, _, err := cm.Push(ctx)
@@ -279,6 +285,9 @@ func pushImages(hog, base, sandboxImage string) error {
 	return ctrharness.PushImage(sandboxImage, sleeping)
 }
 
+// seconds is s seconds as a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 // median takes the median of each figure on its own.
 func median(ss []sample) sample {
 	d := func(f func(sample) time.Duration) time.Duration { return ctrharness.MedianOf(ss, f) }
@@ -286,6 +295,8 @@ func median(ss []sample) sample {
 	return sample{
 		freeze:        d(func(s sample) time.Duration { return s.freeze }),
 		checkpoint:    d(func(s sample) time.Duration { return s.checkpoint }),
+		committerCPU:  d(func(s sample) time.Duration { return s.committerCPU }),
+		containerdCPU: d(func(s sample) time.Duration { return s.containerdCPU }),
 		push:          d(func(s sample) time.Duration { return s.push }),
 		imageBytes:    n(func(s sample) int64 { return s.imageBytes }),
 		archiveBytes:  n(func(s sample) int64 { return s.archiveBytes }),

@@ -193,6 +193,9 @@ func (c *Containerd) Log() string {
 	return string(b)
 }
 
+// Pid returns the containerd process's pid.
+func (c *Containerd) Pid() int { return c.cmd.Process.Pid }
+
 // Ctx returns a context in the CRI namespace.
 func (c *Containerd) Ctx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, Namespace)
