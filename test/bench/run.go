@@ -335,7 +335,7 @@ func burst(ctx context.Context, c *clients, o *options, mode string) error {
 	}
 
 	res := result{Mode: mode, Trial: o.trial, N: o.n, Containers: o.containers, CreateSecs: createSecs, WallSecs: wall, EventReasons: reasons}
-	res.PeakRSSKiB = peakRSS(o.pid)
+	res.PeakRSSKiB = proc.PeakRSSKiB(o.pid)
 	res.CPUSecs, res.ApiserverCPUSecs, res.EtcdCPUSecs, res.HarnessCPUSecs = cpu, apiCPU, etcdCPU, ownCPU
 	res.MachineCores = runtime.NumCPU()
 	if total > totalBefore {
@@ -576,24 +576,6 @@ func summarize(xs []float64) latency {
 		return xs[max(0, min(i, len(xs)-1))]
 	}
 	return latency{P50: rank(0.50), P99: rank(0.99), Max: xs[len(xs)-1]}
-}
-
-// peakRSS reads VmHWM, the peak resident set, of pid in KiB.
-func peakRSS(pid int) int64 {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kib, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return kib
-		}
-	}
-	return 0
 }
 
 // machineCPU reads the busy and total jiffies of all CPUs from /proc/stat.

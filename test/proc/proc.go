@@ -45,3 +45,21 @@ func CPUSeconds(pid int) float64 {
 
 // OwnCPUSeconds is this process's CPU time.
 func OwnCPUSeconds() float64 { return CPUSeconds(os.Getpid()) }
+
+// PeakRSSKiB reads VmHWM, the peak resident set, of pid in KiB; 0 if it cannot.
+func PeakRSSKiB(pid int) int64 {
+	if pid <= 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kib
+		}
+	}
+	return 0
+}

@@ -17,6 +17,8 @@ limitations under the License.
 package proc
 
 import (
+	"os"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -33,4 +35,20 @@ func TestOwnCPUSeconds(t *testing.T) {
 	if got := CPUSeconds(-1); got != 0 {
 		t.Errorf("CPUSeconds(-1) = %v, want 0", got)
 	}
+}
+
+// TestPeakRSSKiB: this process's peak resident set is at least what it
+// holds, and a pid that does not exist reads as 0.
+func TestPeakRSSKiB(t *testing.T) {
+	held := make([]byte, 64<<20)
+	for i := range held {
+		held[i] = 1
+	}
+	if got := PeakRSSKiB(os.Getpid()); got < 64<<10 {
+		t.Errorf("PeakRSSKiB = %d KiB while holding 64 MiB", got)
+	}
+	if got := PeakRSSKiB(-1); got != 0 {
+		t.Errorf("PeakRSSKiB(-1) = %v, want 0", got)
+	}
+	runtime.KeepAlive(held)
 }
