@@ -119,8 +119,8 @@ func (a *intake) began(key string) {
 }
 
 // passFilter wraps the generated reconciler: it skips the passes that skip
-// says to skip, and tells in each pass's beginning and end. It stays
-// leader-aware.
+// says to skip, and tells its observer (the intake) of each pass's beginning
+// and end. It stays leader-aware.
 type passFilter struct {
 	controller.Reconciler
 	reconciler.LeaderAware
