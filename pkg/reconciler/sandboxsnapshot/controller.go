@@ -92,7 +92,6 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		kubeClient:     kubeclient.Get(ctx),
 		sandboxClient:  sandboxclient.Get(ctx),
 		pipelineClient: pipelineclient.Get(ctx),
-		taskRunLister:  taskRuns.Lister(),
 		taskRunIndex:   taskRuns.Informer().GetIndexer(),
 		snapshotLister: snapshots.Lister(),
 		sandboxLister:  batchsandboxinformer.Get(ctx).Lister(),

@@ -285,7 +285,7 @@ func TestRetentionRequeuesWhenDue(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			ls := NewListers(append([]runtime.Object{tc.snap}, tc.trs...))
-			r := &Reconciler{taskRunLister: ls.GetTaskRunLister(), clock: newReconcilerClock(), namespace: f.trNamespace}
+			r := &Reconciler{taskRunIndex: ls.Indexer(&pipelinev1.TaskRun{}, taskRunIndexers), clock: newReconcilerClock(), namespace: f.trNamespace}
 			ctx := config.ToContext(t.Context(), &config.Config{Snapshot: defaultCfg})
 			got := r.retainTaskRuns(ctx, tc.snap.DeepCopy())
 			ok, d := controller.IsRequeueKey(got)
@@ -311,7 +311,6 @@ func TestRetentionFreesTheCommitGate(t *testing.T) {
 	s := f.snap(f.committing, WithSucceeded(412, digestA, digestB))
 	ls := NewListers([]runtime.Object{s, tr})
 	r := &Reconciler{
-		taskRunLister:  ls.GetTaskRunLister(),
 		taskRunIndex:   ls.Indexer(&pipelinev1.TaskRun{}, taskRunIndexers),
 		pipelineClient: fakepipelineclientset.NewSimpleClientset(ls.GetPipelineObjects()...),
 		clock:          newReconcilerClock(),

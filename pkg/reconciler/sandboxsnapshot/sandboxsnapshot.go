@@ -26,7 +26,6 @@ import (
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	pipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned"
-	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
@@ -58,8 +57,7 @@ type Reconciler struct {
 	kubeClient     kubernetes.Interface
 	sandboxClient  sandboxclientset.Interface
 	pipelineClient pipelineclientset.Interface
-	taskRunLister  pipelinelisters.TaskRunLister
-	taskRunIndex   cache.Indexer // taskRunLister's, with taskRunIndexers
+	taskRunIndex   cache.Indexer // the TaskRun informer's, with taskRunIndexers
 	snapshotLister snapshotlisters.SandboxSnapshotLister
 	sandboxLister  snapshotlisters.BatchSandboxLister
 	podLister      corev1listers.PodLister // slimmed: see podinformer

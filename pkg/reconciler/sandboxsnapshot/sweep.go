@@ -54,7 +54,7 @@ func (g goneSweeper) Promote(b reconciler.Bucket, enq func(reconciler.Bucket, ty
 	if err := g.leaderAware.Promote(b, enq); err != nil {
 		return err
 	}
-	trs, err := g.r.taskRunLister.TaskRuns(g.r.namespace).List(labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: sandbox.ManagedByValue}))
+	trs, err := g.r.taskRunLister().List(labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: sandbox.ManagedByValue}))
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func TestPromoteQueuesTaskRunsOfGoneSnapshots(t *testing.T) {
 		enq(b, present)
 		return nil
 	}}
-	g := goneSweeper{leaderAware: generated, r: &Reconciler{taskRunLister: ls.GetTaskRunLister(), namespace: trNamespace}}
+	g := goneSweeper{leaderAware: generated, r: &Reconciler{taskRunIndex: ls.Indexer(&pipelinev1.TaskRun{}, taskRunIndexers), namespace: trNamespace}}
 	var queued []types.NamespacedName
 	if err := g.Promote(teamABucket{}, func(_ reconciler.Bucket, key types.NamespacedName) { queued = append(queued, key) }); err != nil {
 		t.Fatal(err)

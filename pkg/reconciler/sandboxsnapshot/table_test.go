@@ -1148,7 +1148,6 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		kubeClient:     fakekubeclient.Get(ctx),
 		sandboxClient:  fakesandboxclient.Get(ctx),
 		pipelineClient: fakepipelineclient.Get(ctx),
-		taskRunLister:  ls.GetTaskRunLister(),
 		taskRunIndex:   ls.Indexer(&pipelinev1.TaskRun{}, taskRunIndexers),
 		snapshotLister: ls.GetSandboxSnapshotLister(),
 		sandboxLister:  ls.GetBatchSandboxLister(),

@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -68,6 +69,11 @@ func snapshotKey(trNamespace, namespace, name string) string {
 	return trNamespace + "/" + namespace + "/" + name
 }
 
+// taskRunLister lists the informer's TaskRuns in r's namespace.
+func (r *Reconciler) taskRunLister() pipelinelisters.TaskRunNamespaceLister {
+	return pipelinelisters.NewTaskRunLister(r.taskRunIndex).TaskRuns(r.namespace)
+}
+
 // indexedTaskRuns returns the TaskRuns the informer's index holds under key.
 func (r *Reconciler) indexedTaskRuns(index, key string) ([]*pipelinev1.TaskRun, error) {
 	objs, err := r.taskRunIndex.ByIndex(index, key)
@@ -90,7 +96,7 @@ func (r *Reconciler) cachedCommit(s *v1alpha1.SandboxSnapshot) *pipelinev1.TaskR
 
 // cachedTaskRun returns s's TaskRun of the given name from the informer, or nil.
 func (r *Reconciler) cachedTaskRun(s *v1alpha1.SandboxSnapshot, name string) *pipelinev1.TaskRun {
-	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
+	tr, err := r.taskRunLister().Get(name)
 	if err != nil || !ownedBy(tr, s) {
 		return nil
 	}
@@ -100,7 +106,7 @@ func (r *Reconciler) cachedTaskRun(s *v1alpha1.SandboxSnapshot, name string) *pi
 // findTaskRun returns the TaskRun of the given name from the informer, or nil;
 // with live set, from the API on a miss, lest one not yet cached pass for deleted.
 func (r *Reconciler) findTaskRun(ctx context.Context, name string, live bool) (*pipelinev1.TaskRun, error) {
-	tr, err := r.taskRunLister.TaskRuns(r.namespace).Get(name)
+	tr, err := r.taskRunLister().Get(name)
 	if apierrs.IsNotFound(err) && live {
 		tr, err = r.pipelineClient.TektonV1().TaskRuns(r.namespace).Get(ctx, name, metav1.GetOptions{})
 	}
