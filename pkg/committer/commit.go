@@ -507,12 +507,11 @@ func copyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w 
 	return err
 }
 
-// buildLayer writes the layer of the uncompressed tar that write produces,
-// compressed as mediaType says (compressor) on every core, as a new blob
-// (ingest ref ref), and to also. It returns the compressed descriptor, the
-// diff ID (digest of the uncompressed layer) and its size.
+// buildLayer writes the layer of the uncompressed tar that write produces
+// (writeLayer) as a new blob of cs, under ingest ref ref. It returns the
+// compressed descriptor, the diff ID and the uncompressed size.
 func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
-	mediaType string, also ...io.Writer) (ocispec.Descriptor, digest.Digest, int64, error) {
+	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor
 	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
 	if err != nil {
@@ -522,10 +521,27 @@ func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io
 	if err := w.Truncate(0); err != nil {
 		return none, "", 0, err
 	}
+	desc, diffID, size, err := writeLayer(w, write, mediaType)
+	if err != nil {
+		return none, "", 0, err
+	}
+	err = w.Commit(ctx, desc.Size, desc.Digest, content.WithLabels(map[string]string{labelUncompressed: diffID.String()}))
+	if err != nil && !errdefs.IsAlreadyExists(err) {
+		return none, "", 0, err
+	}
+	return desc, diffID, size, nil
+}
+
+// writeLayer writes to w the layer of the uncompressed tar that write
+// produces, compressed as mediaType says (compressor) on every core. It
+// returns the compressed descriptor, the diff ID (digest of the
+// uncompressed layer) and its size.
+func writeLayer(w io.Writer, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
+	var none ocispec.Descriptor
 	dg := digest.Canonical.Digester()
 	cnt := &countingWriter{}
 	// A large buffer: every content-store write is one RPC.
-	bw := bufio.NewWriterSize(io.MultiWriter(append([]io.Writer{w, dg.Hash(), cnt}, also...)...), 1<<20)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, dg.Hash(), cnt), 1<<20)
 	zw, err := compressor(bw, mediaType)
 	if err != nil {
 		return none, "", 0, err
@@ -542,12 +558,7 @@ func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io
 	if err := bw.Flush(); err != nil {
 		return none, "", 0, err
 	}
-	desc := ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.n}
-	err = w.Commit(ctx, desc.Size, desc.Digest, content.WithLabels(map[string]string{labelUncompressed: udg.Digest().String()}))
-	if err != nil && !errdefs.IsAlreadyExists(err) {
-		return none, "", 0, err
-	}
-	return desc, udg.Digest(), ucnt.n, nil
+	return ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.n}, udg.Digest(), ucnt.n, nil
 }
 
 // compressor returns the writer that compresses a layer of mediaType: zstd

@@ -81,9 +81,10 @@ type Config struct {
 	// upper directory inside the pause, when that directory is readable here
 	// (see stage.go); otherwise containerd tars it inside the pause.
 	CopyDir string
-	// LayerDir, when set, receives a file of each new layer beside its copy
-	// in containerd; the push step uploads from it and removes it (see
-	// layerdir.go). Both steps must see the same directory.
+	// LayerDir, when set, receives a file of each new layer in place of a
+	// copy in containerd; the push step uploads from it, ingests it into
+	// containerd when it keeps the image, and removes it (see layerdir.go).
+	// Both steps must see the same directory.
 	LayerDir string
 	// CheckpointDir is where CRIU, through containerd, writes memory snapshots
 	// for Checkpoint; containerd and this process must both see it at

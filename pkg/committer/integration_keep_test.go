@@ -20,14 +20,19 @@ package committer
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/errdefs"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -307,4 +312,66 @@ func TestTwoPodsOneTagOneNode(t *testing.T) {
 			t.Errorf("pod %s's pushed image holds /who %q", who, got)
 		}
 	}
+}
+
+// TestIngestFileInMiBMessages ingests a layer file, as the push step does
+// for an image it keeps: it reaches containerd whole and labelled, in one
+// write (one gRPC message) per MiB, and ingesting it again changes nothing.
+func TestIngestFileInMiBMessages(t *testing.T) {
+	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
+	cs := e.ctrd.Client.ContentStore()
+	b := make([]byte, 5<<20+1)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "layer")
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(b), Size: int64(len(b))}
+	labels := map[string]string{labelUncompressed: d.Digest.String()}
+	t.Cleanup(func() { _ = cs.Delete(ctx, d.Digest) })
+	for i, want := range []int{6, 0} {
+		spy := &writeCounter{Ingester: cs}
+		if err := ingestFile(ctx, spy, d, file, labels); err != nil {
+			t.Fatalf("ingest %d: %v", i+1, err)
+		}
+		if spy.writes != want {
+			t.Errorf("ingest %d of %d bytes took %d writes, want %d", i+1, d.Size, spy.writes, want)
+		}
+	}
+	info, err := cs.Info(ctx, d.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Size != d.Size || info.Labels[labelUncompressed] != d.Digest.String() {
+		t.Errorf("ingested blob: size %d, labels %v; want %d and %s=%s", info.Size, info.Labels, d.Size, labelUncompressed, d.Digest)
+	}
+}
+
+// writeCounter counts the writes to the content writers it opens.
+type writeCounter struct {
+	content.Ingester
+	writes int
+}
+
+// Writer implements content.Ingester.
+func (w *writeCounter) Writer(ctx context.Context, opts ...content.WriterOpt) (content.Writer, error) {
+	cw, err := w.Ingester.Writer(ctx, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &countedWriter{Writer: cw, n: &w.writes}, nil
+}
+
+type countedWriter struct {
+	content.Writer
+	n *int
+}
+
+// Write implements io.Writer.
+func (w *countedWriter) Write(p []byte) (int, error) {
+	*w.n++
+	return w.Writer.Write(p)
 }

@@ -401,8 +401,8 @@ func TestCommitPushVerify(t *testing.T) {
 			}
 		}
 	})
-	// The new layers are uploaded from the commit step's layer files: with
-	// their blobs gone from containerd too, the push still completes.
+	// The new layers are only in the commit step's layer files, not in
+	// containerd: the push uploads them from there.
 	for _, ci := range res.Images {
 		b, err := os.ReadFile(layerPath(e.copyDir, ci.Layer.Digest))
 		if err != nil {
@@ -411,19 +411,19 @@ func TestCommitPushVerify(t *testing.T) {
 		if got := digest.FromBytes(b); got != ci.Layer.Digest {
 			t.Errorf("layer file of %s has digest %s, want %s", ci.Target.Container, got, ci.Layer.Digest)
 		}
-		if err := e.ctrd.Client.ContentStore().Delete(ctx, ci.Layer.Digest); err != nil {
-			t.Fatal(err)
-		}
+		e.assertNoBlob(t, ci.Layer.Digest, "the layer of "+ci.Target.Container+" after the commit")
 	}
 
 	pushed, stats, err := c.Push(context.Background())
 	if err != nil {
 		t.Fatalf("push: %v", err)
 	}
+	// An image not kept never enters containerd's content store.
 	for _, ci := range res.Images {
 		if _, err := os.Stat(layerPath(e.copyDir, ci.Layer.Digest)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("layer file of %s after the push: %v", ci.Target.Container, err)
 		}
+		e.assertNoBlob(t, ci.Layer.Digest, "the layer of "+ci.Target.Container+" after a push without keep-local")
 	}
 	t.Logf("push stats: %+v", *stats)
 	if stats.Remote != 2 {
@@ -476,6 +476,15 @@ func TestCommitPushVerify(t *testing.T) {
 			t.Errorf("running %s: code=%d err=%v output=%q want %q", tc.ref, code, err, out, tc.want)
 		}
 		_ = e.ctrd.Client.ImageService().Delete(ctx, tc.ref)
+	}
+}
+
+// assertNoBlob checks that containerd's content store does not hold d.
+func (e *testEnv) assertNoBlob(t *testing.T, d digest.Digest, what string) {
+	t.Helper()
+	_, err := e.ctrd.Client.ContentStore().Info(e.ctrd.Ctx(context.Background()), d)
+	if !errdefs.IsNotFound(err) {
+		t.Errorf("%s: containerd holds blob %s (err %v), want none", what, d, err)
 	}
 }
 

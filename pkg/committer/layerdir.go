@@ -18,21 +18,26 @@ package committer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // With Config.LayerDir set, the commit step writes each new compressed
-// layer to a file there as well as into containerd's content store, and the
-// push step uploads it from that file: containerd, which hashes every byte
-// it stores on one core, then only has the unpack for a resume on this node
-// to do beside the upload, not also serving the upload's reads.
+// layer to a file there and not into containerd's content store. The push
+// step uploads it from that file, and ingests it into containerd only to
+// keep the image for a resume on this node, beside the upload
+// (ingestLayerFiles). A layer goes through containerd's content API only
+// when it is kept: that costs more than building it (a gRPC message per
+// MiB, which containerd hashes again on one core).
 
 // layerPath is where a layer with digest d lives in dir.
 func layerPath(dir string, d digest.Digest) string {
@@ -52,31 +57,79 @@ func (c *Committer) layerFile(d digest.Digest) string {
 	return p
 }
 
-// newLayer builds the compressed layer (mediaType) of the tar write produces into
-// containerd (buildLayer) and, with Config.LayerDir set, into a file there
-// for the push step.
+// newLayer builds the compressed layer (mediaType) of the tar write
+// produces: into a file in Config.LayerDir when it is set, else into
+// containerd (buildLayer).
 func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
-	var none ocispec.Descriptor
-	var also []io.Writer
-	var lf *layerFileWriter
-	if c.cfg.LayerDir != "" {
-		var err error
-		if lf, err = newLayerFile(c.cfg.LayerDir); err != nil {
-			return none, "", 0, fmt.Errorf("creating layer file: %w", err)
-		}
-		defer lf.Close()
-		also = append(also, lf)
+	if c.cfg.LayerDir == "" {
+		return buildLayer(ctx, c.client.ContentStore(), ref, write, mediaType)
 	}
-	layer, diffID, size, err := buildLayer(ctx, c.client.ContentStore(), ref, write, mediaType, also...)
+	var none ocispec.Descriptor
+	lf, err := newLayerFile(c.cfg.LayerDir)
+	if err != nil {
+		return none, "", 0, fmt.Errorf("creating layer file: %w", err)
+	}
+	defer lf.Close()
+	layer, diffID, size, err := writeLayer(lf, write, mediaType)
 	if err != nil {
 		return none, "", 0, err
 	}
-	if lf != nil {
-		if err := lf.commit(layer); err != nil {
-			return none, "", 0, fmt.Errorf("writing layer file: %w", err)
-		}
+	if err := lf.commit(layer); err != nil {
+		return none, "", 0, fmt.Errorf("writing layer file: %w", err)
 	}
 	return layer, diffID, size, nil
+}
+
+// ingestLayerFiles writes into containerd's content store the layers of ci
+// that the commit step left only as files in Config.LayerDir, so that the
+// image can be unpacked and kept on this node.
+func (c *Committer) ingestLayerFiles(ctx context.Context, ci *committedImage) error {
+	cs := c.client.ContentStore()
+	var diffIDs []digest.Digest
+	for i, d := range ci.manifest.Layers {
+		f := c.layerFile(d.Digest)
+		if f == "" {
+			continue
+		}
+		if _, err := cs.Info(ctx, d.Digest); err == nil {
+			continue
+		}
+		if diffIDs == nil {
+			raw, err := content.ReadBlob(ctx, cs, ci.manifest.Config)
+			if err != nil {
+				return fmt.Errorf("reading config %s: %w", ci.manifest.Config.Digest, err)
+			}
+			var img ocispec.Image
+			if err := json.Unmarshal(raw, &img); err != nil {
+				return fmt.Errorf("decoding config %s: %w", ci.manifest.Config.Digest, err)
+			}
+			diffIDs = img.RootFS.DiffIDs
+		}
+		if i >= len(diffIDs) {
+			return fmt.Errorf("config %s has %d diff IDs for %d layers", ci.manifest.Config.Digest, len(diffIDs), len(ci.manifest.Layers))
+		}
+		if err := ingestFile(ctx, cs, d, f, map[string]string{labelUncompressed: diffIDs[i].String()}); err != nil {
+			return fmt.Errorf("ingesting layer %s: %w", d.Digest, err)
+		}
+	}
+	return nil
+}
+
+// ingestFile writes file, whose content d describes, into cs with labels.
+func ingestFile(ctx context.Context, cs content.Ingester, d ocispec.Descriptor, file string, labels map[string]string) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	// A section reader, not the file: content.WriteBlob copies from a
+	// reader that has WriteTo with it, which writes a gRPC message per
+	// 32 KiB, against one per MiB through its own buffer.
+	err = content.WriteBlob(ctx, cs, "sandbox-ingest-"+d.Digest.String(), io.NewSectionReader(f, 0, d.Size), d, content.WithLabels(labels))
+	if errdefs.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
 }
 
 // newLayerFile creates the file a new layer is written to, in dir.

@@ -99,12 +99,19 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 		c.deleteLocal(ctx, c.cfg.Params.Targets)
 		return nil, stats, err
 	}
-	// Unpacking for a resume on this node runs beside the upload.
+	// Ingesting and unpacking for a resume on this node run beside the
+	// upload.
 	unpacked := make([]chan error, len(c.cfg.Params.Targets))
 	if c.cfg.KeepLocal {
 		for i, ci := range committed {
 			unpacked[i] = make(chan error, 1)
-			go func() { unpacked[i] <- c.unpackLocal(ctx, ci.image) }()
+			go func() {
+				err := c.ingestLayerFiles(ctx, ci)
+				if err == nil {
+					err = c.unpackLocal(ctx, ci.image)
+				}
+				unpacked[i] <- err
+			}()
 		}
 	}
 	// Containers are pushed concurrently; each bounds its own blob uploads.
