@@ -3,15 +3,18 @@
 # holding 64 MiB, 256 MiB and 1 GiB resident is checkpointed by the committer
 # on a private containerd v2.1.3 with its CRI and CRIU 4.2, pushed to a
 # loopback registry and restored into a new pod, from the image kept on the
-# node and pulled. Prints medians of ITERATIONS runs per size. Needs root.
+# node and pulled. Prints medians of ITERATIONS runs per size. REGISTRY_MBIT
+# paces the registry's link (both ways together), as a registry across a
+# network. Needs root.
 #
 #   test/bench-hibernate.sh
-#   SIZES=256 ITERATIONS=5 test/bench-hibernate.sh
+#   SIZES=256 ITERATIONS=5 REGISTRY_MBIT=1000 test/bench-hibernate.sh
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SIZES="${SIZES:-64,256,1024}"
 ITERATIONS="${ITERATIONS:-3}"
+REGISTRY_MBIT="${REGISTRY_MBIT:-0}"
 if [[ "$(id -u)" != 0 ]]; then
   echo "bench-hibernate: needs root (it runs a private containerd)" >&2
   exit 1
@@ -26,4 +29,4 @@ mkdir -p "${ROOT}/_output/bin"
   go build -o _output/bin/benchhibernate ./test/integration/benchhibernate
 )
 CONTAINERD_BIN="${ctrd}/containerd" CRIU_DIR="${criu}" "${ROOT}/_output/bin/benchhibernate" \
-  --hog "${ROOT}/_output/bin/hog" --sizes "${SIZES}" --iterations "${ITERATIONS}"
+  --hog "${ROOT}/_output/bin/hog" --sizes "${SIZES}" --iterations "${ITERATIONS}" --registry-mbit "${REGISTRY_MBIT}"

@@ -18,12 +18,13 @@ limitations under the License.
 // with its CRI on (CONTAINERD_BIN, 2.1 or later) and CRIU (CRIU_DIR), as a
 // kubelet drives them: a process holding N MiB resident (filled with
 // incompressible bytes) is checkpointed by the committer, pushed to a
-// loopback registry and restored into a new pod, once with the image kept
-// on the node and once pulled. It prints, per size, medians of the
+// loopback registry (behind a paced link with --registry-mbit) and restored
+// into a new pod, once with the image kept on the node and once pulled. It prints, per size, medians of the
 // iterations: the freeze, the whole checkpoint (freeze and image) and the
-// CPU time the committer and containerd spent on it, the push, the image's
-// size against the resident memory, and the restore to a first successful
-// exec. It needs root. Run it through test/bench-hibernate.sh.
+// CPU time the committer and containerd spent on it, the push (with the
+// keeping of the image on the node) and containerd's CPU time in it, the two
+// together, the image's size against the resident memory, and the restore to
+// a first successful exec. It needs root. Run it through test/bench-hibernate.sh.
 package main
 
 import (
@@ -39,8 +40,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/opencontainers/go-digest"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
@@ -51,8 +55,9 @@ func main() {
 	hog := flag.String("hog", "", "static binary that holds --mib MiB resident until killed (test/bench-hibernate.sh builds it)")
 	sizes := flag.String("sizes", "64,256,1024", "resident MiB of the checkpointed process, comma-separated")
 	iterations := flag.Int("iterations", 3, "runs per size; medians are reported")
+	mbit := flag.Int64("registry-mbit", 0, "link to the registry, in Mbit/s, both ways together (0: unpaced loopback)")
 	flag.Parse()
-	if err := run(*hog, *sizes, *iterations); err != nil {
+	if err := run(*hog, *sizes, *iterations, *mbit); err != nil {
 		fmt.Fprintln(os.Stderr, "benchhibernate:", err)
 		os.Exit(1)
 	}
@@ -61,16 +66,21 @@ func main() {
 // sample is one memory snapshot and its two restores.
 type sample struct {
 	freeze, checkpoint, push    time.Duration
+	total                       time.Duration // checkpoint and push
 	committerCPU, containerdCPU time.Duration // during the checkpoint
+	pushContainerdCPU           time.Duration // containerd's, during the push
 	imageBytes, archiveBytes    int64
 	restoreLocal, restorePulled time.Duration
 }
 
-func run(hog string, sizes string, iterations int) error {
+func run(hog string, sizes string, iterations int, mbit int64) error {
 	if hog == "" || os.Getenv("CRIU_DIR") == "" {
 		return fmt.Errorf("--hog and CRIU_DIR are required")
 	}
-	reg := ctrharness.NewRegistry()
+	reg, link := ctrharness.NewRegistry(), "loopback, unpaced"
+	if mbit > 0 {
+		reg, link = ctrharness.NewRegistryBehindLink(mbit*1e6/8), fmt.Sprintf("a %d Mbit/s link", mbit)
+	}
 	defer reg.Close()
 	base := reg.Host + "/bench/hog:latest"
 	sandboxImage := reg.Host + "/bench/pause:latest"
@@ -87,9 +97,9 @@ func run(hog string, sizes string, iterations int) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	fmt.Printf("%s, CRIU from %s, %d iterations per size\n\n", cri.Version, os.Getenv("CRIU_DIR"), iterations)
-	fmt.Println("| resident | freeze | checkpoint (freeze + image) | per GiB | its CPU: committer / containerd | push | image | image / resident | restore, kept on the node | restore, pulled |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("%s, CRIU from %s, registry over %s, %d iterations per size\n\n", cri.Version, os.Getenv("CRIU_DIR"), link, iterations)
+	fmt.Println("| resident | freeze | checkpoint (freeze + image) | per GiB | its CPU: committer / containerd | push | containerd's CPU in it | checkpoint + push | image | image / resident | restore, kept on the node | restore, pulled |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, f := range strings.Split(sizes, ",") {
 		mib, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
@@ -105,9 +115,9 @@ func run(hog string, sizes string, iterations int) error {
 		}
 		m := median(ss)
 		resident := int64(mib) << 20
-		fmt.Printf("| %d MiB | %d ms | %d ms | %.2f s | %.1f / %.1f s | %d ms | %.1f MiB (archive %.1f MiB) | %.2f | %d ms | %d ms |\n",
+		fmt.Printf("| %d MiB | %d ms | %d ms | %.2f s | %.1f / %.1f s | %d ms | %.1f s | %d ms | %.1f MiB (archive %.1f MiB) | %.2f | %d ms | %d ms |\n",
 			mib, m.freeze.Milliseconds(), m.checkpoint.Milliseconds(), m.checkpoint.Seconds()*1024/float64(mib),
-			m.committerCPU.Seconds(), m.containerdCPU.Seconds(), m.push.Milliseconds(),
+			m.committerCPU.Seconds(), m.containerdCPU.Seconds(), m.push.Milliseconds(), m.pushContainerdCPU.Seconds(), m.total.Milliseconds(),
 			float64(m.imageBytes)/(1<<20), float64(m.archiveBytes)/(1<<20), float64(m.imageBytes)/float64(resident),
 			m.restoreLocal.Milliseconds(), m.restorePulled.Milliseconds())
 	}
@@ -154,18 +164,23 @@ func once(cri *ctrharness.Containerd, base, work string, mib, i int) (sample, er
 	s.committerCPU = seconds(proc.OwnCPUSeconds() - ownCPU)
 	s.containerdCPU = seconds(proc.CPUSeconds(cri.Pid()) - ctrdCPU)
 	s.imageBytes, s.archiveBytes = res.Images[0].Layer.Size, res.Images[0].DiffSize
-	start = time.Now()
+	start, ctrdCPU = time.Now(), proc.CPUSeconds(cri.Pid())
 	pushed, _, err := cm.Push(ctx)
 	if err != nil {
 		return s, err
 	}
 	s.push = time.Since(start)
+	s.total = s.checkpoint + s.push
+	s.pushContainerdCPU = seconds(proc.CPUSeconds(cri.Pid()) - ctrdCPU)
 	ref := pushed[0].Target.Repository() + "@" + pushed[0].Digest
 	if s.restoreLocal, err = restore(ctx, cri, name+"-local", ref, mib); err != nil {
 		return s, fmt.Errorf("restore kept on the node: %w", err)
 	}
 	if err := forget(ctx, cri, pushed[0].Target.Repository()); err != nil {
 		return s, err
+	}
+	if _, err := cri.Client.ContentStore().Info(cri.Ctx(ctx), res.Images[0].Layer.Digest); !errdefs.IsNotFound(err) {
+		return s, fmt.Errorf("the node still holds the checkpoint's layer (%v): the restore would not pull it", err)
 	}
 	if s.restorePulled, err = restore(ctx, cri, name+"-pulled", ref, mib); err != nil {
 		return s, fmt.Errorf("restore pulled: %w", err)
@@ -221,17 +236,25 @@ func residentKiB(status string) int64 {
 	return 0
 }
 
-// forget removes every image of repository from the node, as its garbage
-// collection does, so that the next restore pulls.
+// forget removes every image of repository from the node, under every
+// name (the CRI names an image by its ID too), and their content with
+// them, as its garbage collection does, so that the next restore pulls.
 func forget(ctx context.Context, cri *ctrharness.Containerd, repository string) error {
 	cctx := cri.Ctx(ctx)
-	imgs, err := cri.Client.ImageService().List(cctx)
+	is := cri.Client.ImageService()
+	imgs, err := is.List(cctx)
 	if err != nil {
 		return err
 	}
+	manifests := map[digest.Digest]bool{}
 	for _, img := range imgs {
 		if strings.HasPrefix(img.Name, repository+":") || strings.HasPrefix(img.Name, repository+"@") {
-			if err := cri.Client.ImageService().Delete(cctx, img.Name); err != nil {
+			manifests[img.Target.Digest] = true
+		}
+	}
+	for _, img := range imgs {
+		if manifests[img.Target.Digest] {
+			if err := is.Delete(cctx, img.Name, images.SynchronousDelete()); err != nil {
 				return err
 			}
 		}
@@ -293,14 +316,16 @@ func median(ss []sample) sample {
 	d := func(f func(sample) time.Duration) time.Duration { return ctrharness.MedianOf(ss, f) }
 	n := func(f func(sample) int64) int64 { return ctrharness.MedianOf(ss, f) }
 	return sample{
-		freeze:        d(func(s sample) time.Duration { return s.freeze }),
-		checkpoint:    d(func(s sample) time.Duration { return s.checkpoint }),
-		committerCPU:  d(func(s sample) time.Duration { return s.committerCPU }),
-		containerdCPU: d(func(s sample) time.Duration { return s.containerdCPU }),
-		push:          d(func(s sample) time.Duration { return s.push }),
-		imageBytes:    n(func(s sample) int64 { return s.imageBytes }),
-		archiveBytes:  n(func(s sample) int64 { return s.archiveBytes }),
-		restoreLocal:  d(func(s sample) time.Duration { return s.restoreLocal }),
-		restorePulled: d(func(s sample) time.Duration { return s.restorePulled }),
+		freeze:            d(func(s sample) time.Duration { return s.freeze }),
+		checkpoint:        d(func(s sample) time.Duration { return s.checkpoint }),
+		committerCPU:      d(func(s sample) time.Duration { return s.committerCPU }),
+		containerdCPU:     d(func(s sample) time.Duration { return s.containerdCPU }),
+		push:              d(func(s sample) time.Duration { return s.push }),
+		total:             d(func(s sample) time.Duration { return s.total }),
+		pushContainerdCPU: d(func(s sample) time.Duration { return s.pushContainerdCPU }),
+		imageBytes:        n(func(s sample) int64 { return s.imageBytes }),
+		archiveBytes:      n(func(s sample) int64 { return s.archiveBytes }),
+		restoreLocal:      d(func(s sample) time.Duration { return s.restoreLocal }),
+		restorePulled:     d(func(s sample) time.Duration { return s.restorePulled }),
 	}
 }
