@@ -19,12 +19,13 @@ limitations under the License.
 // kubelet drives them: a process holding N MiB resident (filled with
 // incompressible bytes) is checkpointed by the committer, pushed to a
 // loopback registry (behind a paced link with --registry-mbit) and restored
-// into a new pod, once with the image kept on the node and once pulled. It prints, per size, medians of the
-// iterations: the freeze, the whole checkpoint (freeze and image) and the
-// CPU time the committer and containerd spent on it, the push (with the
-// keeping of the image on the node) and containerd's CPU time in it, the two
-// together, the image's size against the resident memory, and the restore to
-// a first successful exec. It needs root. Run it through test/bench-hibernate.sh.
+// into a new pod, once with the image kept on the node and once pulled. It
+// prints, per size, medians of the iterations: the freeze, the whole
+// checkpoint (freeze and image) and the CPU time the committer and
+// containerd spent on it, the push (with the keeping of the image on the
+// node) and containerd's CPU time in it, the two together, the image's size
+// against the resident memory, and the restore to a first successful exec.
+// It needs root. Run it through test/bench-hibernate.sh.
 package main
 
 import (
