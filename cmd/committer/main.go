@@ -170,7 +170,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.maxLayers, "max-layers", task.DefaultMaxLayers, "bound on the layers a sandbox's commits stack on its base image: past it a commit squashes them and its change into one (0: never)")
 	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
 	fs.StringVar(&o.copyDir, "copy-dir", "", "directory the overlay differ copies upper directories to inside the pause, when they are readable here (else containerd tars them in the pause)")
-	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes each new layer to, as a file, instead of into containerd (else into containerd); the push step uploads it, ingests it into containerd only to keep the image, and removes it; both steps must see the same one")
+	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes each new layer to as a file, instead of into containerd (unset: into containerd); the push step uploads it from there, writes it into containerd only to keep the image, and removes it; both steps must see the same one")
 	fs.StringVar(&o.keepLocal, "keep-local", "true", "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", "20Gi", "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
 	fs.StringVar(&o.snapshotMode, "snapshot-mode", task.SnapshotModeFilesystem, "Filesystem (commit the root filesystems) or Memory (checkpoint processes and memory too, through containerd's CRI and CRIU)")
