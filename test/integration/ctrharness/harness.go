@@ -491,7 +491,13 @@ type Registry struct {
 
 // NewRegistry starts github.com/google/go-containerregistry/pkg/registry.
 func NewRegistry() *Registry {
-	s := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	return serveRegistry(func(h http.Handler) http.Handler { return h })
+}
+
+// serveRegistry starts go-containerregistry's registry, logging nothing,
+// behind the handler wrap makes of it.
+func serveRegistry(wrap func(http.Handler) http.Handler) *Registry {
+	s := httptest.NewServer(wrap(registry.New(registry.Logger(log.New(io.Discard, "", 0)))))
 	return &Registry{Server: s, Host: strings.TrimPrefix(s.URL, "http://")}
 }
 
@@ -568,17 +574,17 @@ func PushImage(ref string, img v1.Image) error {
 
 // NewRegistryWithAuth starts a registry that requires HTTP basic auth.
 func NewRegistryWithAuth(user, pass string) *Registry {
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, ok := r.BasicAuth()
-		if !ok || u != user || p != pass {
-			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		h.ServeHTTP(w, r)
-	}))
-	return &Registry{Server: s, Host: strings.TrimPrefix(s.URL, "http://")}
+	return serveRegistry(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u, p, ok := r.BasicAuth()
+			if !ok || u != user || p != pass {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
 }
 
 // PushImageAuth pushes img to ref with basic credentials.

@@ -18,14 +18,9 @@ package ctrharness
 
 import (
 	"io"
-	"log"
 	"net/http"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/google/go-containerregistry/pkg/registry"
 )
 
 // NewRegistryBehindLink starts an in-process registry whose request and
@@ -33,15 +28,15 @@ import (
 // network is: blobs go up and down no faster than the link carries them.
 func NewRegistryBehindLink(bytesPerSecond int64) *Registry {
 	l := newLink(bytesPerSecond, time.Now, time.Sleep)
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{&pacedReader{r: r.Body, l: l}, r.Body}
-		h.ServeHTTP(&pacedResponse{ResponseWriter: w, l: l}, r)
-	}))
-	return &Registry{Server: s, Host: strings.TrimPrefix(s.URL, "http://")}
+	return serveRegistry(func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Body = struct {
+				io.Reader
+				io.Closer
+			}{&pacedReader{r: r.Body, l: l}, r.Body}
+			h.ServeHTTP(&pacedResponse{ResponseWriter: w, l: l}, r)
+		})
+	})
 }
 
 // linkBurst is how far behind its schedule a link may fall and still catch
