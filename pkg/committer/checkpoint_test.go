@@ -22,11 +22,14 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // TestCheckpointError checks which answers of containerd's task checkpoint
@@ -144,5 +147,69 @@ func TestTarDir(t *testing.T) {
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("tar holds %v, want %v", got, want)
+	}
+}
+
+// TestCheckpointLayerType compresses a checkpoint's layer when zstd saves
+// enough of a sample spread through all its files, and writes a plain tar
+// when what dominates does not compress, wherever in the archive it is.
+func TestCheckpointLayerType(t *testing.T) {
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		rand.New(rand.NewSource(1)).Read(b)
+		return b
+	}
+	text := func(n int) []byte {
+		return bytes.Repeat([]byte("sandbox memory page "), n/20+1)[:n]
+	}
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name  string
+		files map[string][]byte
+		want  string
+	}{{
+		name:  "incompressible memory",
+		files: map[string][]byte{"checkpoint/pages-1.img": random(8 * mib), "checkpoint/core-1.img": text(4096), "spec.dump": text(2000)},
+		want:  ocispec.MediaTypeImageLayer,
+	}, {
+		name:  "compressible memory",
+		files: map[string][]byte{"checkpoint/pages-1.img": text(8 * mib), "spec.dump": text(2000)},
+		want:  ocispec.MediaTypeImageLayerZstd,
+	}, {
+		name:  "incompressible filesystem change after compressible memory",
+		files: map[string][]byte{"checkpoint/pages-1.img": text(mib / 2), "rootfs-diff.tar": random(8 * mib)},
+		want:  ocispec.MediaTypeImageLayer,
+	}, {
+		name:  "a little incompressible data among much that compresses",
+		files: map[string][]byte{"checkpoint/pages-1.img": text(8 * mib), "rootfs-diff.tar": random(mib / 2)},
+		want:  ocispec.MediaTypeImageLayerZstd,
+	}, {
+		name:  "half zeros",
+		files: map[string][]byte{"checkpoint/pages-1.img": append(random(4*mib), make([]byte, 4*mib)...)},
+		want:  ocispec.MediaTypeImageLayerZstd,
+	}, {
+		name:  "smaller than one window",
+		files: map[string][]byte{"checkpoint/pages-1.img": text(10000)},
+		want:  ocispec.MediaTypeImageLayerZstd,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, body := range tc.files {
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, name), body, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := checkpointLayerType(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				saving, _ := zstdSaving(dir)
+				t.Errorf("layer type %s (zstd saves %.0f%% of the sample), want %s", got, saving*100, tc.want)
+			}
+		})
 	}
 }

@@ -533,11 +533,25 @@ func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io
 }
 
 // writeLayer writes to w the layer of the uncompressed tar that write
-// produces, compressed as mediaType says (compressor) on every core. It
-// returns the compressed descriptor, the diff ID (digest of the
-// uncompressed layer) and its size.
+// produces, compressed as mediaType says (compressor) on every core, or not
+// at all for a plain tar (ocispec.MediaTypeImageLayer). It returns the
+// layer's descriptor, the diff ID (digest of the uncompressed layer) and its
+// size.
 func writeLayer(w io.Writer, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor
+	if mediaType == ocispec.MediaTypeImageLayer {
+		// The layer is the tar itself: one hash gives its digest and diff ID.
+		dg := digest.Canonical.Digester()
+		cnt := &countingWriter{}
+		bw := bufio.NewWriterSize(w, 1<<20)
+		if err := write(io.MultiWriter(bw, dg.Hash(), cnt)); err != nil {
+			return none, "", 0, err
+		}
+		if err := bw.Flush(); err != nil {
+			return none, "", 0, err
+		}
+		return ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.n}, dg.Digest(), cnt.n, nil
+	}
 	dg := digest.Canonical.Digester()
 	cnt := &countingWriter{}
 	// A large buffer: every content-store write is one RPC.

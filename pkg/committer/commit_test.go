@@ -17,12 +17,16 @@ limitations under the License.
 package committer
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 func TestAppendLayerToConfigKeepsUnknownFields(t *testing.T) {
@@ -134,4 +138,37 @@ func zeros() string {
 		b[i] = '0'
 	}
 	return string(b)
+}
+
+// TestWriteLayer writes a layer compressed and as a plain tar: the
+// descriptor names the bytes written, the diff ID and size the tar, and a
+// plain tar's digest is its diff ID.
+func TestWriteLayer(t *testing.T) {
+	tarball := bytes.Repeat([]byte("a tar stream "), 100000)
+	write := func(w io.Writer) error { _, err := w.Write(tarball); return err }
+	for _, mediaType := range []string{ocispec.MediaTypeImageLayer, ocispec.MediaTypeImageLayerZstd, ocispec.MediaTypeImageLayerGzip} {
+		t.Run(mediaType, func(t *testing.T) {
+			var out bytes.Buffer
+			desc, diffID, size, err := writeLayer(&out, write, mediaType)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if desc.MediaType != mediaType || desc.Digest != digest.FromBytes(out.Bytes()) || desc.Size != int64(out.Len()) {
+				t.Errorf("descriptor %+v, want %s of the %d bytes written, digest %s", desc, mediaType, out.Len(), digest.FromBytes(out.Bytes()))
+			}
+			if diffID != digest.FromBytes(tarball) || size != int64(len(tarball)) {
+				t.Errorf("diff ID %s and size %d, want %s and %d", diffID, size, digest.FromBytes(tarball), len(tarball))
+			}
+			r, err := compression.DecompressStream(&out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := io.ReadAll(r); err != nil || !bytes.Equal(got, tarball) {
+				t.Errorf("the layer holds %d bytes (%v), want the %d of the tar", len(got), err, len(tarball))
+			}
+			if mediaType == ocispec.MediaTypeImageLayer && desc.Digest != diffID {
+				t.Errorf("a plain tar's digest %s is not its diff ID %s", desc.Digest, diffID)
+			}
+		})
+	}
 }

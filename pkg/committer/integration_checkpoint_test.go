@@ -33,6 +33,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -160,19 +161,38 @@ func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrh
 // (CRIU's dump through containerd's task API, in the archive layout of the
 // CRI's CheckpointContainer), pushes it, deletes the pod, and restores a new
 // pod's container from the pushed image through containerd's CRI, as
-// kubelet does for a pod whose image is a checkpoint: the processes go on.
-// On containerd 1.x, whose CRI cannot restore, the snapshot fails as
-// unsupported and the container runs on.
+// kubelet does for a pod whose image is a checkpoint: the processes go on,
+// and the filesystem change is back. The checkpoint's layer is zstd, or a
+// plain tar when its content does not compress (here a file of random
+// bytes). On containerd 1.x, whose CRI cannot restore, the snapshot fails
+// as unsupported and the container runs on.
 func TestCheckpointRestore(t *testing.T) {
 	e := requireEnv(t)
 	cri := e.startCRI(t, criuDir(t))
+	for _, tc := range []struct {
+		name      string
+		noiseMiB  int // random bytes written to /noise before the counter starts
+		layerType string
+	}{
+		{"compressible", 0, ocispec.MediaTypeImageLayerZstd},
+		{"incompressible", 16, ocispec.MediaTypeImageLayer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkpointRestore(t, e, cri, tc.noiseMiB, tc.layerType)
+		})
+	}
+}
+
+func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noiseMiB int, layerType string) {
 	ctx := context.Background()
 	port := freePort(t)
 	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, hibernating(port)...)
+	script := hibernating(port)
+	script[len(script)-1] = fmt.Sprintf("head -c %d /dev/urandom >/noise\n", noiseMiB<<20) + script[len(script)-1]
+	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +225,13 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	mark, atCheckpoint := counterLines(t, ctx, cri, id)
 	t.Logf("checkpointed in %d ms; the counter was at %d", res.PauseWindow.Milliseconds(), atCheckpoint)
+	if got := res.Images[0].Layer.MediaType; got != layerType {
+		t.Errorf("the checkpoint's layer is %s, want %s", got, layerType)
+	}
+	noise, err := cri.ExecSync(ctx, id, "sha256sum", "/noise")
+	if err != nil {
+		t.Fatal(err)
+	}
 	pushed, _, err := cm.Push(ctx)
 	if err != nil {
 		t.Fatalf("push: %v", err)
@@ -239,6 +266,9 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	if got, err := ping(port); err != nil || got != "pong" {
 		t.Fatalf("after the restore the listening socket answers %q, %v", got, err)
+	}
+	if got, err := cri.ExecSync(ctx, rid, "sha256sum", "/noise"); err != nil || got != noise {
+		t.Fatalf("after the restore /noise sums to %q (%v), want %q", got, err, noise)
 	}
 }
 
