@@ -509,7 +509,7 @@ func copyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w 
 
 // buildLayer writes the layer of the uncompressed tar that write produces
 // (writeLayer) as a new blob of cs, under ingest ref ref. It returns the
-// compressed descriptor, the diff ID and the uncompressed size.
+// layer's descriptor, the diff ID and the uncompressed size.
 func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
 	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor

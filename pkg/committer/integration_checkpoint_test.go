@@ -183,6 +183,9 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 }
 
+// checkpointRestore is TestCheckpointRestore for a container that first
+// writes noiseMiB MiB of random bytes to /noise; its checkpoint's layer must
+// be of layerType.
 func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noiseMiB int, layerType string) {
 	ctx := context.Background()
 	port := freePort(t)

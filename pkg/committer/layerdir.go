@@ -57,7 +57,7 @@ func (c *Committer) layerFile(d digest.Digest) string {
 	return p
 }
 
-// newLayer builds the compressed layer (mediaType) of the tar write
+// newLayer builds the layer (mediaType, writeLayer) of the tar write
 // produces: into a file in Config.LayerDir when it is set, else into
 // containerd (buildLayer).
 func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
