@@ -162,8 +162,10 @@ func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrh
 // CRI's CheckpointContainer), pushes it, deletes the pod, and restores a new
 // pod's container from the pushed image through containerd's CRI, as
 // kubelet does for a pod whose image is a checkpoint: the processes go on,
-// and the filesystem change is back. The checkpoint's layer is zstd, or a
-// plain tar when its content does not compress (here a file of random
+// and the filesystem change is back. It does so hibernateCycles times, each
+// cycle checkpointing the container the last one restored, as a sandbox
+// paused and resumed again and again is. The checkpoint's layer is zstd,
+// or a plain tar when its content does not compress (here a file of random
 // bytes). On containerd 1.x, whose CRI cannot restore, the snapshot fails
 // as unsupported and the container runs on.
 func TestCheckpointRestore(t *testing.T) {
@@ -183,13 +185,18 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 }
 
+// hibernateCycles is how many times TestCheckpointRestore checkpoints and
+// restores one sandbox.
+const hibernateCycles = 3
+
 // checkpointRestore is TestCheckpointRestore for a container that first
-// writes noiseMiB MiB of random bytes to /noise; its checkpoint's layer must
-// be of layerType.
+// writes noiseMiB MiB of random bytes to /noise; its checkpoints' layers
+// must be of layerType.
 func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noiseMiB int, layerType string) {
 	ctx := context.Background()
 	port := freePort(t)
-	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
+	name := "sb-" + randSuffix()
+	pod, err := cri.RunPod(ctx, name, "default", "uid-"+randSuffix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,71 +215,161 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 	if got, err := ping(port); err != nil || got != "pong" {
 		t.Fatalf("before the checkpoint the server answers %q, %v", got, err)
 	}
-	target := e.regB.Host + "/hibernate/" + pod.Config.Metadata.Name + "/app:mem"
-	cm := e.checkpointer(t, cri, pod, target)
-	res, err := cm.Checkpoint(ctx)
-	if !checkpoints(cri) {
-		if !errors.Is(err, ErrMemorySnapshotUnsupported) {
-			t.Fatalf("checkpoint on %s: got %v, want %v", cri.Version, err, ErrMemorySnapshotUnsupported)
-		}
-		t.Logf("as expected on %s: %v", cri.Version, err)
-		_, n1 := counterLines(t, ctx, cri, id)
-		time.Sleep(500 * time.Millisecond)
-		if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
-			t.Fatalf("the container is not running after the refused checkpoint: counter %d then %d", n1, n2)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("checkpoint: %v\n%s", err, cri.Log())
-	}
-	mark, atCheckpoint := counterLines(t, ctx, cri, id)
-	t.Logf("checkpointed in %d ms; the counter was at %d", res.PauseWindow.Milliseconds(), atCheckpoint)
-	if got := res.Images[0].Layer.MediaType; got != layerType {
-		t.Errorf("the checkpoint's layer is %s, want %s", got, layerType)
-	}
+	mark, _ := counterLines(t, ctx, cri, id)
 	noise, err := cri.ExecSync(ctx, id, "sha256sum", "/noise")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pushed, _, err := cm.Push(ctx)
-	if err != nil {
-		t.Fatalf("push: %v", err)
+	for cycle := 1; cycle <= hibernateCycles; cycle++ {
+		// Each cycle changes the filesystem of the container it checkpoints,
+		// which, after the first, is a restored one.
+		if _, err := cri.ExecSync(ctx, id, "sh", "-c", fmt.Sprintf("echo %d >/cycle-%d", cycle, cycle)); err != nil {
+			t.Fatal(err)
+		}
+		target := fmt.Sprintf("%s/hibernate/%s/app:mem-%d", e.regB.Host, name, cycle)
+		cm := e.checkpointer(t, cri, pod, target)
+		res, err := cm.Checkpoint(ctx)
+		if !checkpoints(cri) {
+			if !errors.Is(err, ErrMemorySnapshotUnsupported) {
+				t.Fatalf("checkpoint on %s: got %v, want %v", cri.Version, err, ErrMemorySnapshotUnsupported)
+			}
+			t.Logf("as expected on %s: %v", cri.Version, err)
+			_, n1 := counterLines(t, ctx, cri, id)
+			time.Sleep(500 * time.Millisecond)
+			if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
+				t.Fatalf("the container is not running after the refused checkpoint: counter %d then %d", n1, n2)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("cycle %d: checkpoint: %v\n%s", cycle, err, cri.Log())
+		}
+		_, atCheckpoint := counterLines(t, ctx, cri, id)
+		t.Logf("cycle %d: checkpointed in %d ms; the counter was at %d", cycle, res.PauseWindow.Milliseconds(), atCheckpoint)
+		if got := res.Images[0].Layer.MediaType; got != layerType {
+			t.Errorf("cycle %d: the checkpoint's layer is %s, want %s", cycle, got, layerType)
+		}
+		pushed, _, err := cm.Push(ctx)
+		if err != nil {
+			t.Fatalf("cycle %d: push: %v", cycle, err)
+		}
+		if err := cri.RemovePod(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ping(port); err == nil {
+			t.Fatalf("cycle %d: the server still answers after its pod was removed", cycle)
+		}
+
+		// The resumed pod keeps the sandbox's name, as OpenSandbox's does.
+		if pod, err = cri.RunPod(ctx, name, "default", "uid-"+randSuffix()); err != nil {
+			t.Fatal(err)
+		}
+		ref := pushed[0].Target.Repository() + "@" + pushed[0].Digest
+		start := time.Now()
+		if id, err = cri.StartContainer(ctx, pod, "app", ref); err != nil {
+			t.Fatalf("cycle %d: restoring from %s: %v\n%s", cycle, ref, err, cri.Log())
+		}
+		if _, err := cri.ExecSync(ctx, id, "true"); err != nil {
+			t.Fatalf("cycle %d: exec in the restored container: %v", cycle, err)
+		}
+		t.Logf("cycle %d: restored from %s to a first exec in %d ms", cycle, ref, time.Since(start).Milliseconds())
+		// The restored counter goes on from the checkpoint, under the first
+		// cycle's mark.
+		rmark, n := counterLines(t, ctx, cri, id)
+		time.Sleep(time.Second)
+		if _, later := counterLines(t, ctx, cri, id); rmark != mark || later <= n {
+			t.Fatalf("cycle %d: after the restore: mark %s with %d lines, then %d, want mark %s and the counter going on (it was at %d after the checkpoint)",
+				cycle, rmark, n, later, mark, atCheckpoint)
+		}
+		if got, err := ping(port); err != nil || got != "pong" {
+			t.Fatalf("cycle %d: after the restore the listening socket answers %q, %v", cycle, got, err)
+		}
+		if got, err := cri.ExecSync(ctx, id, "sha256sum", "/noise"); err != nil || got != noise {
+			t.Fatalf("cycle %d: after the restore /noise sums to %q (%v), want %q", cycle, got, err, noise)
+		}
+		var want strings.Builder
+		for i := 1; i <= cycle; i++ {
+			fmt.Fprintf(&want, "%d\n", i)
+		}
+		if got, err := cri.ExecSync(ctx, id, "sh", "-c", "cat /cycle-*"); err != nil || got != want.String() {
+			t.Fatalf("cycle %d: after the restore the cycles' files hold %q (%v), want 1 to %d", cycle, got, err, cycle)
+		}
 	}
-	if err := cri.RemovePod(ctx, pod); err != nil {
+}
+
+// TestCheckpointPastMaxPause bounds the pause of a memory snapshot below
+// what CRIU needs to dump 256 MiB: the snapshot fails as past max-pause, not
+// as unsupported (no fallback applies); the container runs on, unpaused, and
+// stays so once CRIU is done; no dump is left on the node; and the same
+// snapshot under the default bound succeeds.
+func TestCheckpointPastMaxPause(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRI(t, criuDir(t))
+	if !checkpoints(cri) {
+		t.Skipf("%s refuses memory snapshots before freezing (TestCheckpointRestore)", cri.Version)
+	}
+	ctx := context.Background()
+	port := freePort(t)
+	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ping(port); err == nil {
-		t.Fatal("the server still answers after its pod was removed")
+	script := hibernating(port)
+	script[len(script)-1] = "hold=$(head -c 268435456 /dev/zero | tr '\\0' x)\n" + script[len(script)-1]
+	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The counter starts once the memory is held.
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the counter did not start: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded")
+	cm.cfg.MaxPause = 100 * time.Millisecond
+	_, err = cm.Checkpoint(ctx)
+	if !errors.Is(err, ErrMaxPauseExceeded) || errors.Is(err, ErrMemorySnapshotUnsupported) || errors.Is(err, ErrThawFailed) {
+		t.Fatalf("checkpoint bounded by max-pause %s: got %v, want %v alone", cm.cfg.MaxPause, err, ErrMaxPauseExceeded)
+	}
+	t.Logf("as expected: %v", err)
+	// CRIU may dump on in containerd's shim after the deadline; when it is
+	// done the container must still run, and nothing of its dump be left.
+	cctx := cri.Ctx(ctx)
+	for range 3 {
+		time.Sleep(time.Second)
+		ctr, err := cri.Client.LoadContainer(cctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := ctr.Task(cctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, err := task.Status(cctx); err != nil || st.Status != client.Running {
+			t.Fatalf("after the failed checkpoint the container is %v (%v), want running", st.Status, err)
+		}
+		_, n1 := counterLines(t, ctx, cri, id)
+		time.Sleep(300 * time.Millisecond)
+		if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
+			t.Fatalf("the counter stands at %d after the failed checkpoint", n2)
+		}
+	}
+	if left, err := os.ReadDir(cm.cfg.CheckpointDir); err != nil || len(left) > 0 {
+		t.Errorf("the checkpoint directory holds %v (%v) after the failed checkpoint, want nothing", left, err)
 	}
 
-	resumed, err := cri.RunPod(ctx, pod.Config.Metadata.Name+"-resumed", "default", "uid-"+randSuffix())
+	cm.cfg.MaxPause = DefaultMaxPause
+	res, err := cm.Checkpoint(ctx)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("checkpoint under the default max-pause: %v", err)
 	}
-	ref := pushed[0].Target.Repository() + "@" + pushed[0].Digest
-	start := time.Now()
-	rid, err := cri.StartContainer(ctx, resumed, "app", ref)
-	if err != nil {
-		t.Fatalf("restoring from %s: %v\n%s", ref, err, cri.Log())
-	}
-	if _, err := cri.ExecSync(ctx, rid, "true"); err != nil {
-		t.Fatalf("exec in the restored container: %v", err)
-	}
-	t.Logf("restored from %s to a first exec in %d ms", ref, time.Since(start).Milliseconds())
-	// The restored counter goes on from the checkpoint, under the same mark.
-	rmark, n := counterLines(t, ctx, cri, rid)
-	time.Sleep(time.Second)
-	if _, later := counterLines(t, ctx, cri, rid); rmark != mark || later <= n {
-		t.Fatalf("after the restore: mark %s with %d lines, then %d, want mark %s and the counter going on (it was at %d after the checkpoint)",
-			rmark, n, later, mark, atCheckpoint)
-	}
-	if got, err := ping(port); err != nil || got != "pong" {
-		t.Fatalf("after the restore the listening socket answers %q, %v", got, err)
-	}
-	if got, err := cri.ExecSync(ctx, rid, "sha256sum", "/noise"); err != nil || got != noise {
-		t.Fatalf("after the restore /noise sums to %q (%v), want %q", got, err, noise)
-	}
+	t.Logf("under max-pause %s: pause window %d ms", DefaultMaxPause, res.PauseWindow.Milliseconds())
+	cm.removeImages(ctx, res.Images)
+	cm.removeLayerFiles(res.Images[0].Layer)
 }
 
 // TestCheckpointWithoutCRIU fails a memory snapshot on a node whose
