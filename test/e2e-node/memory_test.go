@@ -121,7 +121,8 @@ func counterLines(t *testing.T, ns, pod string) (string, int) {
 // as OpenSandbox does (the snapshot, then the pod deleted) and resumes it
 // from the imageUri: its processes go on where they were, the counter in a
 // shell variable, the open file's offset and the listening socket with
-// them.
+// them. It pauses and resumes the resumed sandbox once more, as OpenSandbox
+// does again and again: a restored container checkpoints as the first did.
 func TestMemorySnapshotResumesProcesses(t *testing.T) {
 	ns := newNamespace(t)
 	base := memoryBase(t)
@@ -131,54 +132,57 @@ func TestMemorySnapshotResumesProcesses(t *testing.T) {
 		_, n := counterLines(t, ns, "mem-0")
 		return n >= 10, nil
 	})
+	mark, _ := counterLines(t, ns, "mem-0")
+	for cycle := 1; cycle <= 2; cycle++ {
+		s := &v1alpha1.SandboxSnapshot{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-pause-" + strconv.Itoa(cycle),
+				Annotations: map[string]string{sandbox.SnapshotModeAnnotation: task.SnapshotModeMemory}},
+			Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: "mem"},
+		}
+		if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		s = waitForPhase(t, ns, s.Name, v1alpha1.PhaseSucceed)
+		_, atSnapshot := counterLines(t, ns, "mem-0")
+		// The TaskRun's results, which OpenSandbox's CRD cannot prune as it
+		// prunes status.pauseWindowMilliseconds.
+		tr := commitTaskRunOf(t, ns, s.Name)
+		results := map[string]string{}
+		for _, r := range tr.Status.Results {
+			results[r.Name] = r.Value.StringVal
+		}
+		if results[task.ResultSnapshotMode] != task.SnapshotModeMemory {
+			t.Errorf("cycle %d: TaskRun %s took %s %q, want %s", cycle, tr.Name, task.ResultSnapshotMode, results[task.ResultSnapshotMode], task.SnapshotModeMemory)
+		}
+		if ms, err := strconv.Atoi(results[task.ResultPauseWindowMS]); err != nil || ms <= 0 {
+			t.Errorf("cycle %d: TaskRun %s: %s is %q, want the checkpoint's freeze", cycle, tr.Name, task.ResultPauseWindowMS, results[task.ResultPauseWindowMS])
+		}
+		t.Logf("cycle %d: memory snapshot %s: pause window %s, counter at %d", cycle, s.Status.Containers[0].ImageURI, pauseWindow(s), atSnapshot)
+		assertNotPaused(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}})
+		run(t, "", "kubectl", "-n", ns, "delete", "pod", "mem-0", "--wait=true", "--timeout=60s")
 
-	s := &v1alpha1.SandboxSnapshot{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-pause",
-			Annotations: map[string]string{sandbox.SnapshotModeAnnotation: task.SnapshotModeMemory}},
-		Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: "mem"},
-	}
-	if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s = waitForPhase(t, ns, s.Name, v1alpha1.PhaseSucceed)
-	mark, atSnapshot := counterLines(t, ns, "mem-0")
-	// The TaskRun's results, which OpenSandbox's CRD cannot prune as it
-	// prunes status.pauseWindowMilliseconds.
-	tr := commitTaskRunOf(t, ns, s.Name)
-	results := map[string]string{}
-	for _, r := range tr.Status.Results {
-		results[r.Name] = r.Value.StringVal
-	}
-	if results[task.ResultSnapshotMode] != task.SnapshotModeMemory {
-		t.Errorf("TaskRun %s took %s %q, want %s", tr.Name, task.ResultSnapshotMode, results[task.ResultSnapshotMode], task.SnapshotModeMemory)
-	}
-	if ms, err := strconv.Atoi(results[task.ResultPauseWindowMS]); err != nil || ms <= 0 {
-		t.Errorf("TaskRun %s: %s is %q, want the checkpoint's freeze", tr.Name, task.ResultPauseWindowMS, results[task.ResultPauseWindowMS])
-	}
-	t.Logf("memory snapshot %s: pause window %s, counter at %d", s.Status.Containers[0].ImageURI, pauseWindow(s), atSnapshot)
-	assertNotPaused(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}})
-	run(t, "", "kubectl", "-n", ns, "delete", "pod", "mem-0", "--wait=true", "--timeout=60s")
-
-	// OpenSandbox's resume: the template's image becomes the imageUri.
-	start := time.Now()
-	spec := test.MustParse[corev1.PodSpec](t, hibernatingPod, s.Status.Containers[0].ImageURI)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"}, Spec: *spec}
-	if _, err := c.Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/mem-0", "--timeout=2m")
-	t.Logf("resumed pod Ready %v after its creation", time.Since(start).Round(100*time.Millisecond))
-	// The restored counter goes on from the checkpoint, before atSnapshot
-	// (the source ran on until its pod was deleted), under the same mark.
-	rmark, n := counterLines(t, ns, "mem-0")
-	time.Sleep(time.Second)
-	if _, later := counterLines(t, ns, "mem-0"); rmark != mark || later <= n {
-		t.Errorf("after the resume: mark %s with %d lines, then %d, want mark %s and the counter going on (it was at %d after the snapshot)",
-			rmark, n, later, mark, atSnapshot)
-	}
-	if got := strings.TrimSpace(run(t, "", "kubectl", "-n", ns, "exec", "mem-0", "-c", "app", "--", "wget", "-qO-", "http://127.0.0.1:8080/ping")); got != "pong" {
-		t.Errorf("after the resume the listening socket answers %q, want pong", got)
+		// OpenSandbox's resume: the template's image becomes the imageUri.
+		start := time.Now()
+		spec := test.MustParse[corev1.PodSpec](t, hibernatingPod, s.Status.Containers[0].ImageURI)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0", Labels: map[string]string{sandbox.BatchSandboxPodLabel: "mem"}}, Spec: *spec}
+		if _, err := c.Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/mem-0", "--timeout=2m")
+		t.Logf("cycle %d: resumed pod Ready %v after its creation", cycle, time.Since(start).Round(100*time.Millisecond))
+		// The restored counter goes on from the checkpoint, before atSnapshot
+		// (the source ran on until its pod was deleted), under the first
+		// pod's mark.
+		rmark, n := counterLines(t, ns, "mem-0")
+		time.Sleep(time.Second)
+		if _, later := counterLines(t, ns, "mem-0"); rmark != mark || later <= n {
+			t.Fatalf("cycle %d: after the resume: mark %s with %d lines, then %d, want mark %s and the counter going on (it was at %d after the snapshot)",
+				cycle, rmark, n, later, mark, atSnapshot)
+		}
+		if got := strings.TrimSpace(run(t, "", "kubectl", "-n", ns, "exec", "mem-0", "-c", "app", "--", "wget", "-qO-", "http://127.0.0.1:8080/ping")); got != "pong" {
+			t.Errorf("cycle %d: after the resume the listening socket answers %q, want pong", cycle, got)
+		}
 	}
 }
 
