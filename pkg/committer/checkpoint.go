@@ -223,7 +223,7 @@ func (c *Committer) dump(ctx context.Context, l *liveContainer, dir string) erro
 		return nil
 	})
 	if err != nil {
-		return c.checkpointError(ctx, l, err)
+		return c.checkpointError(l, err)
 	}
 	c.log.Printf("pod %s %s: CRIU dumped it in %s", c.podRef(), l, time.Since(start).Round(time.Millisecond))
 	return nil
@@ -231,13 +231,9 @@ func (c *Committer) dump(ctx context.Context, l *liveContainer, dir string) erro
 
 // checkpointError names why a checkpoint failed: CRIU could not dump the
 // container (ErrMemorySnapshotUnsupported, with runc's and CRIU's own words:
-// no CRIU, or a process it refuses), or something else went wrong. A dump
-// cut off at ctx's deadline (max-pause) is not unsupported, whatever runc
-// says: the node can take it, given a longer bound.
-func (c *Committer) checkpointError(ctx context.Context, l *liveContainer, err error) error {
-	dl, bounded := ctx.Deadline()
-	cut := ctx.Err() != nil || bounded && !time.Now().Before(dl)
-	if !cut && strings.Contains(strings.ToLower(err.Error()), "criu") {
+// no CRIU, or a process it refuses), or something else went wrong.
+func (c *Committer) checkpointError(l *liveContainer, err error) error {
+	if strings.Contains(strings.ToLower(err.Error()), "criu") {
 		return fmt.Errorf("pod %s %s: %w: %v", c.podRef(), l, ErrMemorySnapshotUnsupported, err)
 	}
 	return fmt.Errorf("pod %s %s: checkpointing: %w", c.podRef(), l, err)

@@ -418,9 +418,11 @@ func (c *Committer) whileFrozen(ctx context.Context, live []*liveContainer, capt
 		err = capture(pctx)
 	}
 	// containerd enforces the deadline too (gRPC sends it along), and may
-	// answer before pctx's own timer fires: the clock decides.
+	// answer before pctx's own timer fires: the clock decides. The last
+	// error is kept as words only: whatever it was (runc names CRIU in most
+	// of its errors), the commit failed for the bound.
 	if err != nil && (errors.Is(pctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
-		err = fmt.Errorf("pod %s: %w: the containers were frozen longer than max-pause %s; they are thawed and nothing was committed (last error: %w)",
+		err = fmt.Errorf("pod %s: %w: the containers were frozen longer than max-pause %s; they are thawed and nothing was committed (last error: %v)",
 			c.podRef(), ErrMaxPauseExceeded, c.cfg.MaxPause, err)
 	}
 	pcancel()
