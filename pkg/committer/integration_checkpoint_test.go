@@ -130,6 +130,17 @@ func counterLines(t *testing.T, ctx context.Context, cri *ctrharness.Containerd,
 	return mark, n
 }
 
+// countsOn fails t unless the counter of container id goes on, when, within
+// half a second: the container is neither frozen nor stopped.
+func countsOn(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, id, when string) {
+	t.Helper()
+	_, n1 := counterLines(t, ctx, cri, id)
+	time.Sleep(500 * time.Millisecond)
+	if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
+		t.Fatalf("the counter stands at %d %s: the container is frozen or stopped", n2, when)
+	}
+}
+
 func ping(port int) (string, error) {
 	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/ping", port))
 	if err != nil {
@@ -234,11 +245,7 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 				t.Fatalf("checkpoint on %s: got %v, want %v", cri.Version, err, ErrMemorySnapshotUnsupported)
 			}
 			t.Logf("as expected on %s: %v", cri.Version, err)
-			_, n1 := counterLines(t, ctx, cri, id)
-			time.Sleep(500 * time.Millisecond)
-			if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
-				t.Fatalf("the container is not running after the refused checkpoint: counter %d then %d", n1, n2)
-			}
+			countsOn(t, ctx, cri, id, "after the refused checkpoint")
 			return
 		}
 		if err != nil {
@@ -352,11 +359,7 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		if st, err := task.Status(cctx); err != nil || st.Status != client.Running {
 			t.Fatalf("after the failed checkpoint the container is %v (%v), want running", st.Status, err)
 		}
-		_, n1 := counterLines(t, ctx, cri, id)
-		time.Sleep(300 * time.Millisecond)
-		if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
-			t.Fatalf("the counter stands at %d after the failed checkpoint", n2)
-		}
+		countsOn(t, ctx, cri, id, "after the failed checkpoint")
 	}
 	if left, err := os.ReadDir(cm.cfg.CheckpointDir); err != nil || len(left) > 0 {
 		t.Errorf("the checkpoint directory holds %v (%v) after the failed checkpoint, want nothing", left, err)
@@ -437,9 +440,5 @@ func TestCheckpointRefusedByCRIU(t *testing.T) {
 		t.Fatalf("checkpoint of a nested namespace: got %v, want %v naming CRIU's dump log", err, ErrMemorySnapshotUnsupported)
 	}
 	t.Logf("refused: %v", err)
-	_, n1 := counterLines(t, ctx, cri, id)
-	time.Sleep(500 * time.Millisecond)
-	if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
-		t.Fatalf("the container is frozen after the refused checkpoint: counter %d then %d", n1, n2)
-	}
+	countsOn(t, ctx, cri, id, "after the refused checkpoint")
 }
