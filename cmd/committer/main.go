@@ -174,7 +174,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.keepLocal, "keep-local", "true", "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", "20Gi", "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
 	fs.StringVar(&o.snapshotMode, "snapshot-mode", task.SnapshotModeFilesystem, "Filesystem (commit the root filesystems) or Memory (checkpoint processes and memory too, through containerd's CRI and CRIU)")
-	fs.StringVar(&o.memoryFallback, "memory-fallback", task.MemoryFallbackNone, "None (a node that cannot take a memory snapshot fails it, exit 5) or Filesystem (take a filesystem snapshot instead)")
+	fs.StringVar(&o.memoryFallback, "memory-fallback", task.MemoryFallbackNone, "None (a node that cannot checkpoint fails the snapshot, exit 5; one whose disk has no room for it, exit 1) or Filesystem (take a filesystem snapshot instead)")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory, at the same path for containerd, where memory snapshots are written (snapshot-mode=Memory)")
 	fs.StringVar(&o.snapshotModePath, "snapshot-mode-result", "", "file to write the SNAPSHOT_MODE result (the mode taken) to")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "overall timeout")
@@ -279,19 +279,27 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 }
 
 // commit takes the snapshot params ask for and returns the mode it took: a
-// memory snapshot, or a filesystem one where the node cannot take that and
-// params allow the fallback.
+// memory snapshot, or a filesystem one where the node cannot take that (it
+// cannot checkpoint, or its disk has no room for the memory) and params
+// allow the fallback.
 func commit(ctx context.Context, c *committer.Committer, params *committer.Params) (*committer.CommitResult, string, error) {
 	if params.SnapshotMode != task.SnapshotModeMemory {
 		res, err := c.Commit(ctx)
 		return res, task.SnapshotModeFilesystem, err
 	}
 	res, err := c.Checkpoint(ctx)
-	if errors.Is(err, committer.ErrMemorySnapshotUnsupported) && !errors.Is(err, committer.ErrThawFailed) &&
-		params.MemoryFallback == task.MemoryFallbackFilesystem {
+	if fallsBack(err, params.MemoryFallback) {
 		fmt.Fprintf(os.Stderr, "committer: %v; taking a filesystem snapshot instead (memory-fallback=%s)\n", err, params.MemoryFallback)
 		res, err = c.Commit(ctx)
 		return res, task.SnapshotModeFilesystem, err
 	}
 	return res, task.SnapshotModeMemory, err
+}
+
+// fallsBack tells whether a memory snapshot that failed with err is taken as
+// a filesystem one under fallback: when the node cannot checkpoint or has no
+// disk room for the memory, and everything was thawed.
+func fallsBack(err error, fallback string) bool {
+	return (errors.Is(err, committer.ErrMemorySnapshotUnsupported) || errors.Is(err, committer.ErrNoRoom)) &&
+		!errors.Is(err, committer.ErrThawFailed) && fallback == task.MemoryFallbackFilesystem
 }

@@ -39,6 +39,8 @@ func TestFailExitCodes(t *testing.T) {
 		{"failed and thawed", errors.New("push failed"), task.ExitCodeThawed},
 		{"thaw failed", fmt.Errorf("diff: %w", committer.ErrThawFailed), 3},
 		{"frozen elsewhere", fmt.Errorf("pod a/b: %w", committer.ErrFrozenElsewhere), task.ExitCodeFrozenElsewhere},
+		{"memory unsupported", fmt.Errorf("pod a/b: %w: criu failed", committer.ErrMemorySnapshotUnsupported), task.ExitCodeMemoryUnsupported},
+		{"no room for the memory", fmt.Errorf("pod a/b: %w: 256 MiB in checkpoint-dir /c", committer.ErrNoRoom), task.ExitCodeThawed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ERROR")
@@ -47,6 +49,35 @@ func TestFailExitCodes(t *testing.T) {
 			}
 			if b, err := os.ReadFile(path); err != nil || string(b) != tc.err.Error() {
 				t.Errorf("ERROR result %q (%v), want %q", b, err, tc.err)
+			}
+		})
+	}
+}
+
+// TestFallsBack checks which failed memory snapshots memory-fallback takes
+// as filesystem ones: those of a node that cannot checkpoint or has no room
+// for the memory, with everything thawed, and only when asked.
+func TestFallsBack(t *testing.T) {
+	unsupported := fmt.Errorf("pod a/b: %w: criu failed", committer.ErrMemorySnapshotUnsupported)
+	noRoom := fmt.Errorf("pod a/b: %w", committer.ErrNoRoom)
+	for _, tc := range []struct {
+		name     string
+		err      error
+		fallback string
+		want     bool
+	}{
+		{"unsupported", unsupported, task.MemoryFallbackFilesystem, true},
+		{"no room", noRoom, task.MemoryFallbackFilesystem, true},
+		{"unsupported, no fallback asked", unsupported, task.MemoryFallbackNone, false},
+		{"no room, no fallback asked", noRoom, task.MemoryFallbackNone, false},
+		{"unsupported and not thawed", errors.Join(unsupported, committer.ErrThawFailed), task.MemoryFallbackFilesystem, false},
+		{"past max-pause", fmt.Errorf("%w: criu failed", committer.ErrMaxPauseExceeded), task.MemoryFallbackFilesystem, false},
+		{"push failed", errors.New("push failed"), task.MemoryFallbackFilesystem, false},
+		{"succeeded", nil, task.MemoryFallbackFilesystem, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := fallsBack(tc.err, tc.fallback); got != tc.want {
+				t.Errorf("fallsBack(%v, %s) = %t, want %t", tc.err, tc.fallback, got, tc.want)
 			}
 		})
 	}

@@ -78,8 +78,9 @@ const runcRuntime = "io.containerd.runc.v2"
 // each as a checkpoint image under its working name (workingName) for the
 // push step. It freezes all of them at once, as Commit does, so that they
 // are checkpointed at one instant; the freeze lasts while CRIU dumps them and
-// their filesystem changes are taken. CheckpointDir must be the same
-// directory for containerd and this process.
+// their filesystem changes are taken. It fails before freezing where the
+// node cannot checkpoint them or its disk has no room for their memory.
+// CheckpointDir must be the same directory for containerd and this process.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
 	if c.cfg.CheckpointDir == "" {
 		return nil, fmt.Errorf("pod %s: no checkpoint directory", c.podRef())
@@ -95,6 +96,9 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	}
 
 	c.removeStaleCheckpoints()
+	if err := c.checkRoom(ctx, live); err != nil {
+		return nil, err
+	}
 	preps := make([]*prepared, len(live))
 	defer func() {
 		for _, p := range preps {
@@ -223,6 +227,9 @@ func (c *Committer) dump(ctx context.Context, l *liveContainer, dir string) erro
 		return nil
 	})
 	if err != nil {
+		if full, free := dumpFull(dir); full {
+			return fmt.Errorf("pod %s %s: %w: checkpoint-dir %s filled up while CRIU dumped (%s free): %v", c.podRef(), l, ErrNoRoom, c.cfg.CheckpointDir, mib(free), err)
+		}
 		return c.checkpointError(l, err)
 	}
 	c.log.Printf("pod %s %s: CRIU dumped it in %s", c.podRef(), l, time.Since(start).Round(time.Millisecond))

@@ -26,8 +26,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -373,6 +375,80 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 	t.Logf("under max-pause %s: pause window %d ms", DefaultMaxPause, res.PauseWindow.Milliseconds())
 	cm.removeImages(ctx, res.Images)
 	cm.removeLayerFiles(res.Images[0].Layer)
+}
+
+// TestCheckpointNoRoom fails a memory snapshot that the node's disk has no
+// room for as ErrNoRoom, not as unsupported: when the checkpoint directory
+// is too small for the container's memory, before freezing it; when CRIU
+// fills it all the same, once CRIU is done. Either way the container runs
+// on.
+func TestCheckpointNoRoom(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRI(t, criuDir(t))
+	if !checkpoints(cri) {
+		t.Skipf("%s refuses memory snapshots before looking at the disk (TestCheckpointRestore)", cri.Version)
+	}
+	ctx := context.Background()
+	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := hibernating(freePort(t))
+	script[len(script)-1] = "hold=$(head -c 268435456 /dev/zero | tr '\\0' x)\n" + script[len(script)-1]
+	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the counter did not start: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	small := t.TempDir()
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, 0) })
+	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:noroom")
+	cm.cfg.CheckpointDir = small
+	var logged strings.Builder
+	cm.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
+
+	t.Run("before freezing", func(t *testing.T) {
+		_, err := cm.Checkpoint(ctx)
+		if !errors.Is(err, ErrNoRoom) || errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), small) {
+			t.Fatalf("checkpoint into 64 MiB of 256 MiB: got %v, want %v alone, naming %s", err, ErrNoRoom, small)
+		}
+		t.Logf("refused: %v", err)
+		if strings.Contains(logged.String(), "frozen") {
+			t.Errorf("the container was frozen before the refusal:\n%s", logged.String())
+		}
+		if left, err := os.ReadDir(small); err != nil || len(left) > 0 {
+			t.Errorf("the checkpoint directory holds %v (%v), want nothing", left, err)
+		}
+		countsOn(t, ctx, cri, id, "after the refusal")
+	})
+
+	t.Run("when CRIU fills the disk", func(t *testing.T) {
+		// The check above cannot see everything (another writer, memory its
+		// cgroup does not count): dump past it.
+		cctx := cm.nsCtx(ctx)
+		live, err := cm.findLive(cctx, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(small, "dump")
+		err = cm.dump(cctx, live[0], dir)
+		if !errors.Is(err, ErrNoRoom) || errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), small) {
+			t.Fatalf("a dump of 256 MiB into 64 MiB: got %v, want %v alone, naming %s", err, ErrNoRoom, small)
+		}
+		t.Logf("as expected: %v", err)
+		os.RemoveAll(dir)
+		countsOn(t, ctx, cri, id, "after the failed dump")
+	})
 }
 
 // TestCheckpointWithoutCRIU fails a memory snapshot on a node whose

@@ -56,7 +56,7 @@ func (r *Reconciler) mirror(ctx context.Context, s *v1alpha1.SandboxSnapshot, tr
 		if resources.FellBackToFilesystem(tr) {
 			s.Status.MarkFellBackToFilesystem(now)
 			controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonMemorySnapshotFellBack,
-				"Node %s cannot take memory snapshots (see: tkn taskrun logs %s -n %s); took a filesystem snapshot, as memory-fallback allows",
+				"Node %s could not take this memory snapshot (see: tkn taskrun logs %s -n %s); took a filesystem snapshot, as memory-fallback allows",
 				s.Status.SourceNodeName, tr.Name, tr.Namespace)
 		}
 		return nil

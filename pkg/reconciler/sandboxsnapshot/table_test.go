@@ -657,7 +657,7 @@ func TestReconcile(t *testing.T) {
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing, WithSucceeded(412, digestA, digestB), WithFellBackToFilesystem)}},
 		WantEvents: []string{
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonMemorySnapshotFellBack,
-				"Node %s cannot take memory snapshots (see: tkn taskrun logs %s -n %s); took a filesystem snapshot, as memory-fallback allows", node, trName, trNamespace),
+				"Node %s could not take this memory snapshot (see: tkn taskrun logs %s -n %s); took a filesystem snapshot, as memory-fallback allows", node, trName, trNamespace),
 		},
 	}, {
 		Name: "a memory snapshot taken is Succeed like any other",

@@ -144,7 +144,7 @@ func (s *SandboxSnapshotStatus) MarkSucceeded(now metav1.Time, digests []string,
 // snapshot was taken instead.
 func (s *SandboxSnapshotStatus) MarkFellBackToFilesystem(now metav1.Time) {
 	s.setCondition(ConditionReady, metav1.ConditionTrue, ReasonMemorySnapshotFellBack,
-		fmt.Sprintf("Node %s cannot take memory snapshots: committed and pushed %d filesystem image(s) instead, whose processes start afresh on resume",
+		fmt.Sprintf("Node %s could not take a memory snapshot: committed and pushed %d filesystem image(s) instead, whose processes start afresh on resume",
 			s.SourceNodeName, len(s.Containers)), now)
 }
 
