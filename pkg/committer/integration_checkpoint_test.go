@@ -306,6 +306,77 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 	}
 }
 
+// TestCheckpointRestoreSidecar takes a memory snapshot of a pod of two
+// containers, a sandbox and a sidecar as OpenSandbox's pods may have, both
+// frozen at once, and restores each into a new pod of the same name: both
+// counters go on under their marks and both servers answer.
+func TestCheckpointRestoreSidecar(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRI(t, criuDir(t))
+	if !checkpoints(cri) {
+		t.Skipf("%s refuses memory snapshots before freezing (TestCheckpointRestore)", cri.Version)
+	}
+	ctx := context.Background()
+	name := "sb-" + randSuffix()
+	pod, err := cri.RunPod(ctx, name, "default", "uid-"+randSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"app", "sidecar"}
+	ports, ids, marks := map[string]int{}, map[string]string{}, map[string]string{}
+	var targets []Target
+	for _, c := range names {
+		ports[c] = freePort(t)
+		if ids[c], err = cri.StartContainer(ctx, pod, c, e.ociBase, hibernating(ports[c])...); err != nil {
+			t.Fatal(err)
+		}
+		tgt, err := ParseTarget(c+"="+e.regB.Host+"/hibernate/"+name+"/"+c+":mem", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		targets = append(targets, tgt)
+	}
+	time.Sleep(time.Second)
+	for _, c := range names {
+		marks[c], _ = counterLines(t, ctx, cri, ids[c])
+	}
+	cm := e.checkpointer(t, cri, pod, targets[0].Image)
+	cm.cfg.Params.Targets = targets
+	res, err := cm.Checkpoint(ctx)
+	if err != nil {
+		t.Fatalf("checkpoint: %v\n%s", err, cri.Log())
+	}
+	if len(res.Images) != len(names) {
+		t.Fatalf("checkpointed %d images, want %d", len(res.Images), len(names))
+	}
+	t.Logf("both checkpointed in one freeze of %d ms", res.PauseWindow.Milliseconds())
+	pushed, _, err := cm.Push(ctx)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if err := cri.RemovePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if pod, err = cri.RunPod(ctx, name, "default", "uid-"+randSuffix()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pushed {
+		ref := p.Target.Repository() + "@" + p.Digest
+		if ids[p.Target.Container], err = cri.StartContainer(ctx, pod, p.Target.Container, ref); err != nil {
+			t.Fatalf("restoring %s from %s: %v\n%s", p.Target.Container, ref, err, cri.Log())
+		}
+	}
+	for _, c := range names {
+		if mark, _ := counterLines(t, ctx, cri, ids[c]); mark != marks[c] {
+			t.Errorf("restored %s counts under mark %s, want %s: it restarted", c, mark, marks[c])
+		}
+		countsOn(t, ctx, cri, ids[c], "after the restore of "+c)
+		if got, err := ping(ports[c]); err != nil || got != "pong" {
+			t.Errorf("after the restore %s's server answers %q, %v", c, got, err)
+		}
+	}
+}
+
 // TestCheckpointPastMaxPause bounds the pause of a memory snapshot below
 // what CRIU needs to dump 256 MiB: the snapshot fails as past max-pause, not
 // as unsupported (no fallback applies); the container runs on, unpaused, and
