@@ -377,6 +377,31 @@ func TestCheckpointRestoreSidecar(t *testing.T) {
 	}
 }
 
+// holding runs a pod whose container app runs hibernating and holds mib
+// MiB in a shell variable, and returns them once its counter has started.
+func (e *testEnv) holding(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, mib int) (*ctrharness.Pod, string) {
+	t.Helper()
+	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := hibernating(freePort(t))
+	script[len(script)-1] = fmt.Sprintf("hold=$(head -c %d /dev/zero | tr '\\0' x)\n", mib<<20) + script[len(script)-1]
+	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The counter starts once the memory is held.
+	for deadline := time.Now().Add(time.Minute); ; {
+		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
+			return pod, id
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the counter did not start: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // TestCheckpointPastMaxPause bounds the pause of a memory snapshot below
 // what CRIU needs to dump 256 MiB: the snapshot fails as past max-pause, not
 // as unsupported (no fallback applies); the container runs on, unpaused, and
@@ -389,29 +414,10 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		t.Skipf("%s refuses memory snapshots before freezing (TestCheckpointRestore)", cri.Version)
 	}
 	ctx := context.Background()
-	port := freePort(t)
-	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := hibernating(port)
-	script[len(script)-1] = "hold=$(head -c 268435456 /dev/zero | tr '\\0' x)\n" + script[len(script)-1]
-	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The counter starts once the memory is held.
-	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the counter did not start: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	pod, id := e.holding(t, ctx, cri, 256)
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded")
 	cm.cfg.MaxPause = 100 * time.Millisecond
-	_, err = cm.Checkpoint(ctx)
+	_, err := cm.Checkpoint(ctx)
 	if !errors.Is(err, ErrMaxPauseExceeded) || errors.Is(err, ErrMemorySnapshotUnsupported) || errors.Is(err, ErrThawFailed) {
 		t.Fatalf("checkpoint bounded by max-pause %s: got %v, want %v alone", cm.cfg.MaxPause, err, ErrMaxPauseExceeded)
 	}
@@ -460,24 +466,7 @@ func TestCheckpointNoRoom(t *testing.T) {
 		t.Skipf("%s refuses memory snapshots before looking at the disk (TestCheckpointRestore)", cri.Version)
 	}
 	ctx := context.Background()
-	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
-	if err != nil {
-		t.Fatal(err)
-	}
-	script := hibernating(freePort(t))
-	script[len(script)-1] = "hold=$(head -c 268435456 /dev/zero | tr '\\0' x)\n" + script[len(script)-1]
-	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the counter did not start: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	pod, id := e.holding(t, ctx, cri, 256)
 	small := t.TempDir()
 	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
 		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
