@@ -21,14 +21,17 @@ package e2enode
 import (
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -117,6 +120,41 @@ func counterLines(t *testing.T, ns, pod string) (string, int) {
 	return mark, n
 }
 
+// resultOf returns the value of tr's result name, "" when it has none.
+func resultOf(tr *pipelinev1.TaskRun, name string) string {
+	for _, r := range tr.Status.Results {
+		if r.Name == name {
+			return r.Value.StringVal
+		}
+	}
+	return ""
+}
+
+// createMemorySnapshot asks for a memory snapshot name of sandbox sb in ns.
+func createMemorySnapshot(t *testing.T, ns, sb, name string) {
+	t.Helper()
+	s := &v1alpha1.SandboxSnapshot{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Annotations: map[string]string{sandbox.SnapshotModeAnnotation: task.SnapshotModeMemory}},
+		Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: sb},
+	}
+	if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// countsOn fails t unless pod's app container is not paused and its counter
+// goes on.
+func countsOn(t *testing.T, pod *corev1.Pod) {
+	t.Helper()
+	assertNotPaused(t, pod)
+	_, n := counterLines(t, pod.Namespace, pod.Name)
+	eventually(t, "the counter to go on", 10*time.Second, func() (bool, error) {
+		_, later := counterLines(t, pod.Namespace, pod.Name)
+		return later > n, nil
+	})
+}
+
 // TestMemorySnapshotResumesProcesses pauses a sandbox with a memory snapshot
 // as OpenSandbox does (the snapshot, then the pod deleted) and resumes it
 // from the imageUri: its processes go on where they were, the counter in a
@@ -134,28 +172,18 @@ func TestMemorySnapshotResumesProcesses(t *testing.T) {
 	})
 	mark, _ := counterLines(t, ns, "mem-0")
 	for cycle := 1; cycle <= 2; cycle++ {
-		s := &v1alpha1.SandboxSnapshot{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-pause-" + strconv.Itoa(cycle),
-				Annotations: map[string]string{sandbox.SnapshotModeAnnotation: task.SnapshotModeMemory}},
-			Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: "mem"},
-		}
-		if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		s = waitForPhase(t, ns, s.Name, v1alpha1.PhaseSucceed)
+		createMemorySnapshot(t, ns, "mem", "mem-pause-"+strconv.Itoa(cycle))
+		s := waitForPhase(t, ns, "mem-pause-"+strconv.Itoa(cycle), v1alpha1.PhaseSucceed)
 		_, atSnapshot := counterLines(t, ns, "mem-0")
 		// The TaskRun's results, which OpenSandbox's CRD cannot prune as it
 		// prunes status.pauseWindowMilliseconds.
 		tr := commitTaskRunOf(t, ns, s.Name)
-		results := map[string]string{}
-		for _, r := range tr.Status.Results {
-			results[r.Name] = r.Value.StringVal
+		if mode := resultOf(tr, task.ResultSnapshotMode); mode != task.SnapshotModeMemory {
+			t.Errorf("cycle %d: TaskRun %s took %s %q, want %s", cycle, tr.Name, task.ResultSnapshotMode, mode, task.SnapshotModeMemory)
 		}
-		if results[task.ResultSnapshotMode] != task.SnapshotModeMemory {
-			t.Errorf("cycle %d: TaskRun %s took %s %q, want %s", cycle, tr.Name, task.ResultSnapshotMode, results[task.ResultSnapshotMode], task.SnapshotModeMemory)
-		}
-		if ms, err := strconv.Atoi(results[task.ResultPauseWindowMS]); err != nil || ms <= 0 {
-			t.Errorf("cycle %d: TaskRun %s: %s is %q, want the checkpoint's freeze", cycle, tr.Name, task.ResultPauseWindowMS, results[task.ResultPauseWindowMS])
+		pw := resultOf(tr, task.ResultPauseWindowMS)
+		if ms, err := strconv.Atoi(pw); err != nil || ms <= 0 {
+			t.Errorf("cycle %d: TaskRun %s: %s is %q, want the checkpoint's freeze", cycle, tr.Name, task.ResultPauseWindowMS, pw)
 		}
 		t.Logf("cycle %d: memory snapshot %s: pause window %s, counter at %d", cycle, s.Status.Containers[0].ImageURI, pauseWindow(s), atSnapshot)
 		assertNotPaused(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"},
@@ -198,28 +226,8 @@ func TestMemorySnapshotRefused(t *testing.T) {
 	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/nested-0", "--timeout=2m")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nested-0"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
-	memorySnapshot := func(name string) {
-		t.Helper()
-		s := &v1alpha1.SandboxSnapshot{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-				Annotations: map[string]string{sandbox.SnapshotModeAnnotation: task.SnapshotModeMemory}},
-			Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: "nested"},
-		}
-		if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	countsOn := func() {
-		t.Helper()
-		assertNotPaused(t, pod)
-		_, n := counterLines(t, ns, pod.Name)
-		eventually(t, "the counter to go on", 10*time.Second, func() (bool, error) {
-			_, later := counterLines(t, ns, pod.Name)
-			return later > n, nil
-		})
-	}
 
-	memorySnapshot("nested-pause")
+	createMemorySnapshot(t, ns, "nested", "nested-pause")
 	s := waitForPhase(t, ns, "nested-pause", v1alpha1.PhaseFailed)
 	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
 	if failed == nil || failed.Reason != v1alpha1.ReasonMemorySnapshotUnsupported || !strings.Contains(failed.Message, "criu") {
@@ -227,23 +235,75 @@ func TestMemorySnapshotRefused(t *testing.T) {
 	} else {
 		t.Logf("refused: %s", failed.Message)
 	}
-	countsOn()
+	countsOn(t, pod)
 
 	setConfig(t, map[string]any{"memory-fallback": task.MemoryFallbackFilesystem}, `"memoryFallback":"Filesystem"`)
-	memorySnapshot("nested-fallback")
+	createMemorySnapshot(t, ns, "nested", "nested-fallback")
 	s = waitForPhase(t, ns, "nested-fallback", v1alpha1.PhaseSucceed)
 	if ready := s.Status.GetCondition(v1alpha1.ConditionReady); ready == nil || ready.Reason != v1alpha1.ReasonMemorySnapshotFellBack {
 		t.Errorf("Ready condition = %+v, want reason %s", ready, v1alpha1.ReasonMemorySnapshotFellBack)
 	}
-	tr := commitTaskRunOf(t, ns, s.Name)
-	mode := ""
-	for _, r := range tr.Status.Results {
-		if r.Name == task.ResultSnapshotMode {
-			mode = r.Value.StringVal
+	if mode := resultOf(commitTaskRunOf(t, ns, s.Name), task.ResultSnapshotMode); mode != task.SnapshotModeFilesystem {
+		t.Errorf("the fallback's TaskRun took %s %q, want %s", task.ResultSnapshotMode, mode, task.SnapshotModeFilesystem)
+	}
+	countsOn(t, pod)
+}
+
+// TestMemorySnapshotNoRoom takes a memory snapshot of a sandbox holding
+// 64 MiB on a node whose checkpoint-dir (a 32 MiB tmpfs here) has no room
+// for it: the snapshot fails before the sandbox is frozen, saying so, not as
+// MemorySnapshotUnsupported, and nothing is written there. With
+// memory-fallback Filesystem the same request takes a filesystem snapshot
+// instead, and says so.
+func TestMemorySnapshotNoRoom(t *testing.T) {
+	dir, err := os.MkdirTemp("", "sso-e2e-noroom-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=32m"); err != nil {
+		t.Fatalf("mounting a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmounting %s: %v", dir, err)
 		}
+	})
+	setConfig(t, map[string]any{"checkpoint-dir": dir}, `"checkpointDir":"`+dir+`"`)
+
+	ns := newNamespace(t)
+	spec := strings.Replace(hibernatingPod, "        mark=$(", "        hold=$(head -c 67108864 /dev/zero | tr '\\0' x)\n        mark=$(", 1)
+	test.CreateSandbox(t.Context(), t, c, ns, "big", *test.MustParse[corev1.PodSpec](t, spec, localRegistry+"/busybox:latest"))
+	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/big-0", "--timeout=2m")
+	eventually(t, "the counter to start", 30*time.Second, func() (bool, error) {
+		out, err := tryRun("", "kubectl", "-n", ns, "exec", "big-0", "-c", "app", "--", "cat", "/tmp/counter")
+		return err == nil && out != "", nil
+	})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big-0"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
+
+	createMemorySnapshot(t, ns, "big", "big-pause")
+	s := waitForPhase(t, ns, "big-pause", v1alpha1.PhaseFailed)
+	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
+	if failed == nil || failed.Reason != v1alpha1.ReasonCommitJobFailed ||
+		!strings.Contains(failed.Message, "not enough disk space for the memory snapshot") || !strings.Contains(failed.Message, "checkpoint-dir "+dir) {
+		t.Errorf("Failed condition = %+v, want reason %s naming the lack of room in checkpoint-dir %s", failed, v1alpha1.ReasonCommitJobFailed, dir)
+	} else {
+		t.Logf("refused: %s", failed.Message)
 	}
-	if mode != task.SnapshotModeFilesystem {
-		t.Errorf("TaskRun %s took %s %q, want %s", tr.Name, task.ResultSnapshotMode, mode, task.SnapshotModeFilesystem)
+	if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+		t.Errorf("checkpoint-dir %s holds %v (%v), want nothing", dir, left, err)
 	}
-	countsOn()
+	countsOn(t, pod)
+
+	setConfig(t, map[string]any{"memory-fallback": task.MemoryFallbackFilesystem}, `"memoryFallback":"Filesystem"`)
+	createMemorySnapshot(t, ns, "big", "big-fallback")
+	s = waitForPhase(t, ns, "big-fallback", v1alpha1.PhaseSucceed)
+	if ready := s.Status.GetCondition(v1alpha1.ConditionReady); ready == nil || ready.Reason != v1alpha1.ReasonMemorySnapshotFellBack {
+		t.Errorf("Ready condition = %+v, want reason %s", ready, v1alpha1.ReasonMemorySnapshotFellBack)
+	}
+	if mode := resultOf(commitTaskRunOf(t, ns, s.Name), task.ResultSnapshotMode); mode != task.SnapshotModeFilesystem {
+		t.Errorf("the fallback's TaskRun took %s %q, want %s", task.ResultSnapshotMode, mode, task.SnapshotModeFilesystem)
+	}
+	countsOn(t, pod)
 }
