@@ -58,8 +58,8 @@ func (c *Committer) layerFile(d digest.Digest) string {
 }
 
 // newLayer builds the layer (mediaType, writeLayer) of the tar write
-// produces: into a file in Config.LayerDir when it is set, else into
-// containerd (buildLayer).
+// produces: into a file in Config.LayerDir when it is set, written beside
+// the build (asyncWriter), else into containerd (buildLayer).
 func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	if c.cfg.LayerDir == "" {
 		return buildLayer(ctx, c.client.ContentStore(), ref, write, mediaType)
@@ -70,7 +70,11 @@ func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writ
 		return none, "", 0, fmt.Errorf("creating layer file: %w", err)
 	}
 	defer lf.Close()
-	layer, diffID, size, err := writeLayer(lf, write, mediaType)
+	aw := newAsyncWriter(lf)
+	layer, diffID, size, err := writeLayer(aw, write, mediaType)
+	if cerr := aw.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return none, "", 0, err
 	}
