@@ -30,8 +30,8 @@ import (
 )
 
 // ErrNoRoom reports a memory snapshot that the node's disk has no room
-// for. It is not ErrMemorySnapshotUnsupported: the node can checkpoint, and
-// a filesystem snapshot is no substitute for one that would fit later.
+// for. It is not ErrMemorySnapshotUnsupported: the node can checkpoint,
+// only not this much memory now; the error says where and by how much.
 var ErrNoRoom = errors.New("not enough disk space for the memory snapshot")
 
 // reserveFraction is the part of a filesystem a memory snapshot leaves
