@@ -58,10 +58,10 @@ import (
 // checkpoint directory, the filesystem change is taken beside it, and the
 // containers thaw; the rest is written after the thaw.
 
-// ErrMemorySnapshotUnsupported reports a node that cannot checkpoint a
-// container's processes: a containerd older than 2.1, a runtime other than
-// runc, no CRIU on containerd's PATH, or a process CRIU refuses. Nothing is
-// left frozen.
+// ErrMemorySnapshotUnsupported reports a container whose processes cannot
+// be checkpointed and restored: a containerd older than 2.1, a runtime other
+// than runc, no CRIU on containerd's PATH, a process CRIU refuses, or a base
+// image containerd's restore cannot pull. Nothing is left frozen.
 var ErrMemorySnapshotUnsupported = errors.New("MemorySnapshotUnsupported")
 
 // Annotations on a checkpoint image's manifest: containerd's CRI restores an
@@ -79,7 +79,8 @@ const runcRuntime = "io.containerd.runc.v2"
 // push step. It freezes all of them at once, as Commit does, so that they
 // are checkpointed at one instant; the freeze lasts while CRIU dumps them and
 // their filesystem changes are taken. It fails before freezing where the
-// node cannot checkpoint them or its disk has no room for their memory.
+// node cannot checkpoint them, a restore could not pull their base images,
+// or the node's disk has no room for their memory.
 // CheckpointDir must be the same directory for containerd and this process.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
 	if c.cfg.CheckpointDir == "" {
@@ -92,6 +93,9 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	defer done()
 	defer unlock()
 	if err := c.checkpointable(ctx, live); err != nil {
+		return nil, err
+	}
+	if err := c.baseImagesRestorable(ctx, live); err != nil {
 		return nil, err
 	}
 
@@ -324,22 +328,21 @@ func (c *Committer) writeDumps(ctx context.Context, l *liveContainer, dir string
 	if l.info.Spec == nil {
 		return errors.New("the container has no spec")
 	}
-	rs := runtimeapi.NewRuntimeServiceClient(c.client.Conn().(*grpc.ClientConn))
-	st, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: l.info.ID})
+	st, err := c.criStatus(ctx, l)
 	if err != nil {
-		return fmt.Errorf("the container's CRI status: %w", err)
+		return err
 	}
-	status, err := json.Marshal(st.GetStatus())
+	status, err := json.Marshal(st)
 	if err != nil {
 		return err
 	}
 	config, err := json.Marshal(&crmetadata.ContainerConfig{
 		ID:              l.info.ID,
-		Name:            st.GetStatus().GetMetadata().GetName(),
-		RootfsImageName: st.GetStatus().GetImage().GetImage(),
-		RootfsImageRef:  st.GetStatus().GetImageRef(),
+		Name:            st.GetMetadata().GetName(),
+		RootfsImageName: st.GetImage().GetImage(),
+		RootfsImageRef:  st.GetImageRef(),
 		OCIRuntime:      l.info.Runtime.Name,
-		RootfsImage:     st.GetStatus().GetImage().GetImage(),
+		RootfsImage:     st.GetImage().GetImage(),
 		CheckpointedAt:  at,
 		CreatedTime:     l.info.CreatedAt,
 	})
@@ -356,6 +359,16 @@ func (c *Committer) writeDumps(ctx context.Context, l *liveContainer, dir string
 		}
 	}
 	return nil
+}
+
+// criStatus returns the CRI's status of container l.
+func (c *Committer) criStatus(ctx context.Context, l *liveContainer) (*runtimeapi.ContainerStatus, error) {
+	rs := runtimeapi.NewRuntimeServiceClient(c.client.Conn().(*grpc.ClientConn))
+	r, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: l.info.ID})
+	if err != nil {
+		return nil, fmt.Errorf("the container's CRI status: %w", err)
+	}
+	return r.GetStatus(), nil
 }
 
 // writeRootfsDiff writes the filesystem change taken in the freeze, an
