@@ -143,6 +143,51 @@ func createMemorySnapshot(t *testing.T, ns, sb, name string) {
 	}
 }
 
+// runSandbox creates sandbox sb in ns of one container, app, from spec with
+// image, waits for its pod to be Ready and returns the pod.
+func runSandbox(t *testing.T, ns, sb, spec, image string) *corev1.Pod {
+	t.Helper()
+	test.CreateSandbox(t.Context(), t, c, ns, sb, *test.MustParse[corev1.PodSpec](t, spec, image))
+	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/"+sb+"-0", "--timeout=2m")
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sb + "-0"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
+}
+
+// refusedAs asks for memory snapshot name of sandbox sb in ns and waits for it
+// to fail with reason, its message holding each of want.
+func refusedAs(t *testing.T, ns, sb, name, reason string, want ...string) {
+	t.Helper()
+	createMemorySnapshot(t, ns, sb, name)
+	s := waitForPhase(t, ns, name, v1alpha1.PhaseFailed)
+	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
+	if failed == nil || failed.Reason != reason {
+		t.Errorf("Failed condition = %+v, want reason %s", failed, reason)
+		return
+	}
+	for _, w := range want {
+		if !strings.Contains(failed.Message, w) {
+			t.Errorf("Failed condition's message %q does not say %q", failed.Message, w)
+		}
+	}
+	t.Logf("refused: %s", failed.Message)
+}
+
+// fellBack sets memory-fallback Filesystem, asks for memory snapshot name of
+// sandbox sb in ns, and checks that a filesystem snapshot was taken and said
+// so.
+func fellBack(t *testing.T, ns, sb, name string) {
+	t.Helper()
+	setConfig(t, map[string]any{"memory-fallback": task.MemoryFallbackFilesystem}, `"memoryFallback":"Filesystem"`)
+	createMemorySnapshot(t, ns, sb, name)
+	s := waitForPhase(t, ns, name, v1alpha1.PhaseSucceed)
+	if ready := s.Status.GetCondition(v1alpha1.ConditionReady); ready == nil || ready.Reason != v1alpha1.ReasonMemorySnapshotFellBack {
+		t.Errorf("Ready condition = %+v, want reason %s", ready, v1alpha1.ReasonMemorySnapshotFellBack)
+	}
+	if mode := resultOf(commitTaskRunOf(t, ns, s.Name), task.ResultSnapshotMode); mode != task.SnapshotModeFilesystem {
+		t.Errorf("the fallback's TaskRun took %s %q, want %s", task.ResultSnapshotMode, mode, task.SnapshotModeFilesystem)
+	}
+}
+
 // countsOn fails t unless pod's app container is not paused and its counter
 // goes on.
 func countsOn(t *testing.T, pod *corev1.Pod) {
@@ -163,9 +208,7 @@ func countsOn(t *testing.T, pod *corev1.Pod) {
 // does again and again: a restored container checkpoints as the first did.
 func TestMemorySnapshotResumesProcesses(t *testing.T) {
 	ns := newNamespace(t)
-	base := memoryBase(t)
-	test.CreateSandbox(t.Context(), t, c, ns, "mem", *test.MustParse[corev1.PodSpec](t, hibernatingPod, base))
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/mem-0", "--timeout=2m")
+	runSandbox(t, ns, "mem", hibernatingPod, memoryBase(t))
 	eventually(t, "the counter to pass 10", 30*time.Second, func() (bool, error) {
 		_, n := counterLines(t, ns, "mem-0")
 		return n >= 10, nil
@@ -222,30 +265,24 @@ func TestMemorySnapshotResumesProcesses(t *testing.T) {
 func TestMemorySnapshotRefused(t *testing.T) {
 	ns := newNamespace(t)
 	spec := strings.Replace(hibernatingPod, "        mark=$(", "        unshare -U -r -p -f sleep 100000 &\n        mark=$(", 1)
-	test.CreateSandbox(t.Context(), t, c, ns, "nested", *test.MustParse[corev1.PodSpec](t, spec, localRegistry+"/busybox:latest"))
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/nested-0", "--timeout=2m")
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nested-0"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
-
-	createMemorySnapshot(t, ns, "nested", "nested-pause")
-	s := waitForPhase(t, ns, "nested-pause", v1alpha1.PhaseFailed)
-	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
-	if failed == nil || failed.Reason != v1alpha1.ReasonMemorySnapshotUnsupported || !strings.Contains(failed.Message, "criu") {
-		t.Errorf("Failed condition = %+v, want reason %s with CRIU named in the message", failed, v1alpha1.ReasonMemorySnapshotUnsupported)
-	} else {
-		t.Logf("refused: %s", failed.Message)
-	}
+	pod := runSandbox(t, ns, "nested", spec, memoryBase(t))
+	refusedAs(t, ns, "nested", "nested-pause", v1alpha1.ReasonMemorySnapshotUnsupported, "criu")
 	countsOn(t, pod)
+	fellBack(t, ns, "nested", "nested-fallback")
+	countsOn(t, pod)
+}
 
-	setConfig(t, map[string]any{"memory-fallback": task.MemoryFallbackFilesystem}, `"memoryFallback":"Filesystem"`)
-	createMemorySnapshot(t, ns, "nested", "nested-fallback")
-	s = waitForPhase(t, ns, "nested-fallback", v1alpha1.PhaseSucceed)
-	if ready := s.Status.GetCondition(v1alpha1.ConditionReady); ready == nil || ready.Reason != v1alpha1.ReasonMemorySnapshotFellBack {
-		t.Errorf("Ready condition = %+v, want reason %s", ready, v1alpha1.ReasonMemorySnapshotFellBack)
-	}
-	if mode := resultOf(commitTaskRunOf(t, ns, s.Name), task.ResultSnapshotMode); mode != task.SnapshotModeFilesystem {
-		t.Errorf("the fallback's TaskRun took %s %q, want %s", task.ResultSnapshotMode, mode, task.SnapshotModeFilesystem)
-	}
+// TestMemorySnapshotBaseNotRestorable takes a memory snapshot of a sandbox
+// whose image is on a registry containerd's restore cannot pull from: this
+// cluster's, plain HTTP on the bridge's address, where the restore pulls a
+// checkpoint's base image anonymously over HTTPS. The snapshot fails before
+// the freeze as MemorySnapshotUnsupported, naming the base image, rather
+// than succeeding into an image no node can resume, and the sandbox counts
+// on.
+func TestMemorySnapshotBaseNotRestorable(t *testing.T) {
+	ns := newNamespace(t)
+	pod := runSandbox(t, ns, "plain", hibernatingPod, localRegistry+"/busybox:latest")
+	refusedAs(t, ns, "plain", "plain-pause", v1alpha1.ReasonMemorySnapshotUnsupported, "base image "+localRegistry+"/busybox@sha256:")
 	countsOn(t, pod)
 }
 
@@ -273,37 +310,16 @@ func TestMemorySnapshotNoRoom(t *testing.T) {
 
 	ns := newNamespace(t)
 	spec := strings.Replace(hibernatingPod, "        mark=$(", "        hold=$(head -c 67108864 /dev/zero | tr '\\0' x)\n        mark=$(", 1)
-	test.CreateSandbox(t.Context(), t, c, ns, "big", *test.MustParse[corev1.PodSpec](t, spec, localRegistry+"/busybox:latest"))
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/big-0", "--timeout=2m")
+	pod := runSandbox(t, ns, "big", spec, memoryBase(t))
 	eventually(t, "the counter to start", 30*time.Second, func() (bool, error) {
 		out, err := tryRun("", "kubectl", "-n", ns, "exec", "big-0", "-c", "app", "--", "cat", "/tmp/counter")
 		return err == nil && out != "", nil
 	})
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big-0"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
-
-	createMemorySnapshot(t, ns, "big", "big-pause")
-	s := waitForPhase(t, ns, "big-pause", v1alpha1.PhaseFailed)
-	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
-	if failed == nil || failed.Reason != v1alpha1.ReasonCommitJobFailed ||
-		!strings.Contains(failed.Message, "not enough disk space for the memory snapshot") || !strings.Contains(failed.Message, "checkpoint-dir "+dir) {
-		t.Errorf("Failed condition = %+v, want reason %s naming the lack of room in checkpoint-dir %s", failed, v1alpha1.ReasonCommitJobFailed, dir)
-	} else {
-		t.Logf("refused: %s", failed.Message)
-	}
+	refusedAs(t, ns, "big", "big-pause", v1alpha1.ReasonCommitJobFailed, "not enough disk space for the memory snapshot", "checkpoint-dir "+dir)
 	if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
 		t.Errorf("checkpoint-dir %s holds %v (%v), want nothing", dir, left, err)
 	}
 	countsOn(t, pod)
-
-	setConfig(t, map[string]any{"memory-fallback": task.MemoryFallbackFilesystem}, `"memoryFallback":"Filesystem"`)
-	createMemorySnapshot(t, ns, "big", "big-fallback")
-	s = waitForPhase(t, ns, "big-fallback", v1alpha1.PhaseSucceed)
-	if ready := s.Status.GetCondition(v1alpha1.ConditionReady); ready == nil || ready.Reason != v1alpha1.ReasonMemorySnapshotFellBack {
-		t.Errorf("Ready condition = %+v, want reason %s", ready, v1alpha1.ReasonMemorySnapshotFellBack)
-	}
-	if mode := resultOf(commitTaskRunOf(t, ns, s.Name), task.ResultSnapshotMode); mode != task.SnapshotModeFilesystem {
-		t.Errorf("the fallback's TaskRun took %s %q, want %s", task.ResultSnapshotMode, mode, task.SnapshotModeFilesystem)
-	}
+	fellBack(t, ns, "big", "big-fallback")
 	countsOn(t, pod)
 }
