@@ -42,6 +42,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // A memory snapshot is a checkpoint archive as containerd's CRI
@@ -63,13 +65,6 @@ import (
 // than runc, no CRIU on containerd's PATH, a process CRIU refuses, or a base
 // image containerd's restore cannot pull. Nothing is left frozen.
 var ErrMemorySnapshotUnsupported = errors.New("MemorySnapshotUnsupported")
-
-// Annotations on a checkpoint image's manifest: containerd's CRI restores an
-// image carrying the first, CRI-O one carrying the second.
-const (
-	AnnotationCheckpointName     = "org.criu.checkpoint.container.name"
-	AnnotationCRIOCheckpointName = "io.kubernetes.cri-o.annotations.checkpoint.name"
-)
 
 // runcRuntime is the only runtime whose checkpoint options this step sets.
 const runcRuntime = "io.containerd.runc.v2"
@@ -260,7 +255,11 @@ func (c *Committer) checkpointImage(ctx context.Context, p *prepared, dir string
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
 	}
-	if err := c.writeDumps(ctx, l, dir, at); err != nil {
+	st, err := c.criStatus(ctx, l)
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	if err := c.writeDumps(l, st, dir, at); err != nil {
 		return nil, fail("%v", err)
 	}
 	if err := c.writeRootfsDiff(ctx, p, filepath.Join(dir, crmetadata.RootFsDiffTar)); err != nil {
@@ -301,10 +300,16 @@ func (c *Committer) checkpointImage(ctx context.Context, p *prepared, dir string
 		Config:    cfgDesc,
 		Layers:    []ocispec.Descriptor{layer},
 		Annotations: map[string]string{
-			AnnotationCheckpointName:     l.target.Container,
-			AnnotationCRIOCheckpointName: l.target.Container,
-			annotationBaseName:           l.info.Image,
+			task.AnnotationCheckpointName:     l.target.Container,
+			task.AnnotationCRIOCheckpointName: l.target.Container,
+			annotationBaseName:                l.info.Image,
 		},
+	}
+	// The image a restore pulls before it restores (config.dump's
+	// RootfsImageRef): it must stay in its registry while this one may be
+	// resumed.
+	if _, d, ok := strings.Cut(st.GetImageRef(), "@"); ok && digest.Digest(d).Validate() == nil {
+		m.Annotations[annotationBaseDigest] = d
 	}
 	mdesc, err := c.saveImage(ctx, l, m, map[string]string{
 		LabelSourceImage:   l.info.Image,
@@ -322,15 +327,11 @@ func (c *Committer) checkpointImage(ctx context.Context, p *prepared, dir string
 
 // writeDumps writes the files containerd's CRI restore reads besides CRIU's
 // dump, as its CheckpointContainer writes them: the OCI spec (spec.dump),
-// the CRI's view of the container (config.dump) and its CRI status
+// the CRI's view of the container (config.dump) and its CRI status st
 // (status.dump), which the restored container's metadata comes from.
-func (c *Committer) writeDumps(ctx context.Context, l *liveContainer, dir string, at time.Time) error {
+func (c *Committer) writeDumps(l *liveContainer, st *runtimeapi.ContainerStatus, dir string, at time.Time) error {
 	if l.info.Spec == nil {
 		return errors.New("the container has no spec")
-	}
-	st, err := c.criStatus(ctx, l)
-	if err != nil {
-		return err
 	}
 	status, err := json.Marshal(st)
 	if err != nil {

@@ -233,6 +233,10 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 	if err != nil {
 		t.Fatal(err)
 	}
+	baseDigest, err := remoteImage(t, e.ociBase).Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for cycle := 1; cycle <= hibernateCycles; cycle++ {
 		// Each cycle changes the filesystem of the container it checkpoints,
 		// which, after the first, is a restored one.
@@ -261,6 +265,11 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		pushed, _, err := cm.Push(ctx)
 		if err != nil {
 			t.Fatalf("cycle %d: push: %v", cycle, err)
+		}
+		// The image every restore pulls first is the sandbox's first, also
+		// under a restored container.
+		if m, _ := remoteManifestConfig(t, pushed[0].Target.Repository()+"@"+pushed[0].Digest); m.Annotations[annotationBaseDigest] != baseDigest.String() {
+			t.Errorf("cycle %d: the checkpoint's %s is %q, want the base's %s", cycle, annotationBaseDigest, m.Annotations[annotationBaseDigest], baseDigest)
 		}
 		if err := cri.RemovePod(ctx, pod); err != nil {
 			t.Fatal(err)

@@ -135,3 +135,14 @@ const OverlayfsVolume = "containerd-overlayfs"
 // holding the node's ParamCheckpointDir for a memory snapshot (an emptyDir
 // otherwise).
 const CheckpointVolume = "checkpoints"
+
+// Annotations on the manifest of a memory snapshot's image, a checkpoint
+// image: containerd's CRI (2.1 and later) restores a container from an image
+// carrying AnnotationCheckpointName, CRI-O from one carrying
+// AnnotationCRIOCheckpointName. Its org.opencontainers.image.base.digest is
+// the image a restore pulls first, which image deletion keeps while it
+// stays.
+const (
+	AnnotationCheckpointName     = "org.criu.checkpoint.container.name"
+	AnnotationCRIOCheckpointName = "io.kubernetes.cri-o.annotations.checkpoint.name"
+)
