@@ -15,12 +15,14 @@ limitations under the License.
 */
 
 // Package registry is what the controller itself does in the snapshot
-// registry: look manifests up and delete them, by digest, with credentials
-// of its own that no commit pod carries.
+// registry: look manifests up, find the checkpoint images whose restore
+// pulls one, and delete them, by digest, with credentials of its own that
+// no commit pod carries.
 package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -31,11 +33,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // requestTimeout bounds each request to the registry, so that a slow
@@ -50,6 +54,9 @@ type Client interface {
 	// Delete deletes the manifest of the given digest; one the registry
 	// does not hold counts as deleted.
 	Delete(ctx context.Context, ref name.Digest) error
+	// CheckpointsOf names the tagged checkpoint images in base's repository
+	// that a restore pulls base for (restoresFrom).
+	CheckpointsOf(ctx context.Context, base name.Digest) ([]string, error)
 }
 
 // For returns a Client with the credentials of the dockerconfigjson Secret
@@ -110,6 +117,63 @@ func (r *remoteClient) Delete(ctx context.Context, ref name.Digest) error {
 		return fmt.Errorf("deleting %s: %w", ref, err)
 	}
 	return nil
+}
+
+// CheckpointsOf implements Client: it reads the manifest of every tag in
+// base's repository but Chains' signatures and attestations, and counts a
+// checkpoint image while the registry holds it by digest.
+func (r *remoteClient) CheckpointsOf(ctx context.Context, base name.Digest) ([]string, error) {
+	lctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	tags, err := remote.List(base.Context(), r.options(lctx)...)
+	switch {
+	case isNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("listing the tags of %s: %w", base.Context(), err)
+	}
+	var out []string
+	for _, t := range tags {
+		if slices.ContainsFunc(chainsSuffixes, func(s string) bool { return strings.HasSuffix(t, s) }) {
+			continue
+		}
+		ref := base.Context().Tag(t)
+		gctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		desc, err := remote.Get(ref, r.options(gctx)...)
+		cancel()
+		switch {
+		case isNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading %s: %w", ref, err)
+		}
+		if !restoresFrom(desc.Manifest, base.DigestStr()) || desc.Digest.String() == base.DigestStr() {
+			continue
+		}
+		// Resumes pull by digest: a registry may keep a tag whose manifest
+		// was deleted.
+		held, err := r.Digest(ctx, base.Context().Digest(desc.Digest.String()))
+		if err != nil {
+			return nil, err
+		}
+		if held != "" {
+			out = append(out, ref.String()+"@"+desc.Digest.String())
+		}
+	}
+	return out, nil
+}
+
+// restoresFrom reports whether manifest is a checkpoint image's whose
+// restore pulls the image of digest base first: it carries
+// task.AnnotationCheckpointName, and base as its
+// org.opencontainers.image.base.digest.
+func restoresFrom(manifest []byte, base string) bool {
+	var m ocispec.Manifest
+	if json.Unmarshal(manifest, &m) != nil {
+		return false
+	}
+	_, checkpoint := m.Annotations[task.AnnotationCheckpointName]
+	return checkpoint && m.Annotations[ocispec.AnnotationBaseImageDigest] == base
 }
 
 // chainsSuffixes are the tags Tekton Chains gives an image's signature and

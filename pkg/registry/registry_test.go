@@ -20,19 +20,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fakekube "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // TestDeleteImage pushes an image and Chains' signature beside it to a real
@@ -73,6 +81,59 @@ func TestDeleteImage(t *testing.T) {
 	}
 	if err := DeleteImage(context.Background(), c, digest); err != nil {
 		t.Errorf("DeleteImage() of an image already gone = %v", err)
+	}
+}
+
+// TestCheckpointsOf pushes, to a real registry on loopback, a base image and
+// beside it a checkpoint image restoring from it, one restoring from another
+// image, a filesystem snapshot naming it as its base, and Chains' signature:
+// only the first restores from the base, and once it is deleted none does.
+func TestCheckpointsOf(t *testing.T) {
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	repo, _ := name.NewRepository(strings.TrimPrefix(srv.URL, "http://")+"/snapshots/team-a/sb/app", name.Insecure)
+	push := func(tag string, ann map[string]string) string {
+		t.Helper()
+		img, err := random.Image(64, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img = mutate.Annotations(img, ann).(v1.Image)
+		if err := remote.Write(repo.Tag(tag), img); err != nil {
+			t.Fatal(err)
+		}
+		d, _ := img.Digest()
+		return d.String()
+	}
+	checkpoint := func(base string) map[string]string {
+		return map[string]string{task.AnnotationCheckpointName: "app", ocispec.AnnotationBaseImageDigest: base}
+	}
+	base := push("snap-1", nil)
+	restoring := push("snap-2", checkpoint(base))
+	push("snap-3", checkpoint("sha256:"+strings.Repeat("1", 64)))
+	push("snap-4", map[string]string{ocispec.AnnotationBaseImageDigest: base})
+	push(strings.Replace(restoring, ":", "-", 1)+".sig", checkpoint(base))
+	c, err := Remote(fakekube.NewClientset(), "sys")(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := c.CheckpointsOf(context.Background(), repo.Digest(base))
+	if want := []string{repo.Tag("snap-2").String() + "@" + restoring}; err != nil || !slices.Equal(got, want) {
+		t.Errorf("CheckpointsOf(the base) = %q, %v; want %q", got, err, want)
+	}
+	if got, err := c.CheckpointsOf(context.Background(), repo.Digest(restoring)); err != nil || len(got) > 0 {
+		t.Errorf("CheckpointsOf(the checkpoint) = %q, %v; want none", got, err)
+	}
+	if err := c.Delete(context.Background(), repo.Digest(restoring)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.CheckpointsOf(context.Background(), repo.Digest(base)); err != nil || len(got) > 0 {
+		t.Errorf("CheckpointsOf(the base) after the checkpoint's deletion = %q, %v; want none", got, err)
+	}
+	empty, _ := name.NewRepository(repo.RegistryStr()+"/snapshots/team-a/none/app", name.Insecure)
+	if got, err := c.CheckpointsOf(context.Background(), empty.Digest(base)); err != nil || len(got) > 0 {
+		t.Errorf("CheckpointsOf() in a repository the registry does not have = %q, %v; want none", got, err)
 	}
 }
 

@@ -30,8 +30,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +45,7 @@ import (
 	idresources "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
@@ -298,6 +301,49 @@ spec:
 	e.waitEvent(s.Name, v1alpha1.ReasonImagesDeleted)
 	if manifestHeld(t, s) {
 		t.Error("the manifest is still in the registry once nothing names it")
+	}
+	e.waitNoImageDeletions()
+}
+
+// TestImageDeletionWaitsForMemorySnapshots plays a sandbox paused with a
+// filesystem snapshot, resumed from it, and paused again with memory, under
+// the Delete policy: the second snapshot's image is a checkpoint image whose
+// base is the first's, which containerd's restore pulls every time. The
+// first snapshot goes at once; its manifest stays while the registry holds
+// the checkpoint image, and goes once it does not.
+func TestImageDeletionWaitsForMemorySnapshots(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	host := loopbackRegistry(t)
+	first := pushAndSucceed(t, e, useRegistry(t, e, host, map[string]any{config.ImageDeletionPolicyKey: "Delete"}), randomImage(t))
+	checkpoint := mutate.Annotations(randomImage(t), map[string]string{
+		task.AnnotationCheckpointName:     "app",
+		ocispec.AnnotationBaseImageDigest: first.Status.Containers[0].ImageDigest,
+	}).(v1.Image)
+	e.createSnapshot("memory", "sb")
+	memory := pushAndSucceed(t, e, e.waitSnapshot("memory", "Committing", isPhase(v1alpha1.PhaseCommitting)), checkpoint)
+
+	e.deleteSnapshot(first.Name)
+	test.WaitForEvent(e.ctx, t, e.c, e.ns, first.Name, v1alpha1.ReasonImageDeletionDeferred,
+		"memory snapshot image "+memory.Status.Containers[0].ImageURI, timeout)
+	if !manifestHeld(t, first) {
+		t.Fatal("the base of a memory snapshot's image the registry holds was deleted")
+	}
+
+	// The checkpoint image goes (here straight from the registry); the
+	// memory snapshot's deletion, Retain, makes the first's record be
+	// looked at again.
+	if err := remote.Delete(test.PinnedDigests(t, memory)[0], remote.WithContext(e.ctx)); err != nil {
+		t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"Retain"}}}`, sandbox.ImageDeletionPolicyAnnotation)
+	if _, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Patch(e.ctx, memory.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.deleteSnapshot(memory.Name)
+	e.waitEvent(first.Name, v1alpha1.ReasonImagesDeleted)
+	if manifestHeld(t, first) {
+		t.Error("the manifest is still in the registry once no checkpoint image restores from it")
 	}
 	e.waitNoImageDeletions()
 }

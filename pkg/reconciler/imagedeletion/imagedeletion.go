@@ -22,7 +22,8 @@ limitations under the License.
 // the resumed pod and the BatchSandbox's template still name its image, and
 // its next pause of the sandbox waits for that name to be free. This
 // reconciler holds each record until no pod, BatchSandbox template or other
-// snapshot refers to the image, then deletes the manifest.
+// snapshot refers to the image, and no memory snapshot's image in the
+// registry restores from it, then deletes the manifest.
 package imagedeletion
 
 import (
@@ -104,19 +105,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 		return err
 	}
 	if len(refs) > 0 {
-		waiting := strings.Join(refs, ", ")
-		if rec.WaitingFor == "" {
-			r.event(rec, corev1.EventTypeNormal, v1alpha1.ReasonImageDeletionDeferred,
-				"%s is deleted once nothing refers to it; now: %s", img, waiting)
-		}
-		rec.WaitingFor, rec.FailingSince, rec.LastError = waiting, time.Time{}, ""
-		if err := r.update(ctx, cm, rec); err != nil {
-			return err
-		}
-		return controller.NewRequeueAfter(Recheck)
+		return r.wait(ctx, cm, rec, img, refs)
 	}
 
 	client, err := r.registry(ctx, cfg.ControllerSecret())
+	if err == nil {
+		// A memory snapshot's image restores only after pulling its base:
+		// the base stays while such an image does.
+		var restoring []string
+		restoring, err = client.CheckpointsOf(ctx, img.Digest)
+		switch {
+		case err == nil && len(restoring) > 0:
+			for i, ref := range restoring {
+				restoring[i] = "memory snapshot image " + ref + ", whose restore pulls it"
+			}
+			return r.wait(ctx, cm, rec, img, restoring)
+		case registry.IsPermanent(err):
+			r.event(rec, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
+				"Cannot tell whether a memory snapshot's image restores from %s, which is left behind: %v", img, err)
+			return r.drop(ctx, cm)
+		}
+	}
 	if err == nil {
 		err = registry.DeleteImage(ctx, client, img.Digest)
 	}
@@ -144,6 +153,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 	}
 	// Retried with the work queue's backoff.
 	return fmt.Errorf("deleting %s: %w", img, err)
+}
+
+// wait records what img waits for, refs, says so in an event when it starts
+// waiting, and looks again after Recheck.
+func (r *Reconciler) wait(ctx context.Context, cm *corev1.ConfigMap, rec *resources.Record, img imageref.Image, refs []string) error {
+	waiting := strings.Join(refs, ", ")
+	if rec.WaitingFor == "" {
+		r.event(rec, corev1.EventTypeNormal, v1alpha1.ReasonImageDeletionDeferred,
+			"%s is deleted once nothing refers to it; now: %s", img, waiting)
+	}
+	rec.WaitingFor, rec.FailingSince, rec.LastError = waiting, time.Time{}, ""
+	if err := r.update(ctx, cm, rec); err != nil {
+		return err
+	}
+	return controller.NewRequeueAfter(Recheck)
 }
 
 // retains reports whether snapshot s keeps the images it records: it is not

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,7 +192,11 @@ func refusing() error {
 func TestReconcile(t *testing.T) {
 	key := system.Namespace() + "/" + recordOf().Name
 	running := podRunning("sb-0", pinned)
-	plain, alsoDeleted, down, refused, gaveUp, secret := holding(), holding(), holding(), holding(), holding(), holding()
+	plain, alsoDeleted, down, refused, gaveUp, secret, restored := holding(), holding(), holding(), holding(), holding(), holding(), holding()
+	checkpoint := repo + ":snap-2@sha256:" + strings.Repeat("2", 64)
+	restored.Checkpoints = map[string][]string{image: {checkpoint}}
+	unlisted := holding()
+	unlisted.CheckpointsErr = refusing()
 	down.Err = errors.New("503 Service Unavailable")
 	refused.Err = refusing()
 	gaveUp.Err = down.Err
@@ -255,6 +260,25 @@ func TestReconcile(t *testing.T) {
 		WantUpdates: []clientgotesting.UpdateActionImpl{{Object: recordOf(waitingFor(`SandboxSnapshot team-a/next-pause (phase "Pending"), whose commit may push to ` + repo))}},
 		WantEvents: []string{event(corev1.EventTypeNormal, v1alpha1.ReasonImageDeletionDeferred,
 			`%s is deleted once nothing refers to it; now: SandboxSnapshot team-a/next-pause (phase "Pending"), whose commit may push to %s`, image, repo)},
+	}, {
+		Name:        "an image a memory snapshot's image restores from waits while the registry holds that image, which names it",
+		Ctx:         withRegistry(restored),
+		Objects:     []runtime.Object{recordOf()},
+		Key:         key,
+		WantErr:     true,
+		WantUpdates: []clientgotesting.UpdateActionImpl{{Object: recordOf(waitingFor("memory snapshot image " + checkpoint + ", whose restore pulls it"))}},
+		WantEvents: []string{event(corev1.EventTypeNormal, v1alpha1.ReasonImageDeletionDeferred,
+			"%s is deleted once nothing refers to it; now: memory snapshot image %s, whose restore pulls it", image, checkpoint)},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){wantDeleted(restored)},
+	}, {
+		Name:        "a registry that refuses to list the repository's tags leaves the image behind at once, saying why, and the record goes",
+		Ctx:         withRegistry(unlisted),
+		Objects:     []runtime.Object{recordOf()},
+		Key:         key,
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteRecord()},
+		WantEvents: []string{event(corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
+			"Cannot tell whether a memory snapshot's image restores from %s, which is left behind: %v", image, unlisted.CheckpointsErr)},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){wantDeleted(unlisted)},
 	}, {
 		Name:        "a registry that refuses deletion leaves the image behind at once, saying so, and the record goes",
 		Ctx:         withRegistry(refused),

@@ -32,14 +32,19 @@ type Fake struct {
 	mu sync.Mutex
 	// Held maps references (repo@digest or repo:tag) to digests.
 	Held map[string]string
+	// Checkpoints maps a base (repo@digest) to the checkpoint images that
+	// restore from it.
+	Checkpoints map[string][]string
 	// Deleted and LookedUp list the references deleted and looked up.
 	Deleted  []string
 	LookedUp []string
 	// Secrets lists the Secrets clients were asked for with.
 	Secrets []string
-	// Err fails every call; ClientErr fails getting a client.
-	Err       error
-	ClientErr error
+	// Err fails every call but CheckpointsOf, which CheckpointsErr fails;
+	// ClientErr fails getting a client.
+	Err            error
+	CheckpointsErr error
+	ClientErr      error
 }
 
 // For returns the registry.For of f.
@@ -76,4 +81,14 @@ func (f *Fake) Delete(_ context.Context, ref name.Digest) error {
 	f.Deleted = append(f.Deleted, ref.String())
 	delete(f.Held, ref.String())
 	return nil
+}
+
+// CheckpointsOf implements registry.Client.
+func (f *Fake) CheckpointsOf(_ context.Context, base name.Digest) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.CheckpointsErr != nil {
+		return nil, f.CheckpointsErr
+	}
+	return f.Checkpoints[base.String()], nil
 }
