@@ -302,14 +302,14 @@ func (c *Committer) checkpointImage(ctx context.Context, p *prepared, dir string
 		Annotations: map[string]string{
 			task.AnnotationCheckpointName:     l.target.Container,
 			task.AnnotationCRIOCheckpointName: l.target.Container,
-			annotationBaseName:                l.info.Image,
+			ocispec.AnnotationBaseImageName:   l.info.Image,
 		},
 	}
 	// The image a restore pulls before it restores (config.dump's
 	// RootfsImageRef): it must stay in its registry while this one may be
 	// resumed.
 	if _, d, ok := strings.Cut(st.GetImageRef(), "@"); ok && digest.Digest(d).Validate() == nil {
-		m.Annotations[annotationBaseDigest] = d
+		m.Annotations[ocispec.AnnotationBaseImageDigest] = d
 	}
 	mdesc, err := c.saveImage(ctx, l, m, map[string]string{
 		LabelSourceImage:   l.info.Image,

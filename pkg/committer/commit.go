@@ -48,8 +48,6 @@ const (
 	labelUncompressed     = "containerd.io/uncompressed"
 	labelGCRefContent     = "containerd.io/gc.ref.content"
 	labelDistributionSrc  = "containerd.io/distribution.source."
-	annotationBaseName    = "org.opencontainers.image.base.name"
-	annotationBaseDigest  = "org.opencontainers.image.base.digest"
 	historyComment        = "sandbox-snapshot-operator commit"
 	leaseExpiration       = time.Hour
 	mediaTypeDockerGzip   = images.MediaTypeDockerSchema2LayerGzip
@@ -388,11 +386,11 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		// earlier commits names already: it stays known after any number
 		// of commits and squashes.
 		if own == 0 {
-			delete(ann, annotationBaseName)
+			delete(ann, ocispec.AnnotationBaseImageName)
 			if !strings.HasPrefix(p.baseName, "sha256:") {
-				ann[annotationBaseName] = p.baseName
+				ann[ocispec.AnnotationBaseImageName] = p.baseName
 			}
-			ann[annotationBaseDigest] = p.manifestDgs.String()
+			ann[ocispec.AnnotationBaseImageDigest] = p.manifestDgs.String()
 		}
 		m.Annotations = ann
 	}

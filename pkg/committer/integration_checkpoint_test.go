@@ -268,8 +268,8 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		}
 		// The image every restore pulls first is the sandbox's first, also
 		// under a restored container.
-		if m, _ := remoteManifestConfig(t, pushed[0].Target.Repository()+"@"+pushed[0].Digest); m.Annotations[annotationBaseDigest] != baseDigest.String() {
-			t.Errorf("cycle %d: the checkpoint's %s is %q, want the base's %s", cycle, annotationBaseDigest, m.Annotations[annotationBaseDigest], baseDigest)
+		if m, _ := remoteManifestConfig(t, pushed[0].Target.Repository()+"@"+pushed[0].Digest); m.Annotations[ocispec.AnnotationBaseImageDigest] != baseDigest.String() {
+			t.Errorf("cycle %d: the checkpoint's %s is %q, want the base's %s", cycle, ocispec.AnnotationBaseImageDigest, m.Annotations[ocispec.AnnotationBaseImageDigest], baseDigest)
 		}
 		if err := cri.RemovePod(ctx, pod); err != nil {
 			t.Fatal(err)

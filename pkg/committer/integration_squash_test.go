@@ -159,9 +159,9 @@ func TestSquashedChainMatchesUnsquashed(t *testing.T) {
 		}
 		// The original image is named after any number of pauses, and its
 		// layers are shared.
-		if m.Annotations[annotationBaseName] != base || m.Annotations[annotationBaseDigest] != baseDigest {
-			t.Errorf("pause %d: base annotations %s=%q, %s=%q; want %s and %s", pause, annotationBaseName, m.Annotations[annotationBaseName],
-				annotationBaseDigest, m.Annotations[annotationBaseDigest], base, baseDigest)
+		if m.Annotations[ocispec.AnnotationBaseImageName] != base || m.Annotations[ocispec.AnnotationBaseImageDigest] != baseDigest {
+			t.Errorf("pause %d: base annotations %s=%q, %s=%q; want %s and %s", pause, ocispec.AnnotationBaseImageName, m.Annotations[ocispec.AnnotationBaseImageName],
+				ocispec.AnnotationBaseImageDigest, m.Annotations[ocispec.AnnotationBaseImageDigest], base, baseDigest)
 		}
 		for j, l := range baseLayers {
 			if d, err := l.Digest(); err != nil || d.String() != m.Layers[j].Digest.String() {
