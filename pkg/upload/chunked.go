@@ -32,6 +32,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -65,7 +66,7 @@ type Options struct {
 // (POST, PATCH with Content-Range, PUT ?digest=). After a transient error it
 // asks the registry how far the upload got (GET on the upload URL, Range
 // header) and resends only what is missing of the current chunk; only that
-// chunk is held in memory.
+// chunk, and the next one read ahead, are held in memory.
 type Chunked struct {
 	client  *http.Client
 	repo    name.Repository
@@ -114,22 +115,50 @@ func (u *Chunked) Upload(ctx context.Context, d ocispec.Descriptor, mount *name.
 	if err != nil || loc == "" {
 		return err
 	}
+	_, err = u.session(ctx, loc, d, open)
+	return err
+}
+
+// UploadStream puts a blob known only as it is read, the bytes open gives,
+// into the repository in chunks, hashing them as they are sent: its digest
+// goes with the final PUT. It returns the blob's descriptor, of mediaType;
+// ErrChunkedRefused when the registry refuses chunks.
+func (u *Chunked) UploadStream(ctx context.Context, mediaType string, open func() (io.ReadCloser, error)) (ocispec.Descriptor, error) {
+	d := ocispec.Descriptor{MediaType: mediaType}
+	loc, err := u.start(ctx, d, nil)
+	if err != nil {
+		return d, err
+	}
+	return u.session(ctx, loc, d, open)
+}
+
+// session sends the blob d (of no digest yet when streamed) into the upload
+// at loc, and once more from byte 0 in a new session when the registry lost
+// the upload. It returns the blob's descriptor.
+func (u *Chunked) session(ctx context.Context, loc string, d ocispec.Descriptor, open func() (io.ReadCloser, error)) (ocispec.Descriptor, error) {
 	for restarted := false; ; restarted = true {
-		var last string
-		last, err = u.send(ctx, loc, d, open)
+		last, sent, err := u.send(ctx, loc, d, open)
 		if err == nil {
-			return nil
+			return sent, nil
 		}
 		// A failed session is not left to the registry's upload purge.
 		u.cancel(ctx, last)
 		if !errors.Is(err, errUploadLost) || restarted {
-			return err
+			return d, err
 		}
-		u.logf("blob %s: %v; starting it again from byte 0", d.Digest, err)
-		if loc, err = u.start(ctx, d, nil); err != nil || loc == "" {
-			return err
+		u.logf("blob %s: %v; starting it again from byte 0", blobName(d), err)
+		if loc, err = u.start(ctx, d, nil); err != nil {
+			return d, err
 		}
 	}
+}
+
+// blobName names blob d in messages: its digest, when it has one yet.
+func blobName(d ocispec.Descriptor) string {
+	if d.Digest == "" {
+		return "(streamed)"
+	}
+	return d.Digest.String()
 }
 
 // blobsURL is the repository's blobs endpoint.
@@ -283,26 +312,87 @@ func received(h string) (int64, error) {
 }
 
 // send uploads the blob's bytes chunk by chunk into the session at loc and
-// commits it. It returns the session's last upload URL.
-func (u *Chunked) send(ctx context.Context, loc string, d ocispec.Descriptor, open func() (io.ReadCloser, error)) (string, error) {
+// commits it: d, or, for a streamed blob (no digest), all that open gives,
+// under the digest of what was sent. The next chunk is read, and hashed,
+// while one is sent. It returns the session's last upload URL and the
+// blob's descriptor.
+func (u *Chunked) send(ctx context.Context, loc string, d ocispec.Descriptor, open func() (io.ReadCloser, error)) (string, ocispec.Descriptor, error) {
 	rc, err := open()
 	if err != nil {
-		return loc, err
+		return loc, d, err
 	}
 	defer rc.Close()
-	buf := make([]byte, min(int64(u.chunk), d.Size))
-	var off int64
-	for off < d.Size {
-		n := min(int64(len(buf)), d.Size-off)
-		if _, err := io.ReadFull(rc, buf[:n]); err != nil {
-			return loc, fmt.Errorf("reading blob %s at byte %d: %w", d.Digest, off, err)
+	streamed := d.Digest == ""
+	var dg digest.Digester
+	size := int64(u.chunk)
+	if streamed {
+		dg = digest.Canonical.Digester()
+	} else {
+		size = min(size, d.Size)
+	}
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	free, chunks := make(chan []byte, 2), make(chan chunk, 1)
+	free <- make([]byte, size)
+	free <- make([]byte, size)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		defer close(chunks)
+		var off int64
+		for streamed || off < d.Size {
+			var b []byte
+			select {
+			case b = <-free:
+			case <-rctx.Done():
+				return
+			}
+			if !streamed {
+				b = b[:min(int64(len(b)), d.Size-off)]
+			}
+			n, err := io.ReadFull(rc, b)
+			end := streamed && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
+			if err != nil && !end {
+				chunks <- chunk{err: fmt.Errorf("reading blob %s at byte %d: %w", blobName(d), off, err)}
+				return
+			}
+			if streamed {
+				dg.Hash().Write(b[:n])
+			}
+			off += int64(n)
+			if n > 0 {
+				select {
+				case chunks <- chunk{b: b[:n]}:
+				case <-rctx.Done():
+					return
+				}
+			}
+			if end {
+				return
+			}
 		}
-		if loc, err = u.patch(ctx, loc, buf[:n], off); err != nil {
-			return loc, fmt.Errorf("bytes %d-%d: %w", off, off+n-1, err)
+	}()
+	var off int64
+	for c := range chunks {
+		if c.err != nil {
+			return loc, d, c.err
+		}
+		n := int64(len(c.b))
+		if loc, err = u.patch(ctx, loc, c.b, off); err != nil {
+			return loc, d, fmt.Errorf("bytes %d-%d: %w", off, off+n-1, err)
 		}
 		off += n
+		free <- c.b[:cap(c.b)]
 	}
-	return loc, u.commit(ctx, loc, d)
+	if err := ctx.Err(); err != nil {
+		return loc, d, err
+	}
+	if streamed {
+		d.Digest, d.Size = dg.Digest(), off
+	}
+	return loc, d, u.commit(ctx, loc, d)
 }
 
 // refusesChunks tells a registry that does not take Content-Range PATCHes

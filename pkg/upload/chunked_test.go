@@ -17,13 +17,27 @@ limitations under the License.
 package upload
 
 import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 func TestReceived(t *testing.T) {
@@ -77,4 +91,64 @@ func TestRedactedURL(t *testing.T) {
 	if strings.Contains(got, "secret") || strings.Contains(got, "pw") || !strings.Contains(got, "/v2/a/blobs/uploads/1") {
 		t.Errorf("redactedURL = %q", got)
 	}
+}
+
+// TestUploadStream streams blobs of sizes around the chunk size through a
+// real (go-containerregistry's) registry: each is committed under the
+// digest of its bytes, which the registry then serves; a stream that
+// fails part-way commits nothing.
+func TestUploadStream(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	repo, err := name.NewRepository(strings.TrimPrefix(srv.URL, "http://")+"/sb/stream", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const chunk = 1 << 10
+	u, err := NewChunked(context.Background(), repo, nil, Options{Insecure: true, ChunkSize: chunk, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{2, chunk - 1, chunk, chunk + 1, 3 * chunk, 3*chunk + 7} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			data := make([]byte, size)
+			if _, err := rand.Read(data); err != nil {
+				t.Fatal(err)
+			}
+			d, err := u.UploadStream(context.Background(), "application/vnd.test", func() (io.ReadCloser, error) {
+				return io.NopCloser(bytes.NewReader(data)), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := digest.FromBytes(data); d.Digest != want || d.Size != int64(size) || d.MediaType != "application/vnd.test" {
+				t.Fatalf("UploadStream = %+v, want %s of %d bytes", d, want, size)
+			}
+			l, err := remote.Layer(repo.Digest(d.Digest.String()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rc, err := l.Compressed()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			if got, err := io.ReadAll(rc); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("the registry serves %d bytes (%v), want the %d streamed", len(got), err, size)
+			}
+		})
+	}
+	t.Run("failing stream", func(t *testing.T) {
+		broken := errors.New("disk gone")
+		_, err := u.UploadStream(context.Background(), "application/vnd.test", func() (io.ReadCloser, error) {
+			return io.NopCloser(io.MultiReader(bytes.NewReader(make([]byte, 2*chunk)), iotest.ErrReader(broken))), nil
+		})
+		if !errors.Is(err, broken) {
+			t.Fatalf("UploadStream = %v, want %v", err, broken)
+		}
+		sent := ocispec.Descriptor{Digest: digest.FromBytes(make([]byte, 2*chunk)), Size: 2 * chunk}
+		if held, err := u.exists(context.Background(), sent); err != nil || held {
+			t.Fatalf("the registry holds the failed stream's bytes as a blob: %v, %v", held, err)
+		}
+	})
 }
