@@ -20,11 +20,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
@@ -119,6 +121,14 @@ func TestTaskMatchesContract(t *testing.T) {
 	if len(st.VolumeMounts) != 1 || st.VolumeMounts[0].Name != task.SocketVolume || st.VolumeMounts[0].MountPath != "/run/containerd/containerd.sock" {
 		t.Errorf("socket mount %+v", st.VolumeMounts)
 	}
+	// Both steps read the memory snapshot's dump: the push builds its image.
+	for _, s := range tk.Spec.Steps {
+		if !slices.ContainsFunc(s.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == task.CheckpointVolume && m.MountPath == "$(params."+task.ParamCheckpointDir+")"
+		}) {
+			t.Errorf("step %s does not mount volume %s at checkpoint-dir: %+v", s.Name, task.CheckpointVolume, s.VolumeMounts)
+		}
+	}
 	sc := st.SecurityContext
 	if sc == nil || sc.RunAsUser == nil || *sc.RunAsUser != 0 || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
 		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 ||
@@ -198,6 +208,11 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		if s.Name == task.StepCommit && (p.SnapshotMode != task.SnapshotModeMemory || p.MemoryFallback != task.MemoryFallbackFilesystem ||
 			o.checkpointDir != task.DefaultCheckpointDir || o.snapshotModePath == "") {
 			t.Errorf("step commit does not pass the snapshot mode, its fallback, the checkpoint dir and the SNAPSHOT_MODE result: %+v", o)
+		}
+		// The push step builds a memory snapshot's image from the commit
+		// step's dump.
+		if o.checkpointDir != task.DefaultCheckpointDir || o.layerDir == "" {
+			t.Errorf("step %s does not pass the checkpoint dir and the layer dir: %+v", s.Name, o)
 		}
 	}
 }

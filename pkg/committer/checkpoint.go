@@ -27,7 +27,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +37,6 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -58,7 +56,8 @@ import (
 // CRIU's dump four times before it returns, while the container stays
 // frozen. Here CRIU dumps through containerd's task API straight into the
 // checkpoint directory, the filesystem change is taken beside it, and the
-// containers thaw; the rest is written after the thaw.
+// containers thaw; the rest of the archive is written after the thaw, and
+// the push step builds the image from it (checkpointimage.go).
 
 // ErrMemorySnapshotUnsupported reports a container whose processes cannot
 // be checkpointed and restored: a containerd older than 2.1, a runtime other
@@ -69,17 +68,17 @@ var ErrMemorySnapshotUnsupported = errors.New("MemorySnapshotUnsupported")
 // runcRuntime is the only runtime whose checkpoint options this step sets.
 const runcRuntime = "io.containerd.runc.v2"
 
-// Checkpoint takes a memory snapshot of each target container and stores
-// each as a checkpoint image under its working name (workingName) for the
-// push step. It freezes all of them at once, as Commit does, so that they
+// Checkpoint takes a memory snapshot of each target container and leaves
+// each as a checkpoint archive in CheckpointDir, recorded in LayerDir, for
+// the push step to build its image from (Push). It freezes all of them at once, as Commit does, so that they
 // are checkpointed at one instant; the freeze lasts while CRIU dumps them and
 // their filesystem changes are taken. It fails before freezing where the
 // node cannot checkpoint them, a restore could not pull their base images,
 // or the node's disk has no room for their memory.
 // CheckpointDir must be the same directory for containerd and this process.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
-	if c.cfg.CheckpointDir == "" {
-		return nil, fmt.Errorf("pod %s: no checkpoint directory", c.podRef())
+	if c.cfg.CheckpointDir == "" || c.cfg.LayerDir == "" {
+		return nil, fmt.Errorf("pod %s: a memory snapshot needs a checkpoint directory and a layer directory", c.podRef())
 	}
 	ctx, live, unlock, done, err := c.acquire(c.nsCtx(ctx))
 	if err != nil {
@@ -106,15 +105,25 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 			}
 		}
 	}()
-	dirs := make([]string, len(live))
+	// The archives stay for the push step, which removes them; a failed
+	// checkpoint leaves none.
+	archives := make([]*checkpointRecord, len(live))
+	for i, l := range live {
+		archives[i] = &checkpointRecord{Archive: fmt.Sprintf("%s-%s", c.cfg.Params.RunID, l.target.Container)}
+	}
+	defer func() {
+		if err != nil {
+			for i, l := range live {
+				c.removeCheckpoint(l.target, archives[i])
+			}
+		}
+	}()
 	for i, l := range live {
 		plan, err := c.planOverlay(ctx, l)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
 		}
 		preps[i] = &prepared{live: l, overlay: plan}
-		dirs[i] = filepath.Join(c.cfg.CheckpointDir, fmt.Sprintf("%s-%s", c.cfg.Params.RunID, l.target.Container))
-		defer os.RemoveAll(dirs[i])
 	}
 	res = &CommitResult{}
 	var at time.Time
@@ -131,7 +140,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = c.dump(pctx, l, dirs[i])
+				errs[i] = c.dump(pctx, l, c.archiveDir(archives[i]))
 			}()
 		}
 		wg.Wait()
@@ -143,9 +152,8 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	c.log.Printf("pod %s: %d containers checkpointed and thawed; pause window %d ms", c.podRef(), len(live), res.PauseWindow.Milliseconds())
 	unlock()
 	for i, p := range preps {
-		ci, err := c.checkpointImage(ctx, p, dirs[i], at)
+		ci, err := c.completeArchive(ctx, p, archives[i], at)
 		if err != nil {
-			c.removeImages(ctx, res.Images)
 			return nil, err
 		}
 		res.Images = append(res.Images, *ci)
@@ -245,13 +253,14 @@ func (c *Committer) checkpointError(l *liveContainer, err error) error {
 	return fmt.Errorf("pod %s %s: checkpointing: %w", c.podRef(), l, err)
 }
 
-// checkpointImage completes the checkpoint archive in dir, where CRIU's dump
-// is (at the time the containers were frozen), and stores it as a
-// checkpoint image: one layer holding the archive's files (zstd where that
+// completeArchive completes the checkpoint archive rec names, where CRIU's
+// dump is (taken when the containers were frozen, at), and leaves rec for
+// the push step, which builds the checkpoint image from it
+// (buildCheckpoint): one layer holding the archive's files (zstd where that
 // pays, checkpointLayerType), and on the manifest the annotations that make
 // containerd's CRI restore from it.
-func (c *Committer) checkpointImage(ctx context.Context, p *prepared, dir string, at time.Time) (_ *Committed, err error) {
-	l := p.live
+func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *checkpointRecord, at time.Time) (*Committed, error) {
+	l, dir := p.live, c.archiveDir(rec)
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
 	}
@@ -265,64 +274,34 @@ func (c *Committer) checkpointImage(ctx context.Context, p *prepared, dir string
 	if err := c.writeRootfsDiff(ctx, p, filepath.Join(dir, crmetadata.RootFsDiffTar)); err != nil {
 		return nil, fail("writing the filesystem change: %v", err)
 	}
-	mediaType, err := checkpointLayerType(dir)
+	mediaType, size, err := checkpointLayerType(dir)
 	if err != nil {
 		return nil, fail("sampling the checkpoint: %v", err)
 	}
-	ref := fmt.Sprintf("sandbox-checkpoint-%s-%d", l.info.ID, time.Now().UnixNano())
-	layer, diffID, size, err := c.newLayer(ctx, ref, func(w io.Writer) error { return tarDir(dir, w) }, mediaType)
-	if err != nil {
-		return nil, fail("writing the checkpoint's layer: %v", err)
+	rec.MediaType, rec.Created = mediaType, at.UTC()
+	rec.CreatedBy = fmt.Sprintf("sandbox-checkpoint pod %s container %s", c.podRef(), l.target.Container)
+	rec.Annotations = map[string]string{
+		task.AnnotationCheckpointName:     l.target.Container,
+		task.AnnotationCRIOCheckpointName: l.target.Container,
+		ocispec.AnnotationBaseImageName:   l.info.Image,
 	}
-	defer func() {
-		if err != nil {
-			c.removeLayerFiles(layer)
-		}
-	}()
-	now := time.Now().UTC()
-	cfg, err := json.Marshal(ocispec.Image{
-		Created:  &now,
-		Platform: ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"},
-		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
-		History: []ocispec.History{{Created: &now, Comment: historyComment,
-			CreatedBy: fmt.Sprintf("sandbox-checkpoint pod %s container %s", c.podRef(), l.target.Container)}},
-	})
-	if err != nil {
-		return nil, fail("encoding image config: %v", err)
-	}
-	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
-	if err := writeBlob(ctx, c.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
-		return nil, fail("writing config: %v", err)
-	}
-	m := ocispec.Manifest{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: ocispec.MediaTypeImageManifest,
-		Config:    cfgDesc,
-		Layers:    []ocispec.Descriptor{layer},
-		Annotations: map[string]string{
-			task.AnnotationCheckpointName:     l.target.Container,
-			task.AnnotationCRIOCheckpointName: l.target.Container,
-			ocispec.AnnotationBaseImageName:   l.info.Image,
-		},
+	rec.Labels = map[string]string{
+		LabelSourceImage:   l.info.Image,
+		LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
+		LabelSnapshotter:   l.info.Snapshotter,
 	}
 	// The image a restore pulls before it restores (config.dump's
 	// RootfsImageRef): it must stay in its registry while this one may be
 	// resumed.
 	if _, d, ok := strings.Cut(st.GetImageRef(), "@"); ok && digest.Digest(d).Validate() == nil {
-		m.Annotations[ocispec.AnnotationBaseImageDigest] = d
+		rec.Annotations[ocispec.AnnotationBaseImageDigest] = d
 	}
-	mdesc, err := c.saveImage(ctx, l, m, map[string]string{
-		LabelSourceImage:   l.info.Image,
-		LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
-		LabelLocalBytes:    strconv.FormatInt(size+layer.Size, 10),
-		LabelSnapshotter:   l.info.Snapshotter,
-	})
-	if err != nil {
-		return nil, fail("%v", err)
+	if err := c.writeCheckpointRecord(l.target, rec); err != nil {
+		return nil, fail("leaving the checkpoint's record for the push step: %v", err)
 	}
-	c.log.Printf("pod %s %s checkpointed as %s (manifest %s, checkpoint %d bytes, layer %d bytes, %s)",
-		c.podRef(), l, c.workingName(l.target), mdesc.Digest, size, layer.Size, layer.MediaType)
-	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: size, Layer: layer}, nil
+	c.log.Printf("pod %s %s checkpointed (archive %s, %d bytes; its %s layer is built as it is pushed)",
+		c.podRef(), l, dir, size, mediaType)
+	return &Committed{Target: l.target, DiffSize: size, Layer: ocispec.Descriptor{MediaType: mediaType}}, nil
 }
 
 // writeDumps writes the files containerd's CRI restore reads besides CRIU's
@@ -401,24 +380,25 @@ const (
 const minZstdSaving = 0.10
 
 // checkpointLayerType returns the media type of the layer of the checkpoint
-// archive in dir: zstd when it compresses a sample of the archive's files by
-// at least minZstdSaving, else a plain tar. Memory may not compress (random,
-// compressed or encrypted data), and then a plain tar is written in half the
-// time.
-func checkpointLayerType(dir string) (string, error) {
-	saving, err := zstdSaving(dir)
+// archive in dir, and the bytes of its files: zstd when it compresses a
+// sample of the archive's files by at least minZstdSaving, else a plain tar.
+// Memory may not compress (random, compressed or encrypted data), and then
+// a plain tar is written in half the time.
+func checkpointLayerType(dir string) (string, int64, error) {
+	saving, size, err := zstdSaving(dir)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	if saving < minZstdSaving {
-		return ocispec.MediaTypeImageLayer, nil
+		return ocispec.MediaTypeImageLayer, size, nil
 	}
-	return ocispec.MediaTypeImageLayerZstd, nil
+	return ocispec.MediaTypeImageLayerZstd, size, nil
 }
 
 // zstdSaving returns the part of its size that zstd, at its fastest level,
-// saves on a sample of the regular files under dir (0 when they are empty).
-func zstdSaving(dir string) (float64, error) {
+// saves on a sample of the regular files under dir (0 when they are empty),
+// and the bytes of those files.
+func zstdSaving(dir string) (float64, int64, error) {
 	type file struct {
 		path string
 		size int64
@@ -438,11 +418,11 @@ func zstdSaving(dir string) (float64, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer enc.Close()
 	buf := make([]byte, sampleWindow)
@@ -455,13 +435,13 @@ func zstdSaving(dir string) (float64, error) {
 		if i < sampleWindows && at() < start+fl.size {
 			f, err := os.Open(fl.path)
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			for ; i < sampleWindows && at() < start+fl.size; i++ {
 				n, err := f.ReadAt(buf, at()-start)
 				if err != nil && !errors.Is(err, io.EOF) {
 					f.Close()
-					return 0, err
+					return 0, 0, err
 				}
 				sampled += int64(n)
 				compressed += int64(len(enc.EncodeAll(buf[:n], nil)))
@@ -471,9 +451,9 @@ func zstdSaving(dir string) (float64, error) {
 		start += fl.size
 	}
 	if sampled == 0 {
-		return 0, nil
+		return 0, total, nil
 	}
-	return float64(sampled-compressed) / float64(sampled), nil
+	return float64(sampled-compressed) / float64(sampled), total, nil
 }
 
 // tarDir writes the regular files and directories under dir to w as a tar,

@@ -202,14 +202,59 @@ func TestCheckpointLayerType(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := checkpointLayerType(dir)
+			got, size, err := checkpointLayerType(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
+			var want int64
+			for _, body := range tc.files {
+				want += int64(len(body))
+			}
+			if size != want {
+				t.Errorf("the archive's files hold %d bytes, want %d", size, want)
+			}
 			if got != tc.want {
-				saving, _ := zstdSaving(dir)
+				saving, _, _ := zstdSaving(dir)
 				t.Errorf("layer type %s (zstd saves %.0f%% of the sample), want %s", got, saving*100, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckpointRecord checks the record the commit step leaves the push
+// step of a memory snapshot: it reads back as written, a container without
+// one has none, and a record that names anything but a directory of the
+// checkpoint directory, or a push step without one, is refused.
+func TestCheckpointRecord(t *testing.T) {
+	layers, checkpoints := t.TempDir(), t.TempDir()
+	c := New(nil, Config{Params: &Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, LayerDir: layers, CheckpointDir: checkpoints, Log: io.Discard})
+	app := Target{Container: "app"}
+	want := &checkpointRecord{Archive: "run-1-app", MediaType: ocispec.MediaTypeImageLayer, Created: time.Unix(1700000000, 0).UTC(),
+		CreatedBy: "sandbox-checkpoint pod ns/p container app", Annotations: map[string]string{"a": "b"}, Labels: map[string]string{"c": "d"}}
+	if err := c.writeCheckpointRecord(app, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.readCheckpointRecord(app)
+	if err != nil || got == nil || got.Archive != want.Archive || got.MediaType != want.MediaType || !got.Created.Equal(want.Created) ||
+		got.CreatedBy != want.CreatedBy || !maps.Equal(got.Annotations, want.Annotations) || !maps.Equal(got.Labels, want.Labels) {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, want)
+	}
+	if got, err := c.readCheckpointRecord(Target{Container: "sidecar"}); got != nil || err != nil {
+		t.Errorf("a container without a record reads as %+v, %v; want none", got, err)
+	}
+	for _, archive := range []string{"", ".", "..", "../etc", "a/b", "/var/lib"} {
+		if err := c.writeCheckpointRecord(app, &checkpointRecord{Archive: archive}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.readCheckpointRecord(app); err == nil || !strings.Contains(err.Error(), checkpoints) {
+			t.Errorf("archive %q: got %v, want a refusal naming %s", archive, err, checkpoints)
+		}
+	}
+	if err := c.writeCheckpointRecord(app, want); err != nil {
+		t.Fatal(err)
+	}
+	c.cfg.CheckpointDir = ""
+	if _, err := c.readCheckpointRecord(app); err == nil || !strings.Contains(err.Error(), "no checkpoint directory") {
+		t.Errorf("without a checkpoint directory: got %v, want a refusal", err)
 	}
 }

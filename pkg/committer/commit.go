@@ -55,12 +55,15 @@ const (
 	maxSourceReposInLabel = 16
 )
 
-// Committed describes one image created by the commit step.
+// Committed describes one image created by the commit step. Of a memory
+// snapshot, whose image the push step builds, it has no Manifest, and of
+// its Layer only the media type.
 type Committed struct {
 	Target Target
 	// Manifest is the descriptor of the new manifest in containerd.
 	Manifest ocispec.Descriptor
-	// DiffSize is the size of the uncompressed layer diff.
+	// DiffSize is the size of the uncompressed layer diff (of a memory
+	// snapshot, of the checkpoint archive's files).
 	DiffSize int64
 	// Layer is the descriptor of the new compressed layer.
 	Layer ocispec.Descriptor
@@ -394,7 +397,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		}
 		m.Annotations = ann
 	}
-	mdesc, err := c.saveImage(ctx, l, m, map[string]string{
+	mdesc, _, err := c.saveImage(ctx, l.target, m, map[string]string{
 		LabelSourceImage:   p.baseName,
 		LabelSourceRepos:   strings.Join(p.sourceRepos, ","),
 		LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
@@ -409,32 +412,43 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
 }
 
-// saveImage writes manifest m, whose config and layers are in containerd,
-// and names it l's working name (workingName), with labels.
-func (c *Committer) saveImage(ctx context.Context, l *liveContainer, m ocispec.Manifest, labels map[string]string) (ocispec.Descriptor, error) {
+// saveImage writes manifest m, whose config is in containerd, and names it
+// t's working name (workingName), with labels. It returns the manifest's
+// descriptor and bytes.
+func (c *Committer) saveImage(ctx context.Context, t Target, m ocispec.Manifest, labels map[string]string) (ocispec.Descriptor, []byte, error) {
+	desc, raw, err := writeManifest(ctx, c.client.ContentStore(), m)
+	if err != nil {
+		return desc, nil, err
+	}
+	img := images.Image{Name: c.workingName(t), Target: desc, Labels: labels}
+	is := c.client.ImageService()
+	if _, err := is.Create(ctx, img); err != nil {
+		if !errdefs.IsAlreadyExists(err) {
+			return desc, nil, fmt.Errorf("creating image record: %w", err)
+		}
+		if _, err := is.Update(ctx, img, "target", "labels"); err != nil {
+			return desc, nil, fmt.Errorf("updating image record: %w", err)
+		}
+	}
+	return desc, raw, nil
+}
+
+// writeManifest writes manifest m into cs, labelled so that containerd's
+// garbage collector keeps its config and layers while it keeps m.
+func writeManifest(ctx context.Context, cs content.Ingester, m ocispec.Manifest) (ocispec.Descriptor, []byte, error) {
 	raw, err := json.Marshal(m)
 	if err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("encoding manifest: %w", err)
+		return ocispec.Descriptor{}, nil, fmt.Errorf("encoding manifest: %w", err)
 	}
 	desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(raw), Size: int64(len(raw))}
 	gc := map[string]string{labelGCRefContent + ".config": m.Config.Digest.String()}
 	for i, ld := range m.Layers {
 		gc[labelGCRefContent+".l."+strconv.Itoa(i)] = ld.Digest.String()
 	}
-	if err := writeBlob(ctx, c.client.ContentStore(), desc, raw, gc); err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("writing manifest: %w", err)
+	if err := writeBlob(ctx, cs, desc, raw, gc); err != nil {
+		return ocispec.Descriptor{}, nil, fmt.Errorf("writing manifest: %w", err)
 	}
-	img := images.Image{Name: c.workingName(l.target), Target: desc, Labels: labels}
-	is := c.client.ImageService()
-	if _, err := is.Create(ctx, img); err != nil {
-		if !errdefs.IsAlreadyExists(err) {
-			return ocispec.Descriptor{}, fmt.Errorf("creating image record: %w", err)
-		}
-		if _, err := is.Update(ctx, img, "target", "labels"); err != nil {
-			return ocispec.Descriptor{}, fmt.Errorf("updating image record: %w", err)
-		}
-	}
-	return desc, nil
+	return desc, raw, nil
 }
 
 // appendLayerToConfig appends a diff ID and a history entry to an image

@@ -20,6 +20,7 @@ package committer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -245,6 +246,9 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		}
 		target := fmt.Sprintf("%s/hibernate/%s/app:mem-%d", e.regB.Host, name, cycle)
 		cm := e.checkpointer(t, cri, pod, target)
+		// The second cycle keeps its image on the node, and resumes from it.
+		kept := cycle == 2
+		cm.cfg.KeepLocal, cm.cfg.KeepLocalMaxBytes = kept, 1<<40
 		res, err := cm.Checkpoint(ctx)
 		if !checkpoints(cri) {
 			if !errors.Is(err, ErrMemorySnapshotUnsupported) {
@@ -259,17 +263,29 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		}
 		_, atCheckpoint := counterLines(t, ctx, cri, id)
 		t.Logf("cycle %d: checkpointed in %d ms; the counter was at %d", cycle, res.PauseWindow.Milliseconds(), atCheckpoint)
-		if got := res.Images[0].Layer.MediaType; got != layerType {
-			t.Errorf("cycle %d: the checkpoint's layer is %s, want %s", cycle, got, layerType)
-		}
 		pushed, _, err := cm.Push(ctx)
 		if err != nil {
 			t.Fatalf("cycle %d: push: %v", cycle, err)
 		}
+		// The push built the image from the commit step's archive, and left
+		// nothing of it on the node.
+		for _, dir := range []string{cm.cfg.CheckpointDir, cm.cfg.LayerDir} {
+			if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+				t.Errorf("cycle %d: after the push %s holds %v (%v), want nothing", cycle, dir, left, err)
+			}
+		}
+		m, _ := remoteManifestConfig(t, pushed[0].Target.Repository()+"@"+pushed[0].Digest)
+		if got := m.Layers[0].MediaType; got != layerType || res.Images[0].Layer.MediaType != layerType {
+			t.Errorf("cycle %d: the checkpoint's layer is %s (the commit step said %s), want %s", cycle, got, res.Images[0].Layer.MediaType, layerType)
+		}
 		// The image every restore pulls first is the sandbox's first, also
 		// under a restored container.
-		if m, _ := remoteManifestConfig(t, pushed[0].Target.Repository()+"@"+pushed[0].Digest); m.Annotations[ocispec.AnnotationBaseImageDigest] != baseDigest.String() {
+		if m.Annotations[ocispec.AnnotationBaseImageDigest] != baseDigest.String() {
 			t.Errorf("cycle %d: the checkpoint's %s is %q, want the base's %s", cycle, ocispec.AnnotationBaseImageDigest, m.Annotations[ocispec.AnnotationBaseImageDigest], baseDigest)
+		}
+		ref := pushed[0].Target.Repository() + "@" + pushed[0].Digest
+		if _, err := cri.Client.ImageService().Get(cri.Ctx(ctx), ref); (err == nil) != kept {
+			t.Errorf("cycle %d: the node holds %s: %v; want it kept: %v", cycle, ref, err, kept)
 		}
 		if err := cri.RemovePod(ctx, pod); err != nil {
 			t.Fatal(err)
@@ -282,7 +298,6 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		if pod, err = cri.RunPod(ctx, name, "default", "uid-"+randSuffix()); err != nil {
 			t.Fatal(err)
 		}
-		ref := pushed[0].Target.Repository() + "@" + pushed[0].Digest
 		start := time.Now()
 		if id, err = cri.StartContainer(ctx, pod, "app", ref); err != nil {
 			t.Fatalf("cycle %d: restoring from %s: %v\n%s", cycle, ref, err, cri.Log())
@@ -459,8 +474,11 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		t.Fatalf("checkpoint under the default max-pause: %v", err)
 	}
 	t.Logf("under max-pause %s: pause window %d ms", DefaultMaxPause, res.PauseWindow.Milliseconds())
-	cm.removeImages(ctx, res.Images)
-	cm.removeLayerFiles(res.Images[0].Layer)
+	rec, err := cm.readCheckpointRecord(res.Images[0].Target)
+	if err != nil || rec == nil {
+		t.Fatalf("the checkpoint left no record for the push step: %v", err)
+	}
+	cm.removeCheckpoint(res.Images[0].Target, rec)
 }
 
 // TestCheckpointNoRoom fails a memory snapshot that the node's disk has no
@@ -586,4 +604,133 @@ func TestCheckpointRefusedByCRIU(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 	countsOn(t, ctx, cri, id, "after the refused checkpoint")
+}
+
+// TestCheckpointPushedInChunks pushes memory snapshots, whose layer is
+// hashed as it is uploaded, through a proxy that cuts or refuses chunk
+// PATCHes: a cut chunk resumes (distribution's registry) or the upload
+// starts again from byte 0 and is hashed again (go-containerregistry's,
+// which has no upload status); a registry that refuses chunks gets the
+// layer in one request. Each time the pushed layer reads back as its
+// digest, and the image, kept on the node, unpacks (which checks the
+// config's diff ID against the layer).
+func TestCheckpointPushedInChunks(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRI(t, criuDir(t))
+	if !checkpoints(cri) {
+		t.Skipf("%s refuses memory snapshots before freezing (TestCheckpointRestore)", cri.Version)
+	}
+	ctx := context.Background()
+	dist := startDistribution(t)
+	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Random bytes in its filesystem change: a plain tar of several chunks.
+	script := hibernating(freePort(t))
+	script[len(script)-1] = "head -c 9437184 /dev/urandom >/noise\n" + script[len(script)-1]
+	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the counter did not start: %v", err)
+		}
+	}
+	const chunk = 2 << 20
+	for _, tc := range []struct {
+		name  string
+		ggcr  bool
+		fault func(n int, cp chunkPatch) patchFault
+		check func(t *testing.T, patches []chunkPatch, streamed int, size int64)
+	}{
+		{
+			name: "third chunk cut mid-way: resumed",
+			fault: func(n int, _ chunkPatch) patchFault {
+				if n == 3 {
+					return cutKeepHalf
+				}
+				return passPatch
+			},
+			check: func(t *testing.T, patches []chunkPatch, _ int, _ int64) {
+				cut := patches[2]
+				if half := (cut.end - cut.start + 1) / 2; len(patches) < 4 || patches[3].start != cut.start+half {
+					t.Errorf("after the cut at %d+%d the next PATCH is %+v, want it to start at %d", cut.start, half, patches[3:], cut.start+half)
+				}
+			},
+		},
+		{
+			name: "no upload status: started again and hashed again",
+			ggcr: true,
+			fault: func(n int, _ chunkPatch) patchFault {
+				if n == 3 {
+					return cutKeepHalf
+				}
+				return passPatch
+			},
+			check: func(t *testing.T, patches []chunkPatch, _ int, size int64) {
+				restarts := 0
+				for _, cp := range patches[1:] {
+					if cp.start == 0 {
+						restarts++
+					}
+				}
+				if last := patches[len(patches)-1]; restarts != 1 || last.end != size-1 {
+					t.Errorf("chunk PATCHes %+v: %d restarts from byte 0, want 1, ending at byte %d", patches, restarts, size-1)
+				}
+			},
+		},
+		{
+			name: "chunks refused: one request",
+			fault: func(int, chunkPatch) patchFault {
+				return refuseRange
+			},
+			check: func(t *testing.T, patches []chunkPatch, streamed int, _ int64) {
+				if len(patches) != 1 || streamed != 2 {
+					t.Errorf("chunk PATCHes %+v and %d monolithic uploads, want the first PATCH refused, then the layer and the config in one request each", patches, streamed)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := dist
+			if tc.ggcr {
+				r := ctrharness.NewRegistry()
+				defer r.Close()
+				reg = r.Host
+			}
+			proxy := newCuttingProxy(t, reg, tc.fault)
+			cm := e.checkpointer(t, cri, pod, proxy.host+"/hibernate/"+pod.Config.Metadata.Name+"/app:chunked")
+			cm.chunkSize = chunk
+			cm.cfg.KeepLocal, cm.cfg.KeepLocalMaxBytes = true, 1<<40
+			if _, err := cm.Checkpoint(ctx); err != nil {
+				t.Fatalf("checkpoint: %v\n%s", err, cri.Log())
+			}
+			pushed, _, err := cm.Push(ctx)
+			if err != nil {
+				t.Fatalf("push: %v", err)
+			}
+			ref := pushed[0].Target.Repository() + "@" + pushed[0].Digest
+			m, cfg := remoteManifestConfig(t, ref)
+			layer := m.Layers[0]
+			patches, streamed := proxy.record()
+			t.Logf("layer %s of %d bytes; chunk PATCHes %+v; %d monolithic", layer.Digest, layer.Size, patches, streamed)
+			if layer.MediaType != ocispec.MediaTypeImageLayer || layer.Size <= 3*chunk {
+				t.Fatalf("the layer is %s of %d bytes, want a plain tar of more than 3 chunks", layer.MediaType, layer.Size)
+			}
+			var rootfs ocispec.RootFS
+			if err := json.Unmarshal(cfg["rootfs"], &rootfs); err != nil || len(rootfs.DiffIDs) != 1 || rootfs.DiffIDs[0] != layer.Digest {
+				t.Errorf("the config's rootfs is %s (%v), want the plain tar's digest %s", cfg["rootfs"], err, layer.Digest)
+			}
+			assertLayerDigests(t, ref)
+			tc.check(t, patches, streamed, layer.Size)
+			if _, err := cri.Client.ImageService().Get(cri.Ctx(ctx), ref); err != nil {
+				t.Errorf("the image was not kept (unpacked) on the node: %v", err)
+			}
+			countsOn(t, ctx, cri, id, "after the push")
+		})
+	}
 }

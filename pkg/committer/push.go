@@ -84,13 +84,17 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 	committed := make([]*committedImage, len(c.cfg.Params.Targets))
 	errs := make([]error, len(committed))
 	for i, t := range c.cfg.Params.Targets {
-		if committed[i], errs[i] = c.readCommitted(ctx, t); errs[i] != nil {
+		if committed[i], errs[i] = c.readStep(ctx, t); errs[i] != nil {
 			errs[i] = fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, errs[i])
 		}
 	}
 	defer func() {
 		for _, ci := range committed {
-			if ci != nil {
+			switch {
+			case ci == nil:
+			case ci.checkpoint != nil:
+				c.removeCheckpoint(ci.target, ci.checkpoint)
+			default:
 				c.removeLayerFiles(ci.manifest.Layers...)
 			}
 		}
@@ -100,14 +104,21 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 		return nil, stats, err
 	}
 	// Ingesting and unpacking for a resume on this node run beside the
-	// upload.
+	// upload. A memory snapshot's image is built as it is pushed; built
+	// says when.
 	unpacked := make([]chan error, len(c.cfg.Params.Targets))
+	built := make([]chan struct{}, len(c.cfg.Params.Targets))
+	for i := range built {
+		built[i] = make(chan struct{})
+	}
 	if c.cfg.KeepLocal {
 		for i, ci := range committed {
 			unpacked[i] = make(chan error, 1)
 			go func() {
-				err := c.ingestLayerFiles(ctx, ci)
-				if err == nil {
+				var err error
+				if ci.checkpoint != nil {
+					err = c.ingestCheckpoint(ctx, ci, built[i])
+				} else if err = c.ingestLayerFiles(ctx, ci); err == nil {
 					err = c.unpackLocal(ctx, ci.image)
 				}
 				unpacked[i] <- err
@@ -121,7 +132,15 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := c.pushOne(ctx, committed[i], pusher, puller, opts, stats)
+			var err error
+			if ci := committed[i]; ci.checkpoint != nil {
+				err = c.buildCheckpoint(ctx, ci, pusher)
+			}
+			close(built[i])
+			var p *Pushed
+			if err == nil {
+				p, err = c.pushOne(ctx, committed[i], pusher, puller, opts, stats)
+			}
 			if err != nil {
 				errs[i] = fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
 				return
@@ -173,12 +192,27 @@ func (c *Committer) deleteLocal(ctx context.Context, targets []Target) {
 	}
 }
 
-// committedImage is a committed image as the commit step left it.
+// committedImage is a committed image as the commit step left it; for a
+// memory snapshot, checkpoint, until the push builds its image.
 type committedImage struct {
 	target   Target
 	image    images.Image
 	raw      []byte
 	manifest ocispec.Manifest
+
+	checkpoint *checkpointRecord
+	// uploaded is the layer the push uploaded as it built it.
+	uploaded digest.Digest
+}
+
+// readStep reads what this run's commit step left for t: the record of a
+// memory snapshot, or the image it committed.
+func (c *Committer) readStep(ctx context.Context, t Target) (*committedImage, error) {
+	rec, err := c.readCheckpointRecord(t)
+	if err != nil || rec != nil {
+		return &committedImage{target: t, checkpoint: rec}, err
+	}
+	return c.readCommitted(ctx, t)
 }
 
 // readCommitted reads the image this run's commit step committed for t.
@@ -214,6 +248,9 @@ func (c *Committer) pushOne(ctx context.Context, ci *committedImage, pusher *rem
 	var wg sync.WaitGroup
 	var chunked *upload.Chunked
 	for i, d := range blobs {
+		if d.Digest == ci.uploaded {
+			continue
+		}
 		layer, local, err := c.blobLayer(ctx, d, repo, sources, puller)
 		if err != nil {
 			errs[i] = err

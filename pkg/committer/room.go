@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	v1stats "github.com/containerd/cgroups/v3/cgroup1/stats"
 	v2stats "github.com/containerd/cgroups/v3/cgroup2/stats"
@@ -44,14 +43,13 @@ const reserveFraction = 10
 const fullBelow = 16 << 20
 
 // checkRoom fails with ErrNoRoom, before anything is frozen, when the
-// filesystems of CheckpointDir and LayerDir have no room for what a memory
-// snapshot of live writes there: CRIU's dump of the containers' memory in
-// the one, the layer built from it in the other (both in one filesystem
-// when they share it), and still leave reserveFraction of it free. The
-// memory is the containers' anonymous (and, on cgroup v2, shared) memory as
-// their cgroups count it; a container whose count cannot be read is
-// logged and left out, and a dump that fills the disk all the same is told
-// apart afterwards (dumpFull).
+// filesystem of CheckpointDir has no room for CRIU's dump of the memory of
+// live and still leave reserveFraction of it free. The memory is the
+// containers' anonymous (and, on cgroup v2, shared) memory as their cgroups
+// count it; a container whose count cannot be read is logged and left out,
+// and a dump that fills the disk all the same is told apart afterwards
+// (dumpFull). The push step builds the image from the dump without copying
+// it.
 func (c *Committer) checkRoom(ctx context.Context, live []*liveContainer) error {
 	var mem uint64
 	for _, l := range live {
@@ -62,52 +60,26 @@ func (c *Committer) checkRoom(ctx context.Context, live []*liveContainer) error 
 		}
 		mem += n
 	}
-	type fsNeed struct {
-		path string   // one of its directories
-		dirs []string // its directories, named for errors
-		need uint64
+	var fs unix.Statfs_t
+	if err := unix.Statfs(c.cfg.CheckpointDir, &fs); err != nil {
+		return fmt.Errorf("pod %s: %w", c.podRef(), err)
 	}
-	var needs []*fsNeed
-	byDev := map[uint64]*fsNeed{}
-	for _, dir := range []struct{ name, path string }{{"checkpoint-dir", c.cfg.CheckpointDir}, {"layer-dir", c.cfg.LayerDir}} {
-		if dir.path == "" {
-			continue
-		}
-		var st unix.Stat_t
-		if err := unix.Stat(dir.path, &st); err != nil {
-			return fmt.Errorf("pod %s: %w", c.podRef(), err)
-		}
-		n := byDev[st.Dev]
-		if n == nil {
-			n = &fsNeed{path: dir.path}
-			byDev[st.Dev] = n
-			needs = append(needs, n)
-		}
-		n.dirs = append(n.dirs, dir.name+" "+dir.path)
-		n.need += mem
-	}
-	for _, n := range needs {
-		var fs unix.Statfs_t
-		if err := unix.Statfs(n.path, &fs); err != nil {
-			return fmt.Errorf("pod %s: %w", c.podRef(), err)
-		}
-		if err := room(strings.Join(n.dirs, " and "), n.need, fs.Bavail*uint64(fs.Bsize), fs.Blocks*uint64(fs.Bsize)); err != nil {
-			return fmt.Errorf("pod %s: %w", c.podRef(), err)
-		}
+	if err := room("checkpoint-dir "+c.cfg.CheckpointDir, mem, fs.Bavail*uint64(fs.Bsize), fs.Blocks*uint64(fs.Bsize)); err != nil {
+		return fmt.Errorf("pod %s: %w", c.podRef(), err)
 	}
 	return nil
 }
 
-// room fails with ErrNoRoom when writing need bytes to dirs, on a
-// filesystem of total bytes with free of them free, would leave less than
+// room fails with ErrNoRoom when writing need bytes to dir, on a filesystem
+// of total bytes with free of them free, would leave less than
 // reserveFraction of it free.
-func room(dirs string, need, free, total uint64) error {
+func room(dir string, need, free, total uint64) error {
 	reserve := total / reserveFraction
 	if free >= reserve && free-reserve >= need {
 		return nil
 	}
 	return fmt.Errorf("%w: the containers' memory needs about %s in %s, whose filesystem has %s free of %s and must keep %s (a tenth, kubelet's default eviction threshold) free",
-		ErrNoRoom, mib(need), dirs, mib(free), mib(total), mib(reserve))
+		ErrNoRoom, mib(need), dir, mib(free), mib(total), mib(reserve))
 }
 
 // memoryOf returns the bytes of memory CRIU dumps of task, as its cgroup

@@ -21,9 +21,10 @@ limitations under the License.
 // loopback registry (behind a paced link with --registry-mbit) and restored
 // into a new pod, once with the image kept on the node and once pulled. It
 // prints, per size, medians of the iterations: the freeze, the whole
-// checkpoint (freeze and image) and the CPU time the committer and
-// containerd spent on it, the push (with the keeping of the image on the
-// node) and containerd's CPU time in it, the two together, the image's size
+// checkpoint (the freeze and the rest of the archive: all the commit step
+// does) and the CPU time the committer and containerd spent on it, the push
+// (building the image as it uploads it, and keeping it on the node) and
+// containerd's CPU time in it, the two together, the image's size
 // against the resident memory, and the restore to a first successful exec.
 // It needs root. Run it through test/bench-hibernate.sh.
 package main
@@ -43,7 +44,10 @@ import (
 
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/opencontainers/go-digest"
 
@@ -99,7 +103,7 @@ func run(hog string, sizes string, iterations int, mbit int64) error {
 	}
 	defer os.RemoveAll(work)
 	fmt.Printf("%s, CRIU from %s, registry over %s, %d iterations per size\n\n", cri.Version, os.Getenv("CRIU_DIR"), link, iterations)
-	fmt.Println("| resident | freeze | checkpoint (freeze + image) | per GiB | its CPU: committer / containerd | push | containerd's CPU in it | checkpoint + push | image | image / resident | restore, kept on the node | restore, pulled |")
+	fmt.Println("| resident | freeze | checkpoint (the commit step) | per GiB | its CPU: committer / containerd | push (image built as uploaded) | containerd's CPU in it | checkpoint + push | image | image / resident | restore, kept on the node | restore, pulled |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, f := range strings.Split(sizes, ",") {
 		mib, err := strconv.Atoi(strings.TrimSpace(f))
@@ -164,7 +168,7 @@ func once(cri *ctrharness.Containerd, base, work string, mib, i int) (sample, er
 	s.checkpoint, s.freeze = time.Since(start), res.PauseWindow
 	s.committerCPU = seconds(proc.OwnCPUSeconds() - ownCPU)
 	s.containerdCPU = seconds(proc.CPUSeconds(cri.Pid()) - ctrdCPU)
-	s.imageBytes, s.archiveBytes = res.Images[0].Layer.Size, res.Images[0].DiffSize
+	s.archiveBytes = res.Images[0].DiffSize
 	start, ctrdCPU = time.Now(), proc.CPUSeconds(cri.Pid())
 	pushed, _, err := cm.Push(ctx)
 	if err != nil {
@@ -174,19 +178,45 @@ func once(cri *ctrharness.Containerd, base, work string, mib, i int) (sample, er
 	s.total = s.checkpoint + s.push
 	s.pushContainerdCPU = seconds(proc.CPUSeconds(cri.Pid()) - ctrdCPU)
 	ref := pushed[0].Target.Repository() + "@" + pushed[0].Digest
+	layer, err := pushedLayer(ref)
+	if err != nil {
+		return s, err
+	}
+	s.imageBytes = layer.Size
 	if s.restoreLocal, err = restore(ctx, cri, name+"-local", ref, mib); err != nil {
 		return s, fmt.Errorf("restore kept on the node: %w", err)
 	}
 	if err := forget(ctx, cri, pushed[0].Target.Repository()); err != nil {
 		return s, err
 	}
-	if _, err := cri.Client.ContentStore().Info(cri.Ctx(ctx), res.Images[0].Layer.Digest); !errdefs.IsNotFound(err) {
+	if _, err := cri.Client.ContentStore().Info(cri.Ctx(ctx), digest.Digest(layer.Digest.String())); !errdefs.IsNotFound(err) {
 		return s, fmt.Errorf("the node still holds the checkpoint's layer (%v): the restore would not pull it", err)
 	}
 	if s.restorePulled, err = restore(ctx, cri, name+"-pulled", ref, mib); err != nil {
 		return s, fmt.Errorf("restore pulled: %w", err)
 	}
 	return s, forget(ctx, cri, pushed[0].Target.Repository())
+}
+
+// pushedLayer returns the descriptor of the one layer of the checkpoint
+// image ref in the registry.
+func pushedLayer(ref string) (v1.Descriptor, error) {
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	img, err := remote.Image(r)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	if len(m.Layers) != 1 {
+		return v1.Descriptor{}, fmt.Errorf("%s has %d layers, want 1", ref, len(m.Layers))
+	}
+	return m.Layers[0], nil
 }
 
 // restore creates a pod whose container's image is the checkpoint ref and

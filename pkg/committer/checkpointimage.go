@@ -1,0 +1,329 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package committer
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/errdefs"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
+)
+
+// A memory snapshot's image is built in the push step, from the checkpoint
+// archive the commit step leaves on the node: its one layer, the archive's
+// files as a tar, is hashed as it is uploaded, in chunks whose final PUT
+// names the digest. The commit step thus ends once the containers are
+// thawed and the archive is complete, and the archive is read once for the
+// upload (and once more to keep the image on the node), never copied into a
+// layer file first.
+
+// checkpointRecord is what the commit step leaves the push step of one
+// container's memory snapshot (in Config.LayerDir): where its archive is and
+// what its image carries besides the layer.
+type checkpointRecord struct {
+	// Archive is the archive's directory, in Config.CheckpointDir.
+	Archive string `json:"archive"`
+	// MediaType is the layer's: zstd when the archive compresses, else a
+	// plain tar (checkpointLayerType).
+	MediaType string `json:"mediaType"`
+	// Created is when the containers were frozen.
+	Created time.Time `json:"created"`
+	// CreatedBy is the image history's entry.
+	CreatedBy string `json:"createdBy"`
+	// Annotations are the manifest's: those containerd's CRI restores by.
+	Annotations map[string]string `json:"annotations"`
+	// Labels are the containerd image record's.
+	Labels map[string]string `json:"labels"`
+}
+
+// checkpointRecordPath is where the commit step leaves the record of
+// container's memory snapshot.
+func (c *Committer) checkpointRecordPath(container string) string {
+	return filepath.Join(c.cfg.LayerDir, "checkpoint-"+container+".json")
+}
+
+// writeCheckpointRecord leaves rec for the push step of target t.
+func (c *Committer) writeCheckpointRecord(t Target, rec *checkpointRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(c.checkpointRecordPath(t.Container), b, 0o600)
+}
+
+// readCheckpointRecord reads the record the commit step left of t's memory
+// snapshot; nil when it took none.
+func (c *Committer) readCheckpointRecord(t Target) (*checkpointRecord, error) {
+	if c.cfg.LayerDir == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.checkpointRecordPath(t.Container))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	rec := &checkpointRecord{}
+	if err := json.Unmarshal(b, rec); err != nil {
+		return nil, fmt.Errorf("decoding the commit step's checkpoint record: %w", err)
+	}
+	if c.cfg.CheckpointDir == "" {
+		return nil, errors.New("the commit step took a memory snapshot, and this step has no checkpoint directory to read it from")
+	}
+	if rec.Archive == "" || rec.Archive == "." || rec.Archive == ".." || filepath.Base(rec.Archive) != rec.Archive {
+		return nil, fmt.Errorf("the commit step's checkpoint record names archive %q, not a directory of %s", rec.Archive, c.cfg.CheckpointDir)
+	}
+	return rec, nil
+}
+
+// removeCheckpoint removes the archive of t's memory snapshot and its
+// record: they hold the sandbox's memory.
+func (c *Committer) removeCheckpoint(t Target, rec *checkpointRecord) {
+	for _, p := range []string{c.archiveDir(rec), c.checkpointRecordPath(t.Container)} {
+		if err := os.RemoveAll(p); err != nil {
+			c.log.Printf("pod %s container %q: removing %s: %v", c.podRef(), t.Container, p, err)
+		}
+	}
+}
+
+// archiveDir is the directory of rec's archive.
+func (c *Committer) archiveDir(rec *checkpointRecord) string {
+	return filepath.Join(c.cfg.CheckpointDir, rec.Archive)
+}
+
+// buildCheckpoint builds the image of ci's memory snapshot as it uploads its
+// layer to ci's repository (uploadCheckpointLayer), then writes its config
+// and manifest into containerd under the working name, as the commit step
+// does a filesystem snapshot's. It fills ci as readCommitted does, the layer
+// marked uploaded.
+func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pusher *remote.Pusher) error {
+	rec := ci.checkpoint
+	start := time.Now()
+	layer, diffID, tarSize, err := c.uploadCheckpointLayer(ctx, ci, pusher)
+	if err != nil {
+		return fmt.Errorf("uploading the checkpoint's layer: %w", err)
+	}
+	c.log.Printf("pod %s container %q: uploaded the checkpoint's layer %s (%d bytes, %s) in %s",
+		c.podRef(), ci.target.Container, layer.Digest, layer.Size, layer.MediaType, time.Since(start).Round(time.Millisecond))
+	m, err := c.writeCheckpointConfig(ctx, rec, layer, diffID)
+	if err != nil {
+		return err
+	}
+	// What keeping it takes on the node: the layer and its unpacked tar.
+	labels := map[string]string{LabelLocalBytes: strconv.FormatInt(layer.Size+tarSize, 10)}
+	for k, v := range rec.Labels {
+		labels[k] = v
+	}
+	mdesc, raw, err := c.saveImage(ctx, ci.target, m, labels)
+	if err != nil {
+		return err
+	}
+	ci.image = images.Image{Name: c.workingName(ci.target), Target: mdesc, Labels: labels}
+	ci.raw, ci.manifest, ci.uploaded = raw, m, layer.Digest
+	return nil
+}
+
+// writeCheckpointConfig writes into containerd the config of rec's image,
+// whose one layer is layer with diffID, and returns its manifest: the same
+// bytes from the upload and from the pass that keeps the image on the node.
+func (c *Committer) writeCheckpointConfig(ctx context.Context, rec *checkpointRecord, layer ocispec.Descriptor, diffID digest.Digest) (ocispec.Manifest, error) {
+	cfg, err := json.Marshal(ocispec.Image{
+		Created:  &rec.Created,
+		Platform: ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"},
+		RootFS:   ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{diffID}},
+		History:  []ocispec.History{{Created: &rec.Created, Comment: historyComment, CreatedBy: rec.CreatedBy}},
+	})
+	if err != nil {
+		return ocispec.Manifest{}, fmt.Errorf("encoding image config: %w", err)
+	}
+	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
+	if err := writeBlob(ctx, c.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
+		return ocispec.Manifest{}, fmt.Errorf("writing config: %w", err)
+	}
+	return ocispec.Manifest{
+		Versioned:   specs.Versioned{SchemaVersion: 2},
+		MediaType:   ocispec.MediaTypeImageManifest,
+		Config:      cfgDesc,
+		Layers:      []ocispec.Descriptor{layer},
+		Annotations: rec.Annotations,
+	}, nil
+}
+
+// uploadCheckpointLayer uploads the layer of ci's archive, hashed as it is
+// sent (upload.Chunked.UploadStream), and returns its descriptor, its diff
+// ID and the size of its tar. A registry that refuses chunks gets it in one
+// request, its digest found by a pass of its own first.
+func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImage, pusher *remote.Pusher) (ocispec.Descriptor, digest.Digest, int64, error) {
+	rec, dir := ci.checkpoint, c.archiveDir(ci.checkpoint)
+	// Each pass of the archive (one, unless the upload starts again) gives
+	// the tar's digest and size.
+	var mu sync.Mutex
+	var tarDigest digest.Digest
+	var tarSize int64
+	open := func() (io.ReadCloser, error) {
+		pr, pw := io.Pipe()
+		go func() {
+			d, n, err := writeArchiveLayer(pw, dir, rec.MediaType)
+			if err == nil {
+				mu.Lock()
+				tarDigest, tarSize = d, n
+				mu.Unlock()
+			}
+			pw.CloseWithError(err)
+		}()
+		return pr, nil
+	}
+	repo := ci.target.Tag.Context()
+	var layer ocispec.Descriptor
+	chunked, err := c.newChunkedUploader(ctx, repo, nil)
+	if err == nil {
+		layer, err = chunked.UploadStream(ctx, rec.MediaType, open)
+	}
+	if errors.Is(err, upload.ErrChunkedRefused) {
+		c.log.Printf("pod %s: %s: %v; hashing the checkpoint's layer, then uploading it in one request", c.podRef(), repo, err)
+		if layer, err = archiveLayer(dir, rec.MediaType); err == nil {
+			var l v1.Layer
+			if l, err = partial.CompressedToLayer(&localLayer{desc: layer, open: open}); err == nil {
+				err = pusher.Upload(ctx, repo, l)
+			}
+		}
+	}
+	if err != nil {
+		return ocispec.Descriptor{}, "", 0, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if rec.MediaType == ocispec.MediaTypeImageLayer {
+		tarDigest = layer.Digest
+	}
+	return layer, tarDigest, tarSize, nil
+}
+
+// archiveLayer returns the descriptor of the layer of the archive in dir.
+func archiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
+	layer, _, _, err := writeLayer(io.Discard, func(w io.Writer) error { return tarDir(dir, w) }, mediaType)
+	return layer, err
+}
+
+// writeArchiveLayer writes to w the layer of the archive in dir: its files
+// as a tar, compressed when mediaType says (compressor). It returns the
+// tar's size and, when it is compressed, its digest; a plain tar's is the
+// layer's, which whoever reads w hashes.
+func writeArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64, error) {
+	write := func(w io.Writer) error { return tarDir(dir, w) }
+	if mediaType != ocispec.MediaTypeImageLayer {
+		_, diffID, size, err := writeLayer(w, write, mediaType)
+		return diffID, size, err
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	cnt := &countingWriter{}
+	if err := write(io.MultiWriter(bw, cnt)); err != nil {
+		return "", 0, err
+	}
+	return "", cnt.n, bw.Flush()
+}
+
+// ingestCheckpoint keeps ci's memory snapshot on this node, beside the
+// upload: a pass of its own over the archive writes the layer into
+// containerd's content store, which hashes it, and containerd unpacks the
+// image, under a lease; once built is closed, the image the upload built
+// must be the same (its record then holds what was unpacked). It does not
+// wait for the upload's digest: unpacking, on a node as busy as the upload,
+// takes as long as the upload itself.
+func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, built <-chan struct{}) (err error) {
+	rec := ci.checkpoint
+	lctx, done, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	if err != nil {
+		return fmt.Errorf("creating containerd lease: %w", err)
+	}
+	defer done(context.WithoutCancel(ctx))
+	cs := c.client.ContentStore()
+	ref := "sandbox-ingest-checkpoint-" + c.cfg.Params.RunID + "-" + ci.target.Container
+	// A failed ingest leaves no part of the sandbox's memory in containerd.
+	defer func() {
+		if err != nil {
+			if aerr := cs.Abort(context.WithoutCancel(ctx), ref); aerr != nil && !errdefs.IsNotFound(aerr) {
+				c.log.Printf("pod %s container %q: aborting ingest %s: %v", c.podRef(), ci.target.Container, ref, aerr)
+			}
+		}
+	}()
+	w, err := content.OpenWriter(lctx, cs, content.WithRef(ref))
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if err := w.Truncate(0); err != nil {
+		return err
+	}
+	cnt := &countingWriter{}
+	diffID, tarSize, err := writeArchiveLayer(io.MultiWriter(w, cnt), c.archiveDir(rec), rec.MediaType)
+	if err != nil {
+		return fmt.Errorf("writing the checkpoint's layer into containerd: %w", err)
+	}
+	// containerd reports the digest of what it was written so far.
+	layer := ocispec.Descriptor{MediaType: rec.MediaType, Digest: w.Digest(), Size: cnt.n}
+	if diffID == "" {
+		diffID = layer.Digest
+	}
+	err = w.Commit(lctx, layer.Size, layer.Digest, content.WithLabels(map[string]string{labelUncompressed: diffID.String()}))
+	if err != nil && !errdefs.IsAlreadyExists(err) {
+		return fmt.Errorf("committing the checkpoint's layer %s into containerd: %w", layer.Digest, err)
+	}
+	m, err := c.writeCheckpointConfig(lctx, rec, layer, diffID)
+	if err != nil {
+		return err
+	}
+	mdesc, _, err := writeManifest(lctx, cs, m)
+	if err != nil {
+		return err
+	}
+	if err := c.unpackLocal(lctx, images.Image{Name: c.workingName(ci.target), Target: mdesc, Labels: rec.Labels}); err != nil {
+		return err
+	}
+	c.log.Printf("pod %s container %q: unpacked the checkpoint's image %s (%d bytes, %d unpacked) for a resume on this node",
+		c.podRef(), ci.target.Container, mdesc.Digest, layer.Size, tarSize)
+	select {
+	case <-built:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if ci.image.Target.Digest != mdesc.Digest {
+		return fmt.Errorf("the image unpacked, %s, is not the one pushed, %q", mdesc.Digest, ci.image.Target.Digest)
+	}
+	return nil
+}
