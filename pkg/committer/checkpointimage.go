@@ -295,8 +295,11 @@ func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, bu
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint's layer into containerd: %w", err)
 	}
-	// containerd reports the digest of what it was written so far.
+	// containerd reports the digest of what was written to it so far.
 	layer := ocispec.Descriptor{MediaType: rec.MediaType, Digest: w.Digest(), Size: cnt.n}
+	if layer.Digest.Validate() != nil {
+		return fmt.Errorf("containerd reports the digest %q for the checkpoint's layer", layer.Digest)
+	}
 	if diffID == "" {
 		diffID = layer.Digest
 	}
