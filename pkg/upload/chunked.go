@@ -339,6 +339,15 @@ func (u *Chunked) send(ctx context.Context, loc string, d ocispec.Descriptor, op
 	free <- make([]byte, size)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// emit hands c to the sender, unless it has stopped.
+	emit := func(c chunk) bool {
+		select {
+		case chunks <- c:
+			return true
+		case <-rctx.Done():
+			return false
+		}
+	}
 	go func() {
 		defer close(chunks)
 		var off int64
@@ -355,19 +364,15 @@ func (u *Chunked) send(ctx context.Context, loc string, d ocispec.Descriptor, op
 			n, err := io.ReadFull(rc, b)
 			end := streamed && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
 			if err != nil && !end {
-				chunks <- chunk{err: fmt.Errorf("reading blob %s at byte %d: %w", blobName(d), off, err)}
+				emit(chunk{err: fmt.Errorf("reading blob %s at byte %d: %w", blobName(d), off, err)})
 				return
 			}
 			if streamed {
 				dg.Hash().Write(b[:n])
 			}
 			off += int64(n)
-			if n > 0 {
-				select {
-				case chunks <- chunk{b: b[:n]}:
-				case <-rctx.Done():
-					return
-				}
+			if n > 0 && !emit(chunk{b: b[:n]}) {
+				return
 			}
 			if end {
 				return
