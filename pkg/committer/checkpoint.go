@@ -70,9 +70,9 @@ const runcRuntime = "io.containerd.runc.v2"
 
 // Checkpoint takes a memory snapshot of each target container and leaves
 // each as a checkpoint archive in CheckpointDir, recorded in LayerDir, for
-// the push step to build its image from (Push). It freezes all of them at once, as Commit does, so that they
-// are checkpointed at one instant; the freeze lasts while CRIU dumps them and
-// their filesystem changes are taken. It fails before freezing where the
+// the push step to build its image from (Push). It freezes all of them at
+// once, as Commit does, so that they are checkpointed at one instant; the
+// freeze lasts while CRIU dumps them and their filesystem changes are taken. It fails before freezing where the
 // node cannot checkpoint them, a restore could not pull their base images,
 // or the node's disk has no room for their memory.
 // CheckpointDir must be the same directory for containerd and this process.

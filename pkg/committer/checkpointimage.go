@@ -242,20 +242,31 @@ func archiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
 
 // writeArchiveLayer writes to w the layer of the archive in dir: its files
 // as a tar, compressed when mediaType says (compressor). It returns the
-// tar's size and, when it is compressed, its digest; a plain tar's is the
-// layer's, which whoever reads w hashes.
+// tar's size and, when it is compressed, its digest; the layer's own digest
+// (a plain tar's, its diff ID too) is left to whoever reads w, which hashes
+// what it sends or stores.
 func writeArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64, error) {
-	write := func(w io.Writer) error { return tarDir(dir, w) }
-	if mediaType != ocispec.MediaTypeImageLayer {
-		_, diffID, size, err := writeLayer(w, write, mediaType)
-		return diffID, size, err
-	}
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cnt := &countingWriter{}
-	if err := write(io.MultiWriter(bw, cnt)); err != nil {
+	if mediaType == ocispec.MediaTypeImageLayer {
+		if err := tarDir(dir, io.MultiWriter(bw, cnt)); err != nil {
+			return "", 0, err
+		}
+		return "", cnt.n, bw.Flush()
+	}
+	zw, err := compressor(bw, mediaType)
+	if err != nil {
 		return "", 0, err
 	}
-	return "", cnt.n, bw.Flush()
+	dg := digest.Canonical.Digester()
+	err = tarDir(dir, io.MultiWriter(zw, dg.Hash(), cnt))
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return dg.Digest(), cnt.n, bw.Flush()
 }
 
 // ingestCheckpoint keeps ci's memory snapshot on this node, beside the

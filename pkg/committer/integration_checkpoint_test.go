@@ -405,17 +405,24 @@ func TestCheckpointRestoreSidecar(t *testing.T) {
 // MiB in a shell variable, and returns them once its counter has started.
 func (e *testEnv) holding(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, mib int) (*ctrharness.Pod, string) {
 	t.Helper()
+	return e.counting(t, ctx, cri, fmt.Sprintf("hold=$(head -c %d /dev/zero | tr '\\0' x)\n", mib<<20))
+}
+
+// counting runs a pod whose container app runs prelude, then hibernating,
+// and returns them once its counter has started.
+func (e *testEnv) counting(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, prelude string) (*ctrharness.Pod, string) {
+	t.Helper()
 	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
 	if err != nil {
 		t.Fatal(err)
 	}
 	script := hibernating(freePort(t))
-	script[len(script)-1] = fmt.Sprintf("hold=$(head -c %d /dev/zero | tr '\\0' x)\n", mib<<20) + script[len(script)-1]
+	script[len(script)-1] = prelude + script[len(script)-1]
 	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The counter starts once the memory is held.
+	// The counter starts once the prelude is done.
 	for deadline := time.Now().Add(time.Minute); ; {
 		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
 			return pod, id
@@ -622,24 +629,8 @@ func TestCheckpointPushedInChunks(t *testing.T) {
 	}
 	ctx := context.Background()
 	dist := startDistribution(t)
-	pod, err := cri.RunPod(ctx, "sb-"+randSuffix(), "default", "uid-"+randSuffix())
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Random bytes in its filesystem change: a plain tar of several chunks.
-	script := hibernating(freePort(t))
-	script[len(script)-1] = "head -c 9437184 /dev/urandom >/noise\n" + script[len(script)-1]
-	id, err := cri.StartContainer(ctx, pod, "app", e.ociBase, script...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the counter did not start: %v", err)
-		}
-	}
+	pod, id := e.counting(t, ctx, cri, "head -c 9437184 /dev/urandom >/noise\n")
 	const chunk = 2 << 20
 	for _, tc := range []struct {
 		name  string
