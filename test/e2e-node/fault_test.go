@@ -228,14 +228,22 @@ func TestThawRetriedOnceAdmitted(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	eventually(t, "the sandbox to be thawed", 3*time.Minute, func() (bool, error) { return !sandboxPaused(t, pod), nil })
+	waitThawed(t, ns, "sb-snap", pod)
 	t.Logf("thawed %v after the quota went", time.Since(start).Round(time.Second))
-	assertNotPaused(t, pod)
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
-	eventually(t, "status.thaw to say the sandbox is thawed", time.Minute, func() (bool, error) {
-		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+}
+
+// waitThawed waits until status.thaw of the snapshot says its unpause
+// TaskRun succeeded, which it does once every container is thawed, and then
+// asserts that none is paused and the app container runs a command. The app
+// container alone thaws first, so it is no signal for the others.
+func waitThawed(t *testing.T, ns, snapshot string, pod *corev1.Pod) {
+	t.Helper()
+	eventually(t, "status.thaw to say the sandbox is thawed", 3*time.Minute, func() (bool, error) {
+		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), snapshot, metav1.GetOptions{})
 		return err == nil && s.Status.Thaw != nil && s.Status.Thaw.State == v1alpha1.ThawSucceeded, err
 	})
+	assertNotPaused(t, pod)
+	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
 }
 
 // TestThawRetriedAfterFailedAttempts kills the commit step mid-pause with
@@ -261,10 +269,44 @@ func TestThawRetriedAfterFailedAttempts(t *testing.T) {
 	}
 	setConfig(t, map[string]any{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
 	start := time.Now()
-	eventually(t, "the sandbox to be thawed", 3*time.Minute, func() (bool, error) { return !sandboxPaused(t, pod), nil })
+	waitThawed(t, ns, "sb-snap", pod)
 	t.Logf("thawed %v after the setting was fixed", time.Since(start).Round(time.Second))
+}
+
+// TestDeletionWaitsForThaw kills the commit step mid-pause with every
+// unpause pod refused (a PriorityClass that does not exist), then deletes the
+// snapshot, as OpenSandbox does with a Failed one before it pauses again.
+// The snapshot keeps its finalizer, saying which sandbox it waits for, and
+// goes only once a retried unpause has thawed the sandbox.
+func TestDeletionWaitsForThaw(t *testing.T) {
+	ns := newNamespace(t)
+	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	pod := createSandbox(t, ns, "sb")
+	pauseAndKill(t, ns, "sb-snap", pod, func() {
+		setConfig(t, map[string]any{"priority-class-name": "e2e-missing"}, `"priorityClass":"e2e-missing"`)
+	})
+	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonThawFailed, "e2e-missing", eventTimeout)
+
+	run(t, "", "kubectl", "-n", ns, "delete", "sbxsnap", "sb-snap", "--wait=false")
+	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonDeletionWaitsForThaw, "sandbox sb (pod "+pod.Name+")", eventTimeout)
+	if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the snapshot went while its sandbox may be paused: %v", err)
+	}
+	if !sandboxPaused(t, pod) {
+		t.Fatal("the sandbox is not paused while every unpause pod is refused: the test proves nothing")
+	}
+
+	setConfig(t, map[string]any{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
+	eventually(t, "the deleted snapshot to go", 5*time.Minute, func() (bool, error) {
+		_, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		return apierrs.IsNotFound(err), nil
+	})
 	assertNotPaused(t, pod)
 	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
+	eventually(t, "the deleted snapshot's TaskRuns to go", time.Minute, func() (bool, error) {
+		return len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
+	})
 }
 
 // TestForcedFinalizerMidPause kills the commit step mid-pause, with the

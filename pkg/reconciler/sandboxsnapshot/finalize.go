@@ -23,11 +23,9 @@ import (
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"knative.dev/pkg/controller"
 	pkgreconciler "knative.dev/pkg/reconciler"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
@@ -38,9 +36,10 @@ import (
 const cleanupWait = 10 * time.Second
 
 // FinalizeKind implements Interface.FinalizeKind. It never leaves the sandbox
-// paused: it cancels a running commit, thaws after one that may have paused
-// it, and waits for each up to resources.UnpauseTimeout before deleting the
-// TaskRuns and the images.
+// paused: it cancels a running commit, and keeps the finalizer while a commit
+// may have left the pod paused until a thaw has succeeded or the pod is gone,
+// retrying failed unpause TaskRuns as a live snapshot does. Only then does it
+// delete the TaskRuns and the images.
 func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	commit, err := r.ownTaskRun(ctx, s, names.CommitTaskRun(s))
 	if err != nil {
@@ -58,24 +57,14 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 		}
 		return controller.NewRequeueAfter(cleanupWait)
 	}
-	if commit != nil && commit.IsDone() && unpause == nil && !commit.IsSuccessful() && resources.MayHavePaused(commit) && deleting < resources.UnpauseTimeout {
-		pod, err := r.sourcePod(ctx, s, types.UID(commit.Labels[sandbox.SourcePodUIDLabel]))
-		if err != nil {
-			return err
-		}
-		if pod != nil {
-			if err := r.thaw(ctx, s, pod); err != nil {
-				return err
-			}
-			return controller.NewRequeueAfter(cleanupWait)
+	if unpause == nil || !unpause.IsSuccessful() {
+		if event, waiting := r.thawBeforeDeletion(ctx, s); waiting {
+			return event
 		}
 	}
-	if unpause != nil && !unpause.IsDone() && r.clock.Since(unpause.CreationTimestamp.Time) < resources.UnpauseTimeout {
-		return controller.NewRequeueAfter(cleanupWait)
-	}
-	if deleting >= resources.UnpauseTimeout && (commit != nil && !commit.IsDone() || unpause != nil && !unpause.IsDone()) {
+	if deleting >= resources.UnpauseTimeout && commit != nil && !commit.IsDone() {
 		controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonThawFailed,
-			"Gave up waiting for the TaskRuns of SandboxSnapshot %s/%s after %v; pod %s may still be paused",
+			"Gave up waiting for the commit TaskRun of SandboxSnapshot %s/%s after %v; pod %s may still be paused",
 			s.Namespace, s.Name, resources.UnpauseTimeout, s.Status.SourcePodName)
 	}
 	for _, tr := range []*pipelinev1.TaskRun{unpause, commit} {
@@ -90,6 +79,32 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 		return err
 	}
 	return r.deleteImages(ctx, s)
+}
+
+// thawBeforeDeletion follows the thaw of a deleted snapshot whose commit may
+// have left its pod paused, as observeThaw does for a live one (whose status
+// it reads but, as all of FinalizeKind, does not write). It reports whether
+// deletion must wait, with the error that keeps the finalizer, and says in a
+// Warning event which sandbox it waits for.
+func (r *Reconciler) thawBeforeDeletion(ctx context.Context, s *v1alpha1.SandboxSnapshot) (pkgreconciler.Event, bool) {
+	waiting, event := r.observeThaw(ctx, s)
+	if !waiting {
+		return nil, false
+	}
+	if requeue, _ := controller.IsRequeueKey(event); event != nil && !requeue {
+		return event, true
+	}
+	why := "its unpause TaskRun is running"
+	if s.Status.Thaw != nil {
+		why = s.Status.Thaw.Message
+	}
+	controller.GetEventRecorder(ctx).Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonDeletionWaitsForThaw,
+		"SandboxSnapshot %s/%s is deleted once sandbox %s (pod %s) is thawed: %s",
+		s.Namespace, s.Name, s.Spec.SandboxName, s.Status.SourcePodName, why)
+	if event == nil {
+		event = controller.NewRequeueAfter(cleanupWait)
+	}
+	return event, true
 }
 
 // release starts the TaskRun that removes a Succeed snapshot's images from its

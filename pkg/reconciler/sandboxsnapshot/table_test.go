@@ -928,6 +928,7 @@ func TestReconcile(t *testing.T) {
 		WantCreates:             []runtime.Object{unpauseTaskRun},
 		WantEvents: []string{
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 1)", trNamespace, unpauseName),
+			deletionWaits("TaskRun %s/%s is unpausing pod sb-0 (attempt 1)", trNamespace, unpauseName),
 		},
 	}, {
 		Name: "deleting a snapshot whose cancelled commit never started needs no thaw",
@@ -949,7 +950,7 @@ func TestReconcile(t *testing.T) {
 		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName)},
 		WantEvents: []string{
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawFailed,
-				"Gave up waiting for the TaskRuns of SandboxSnapshot %s after %v; pod sb-0 may still be paused", key, resources.UnpauseTimeout),
+				"Gave up waiting for the commit TaskRun of SandboxSnapshot %s after %v; pod sb-0 may still be paused", key, resources.UnpauseTimeout),
 		},
 	}, {
 		Name:                    "deleting a snapshot deletes its finished TaskRuns",
@@ -970,17 +971,70 @@ func TestReconcile(t *testing.T) {
 		Key:         key,
 		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 	}, {
-		Name: "deleting a snapshot waits for a running unpause TaskRun, keeping the finalizer",
+		Name: "deleting a snapshot waits for a running unpause TaskRun, keeping the finalizer and naming the sandbox",
 		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed")),
 			TaskRun(unpauseTaskRun, WithTaskRunRunning, func(tr *pipelinev1.TaskRun) { tr.CreationTimestamp = Now })},
-		Key:     key,
-		WantErr: true,
+		Key:        key,
+		WantErr:    true,
+		WantEvents: []string{deletionWaits("its unpause TaskRun is running")},
 	}, {
-		Name: "deleting a snapshot stops waiting for an unpause TaskRun past its timeout",
+		Name: "deleting a snapshot keeps waiting for an unpause TaskRun past its timeout: Tekton ends it, or a quota holds its pod",
 		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed")),
 			TaskRun(unpauseTaskRun, WithTaskRunRunning, func(tr *pipelinev1.TaskRun) {
 				tr.CreationTimestamp = metav1.NewTime(Now.Add(-resources.UnpauseTimeout))
 			})},
+		Key:        key,
+		WantErr:    true,
+		WantEvents: []string{deletionWaits("its unpause TaskRun is running")},
+	}, {
+		Name: "deleting a snapshot whose unpause failed keeps the finalizer through the thaw's backoff",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"), WithCompletedAt(Now))},
+		Key:     key,
+		WantErr: true,
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawFailed, "%s", thawFailedMessage),
+			deletionWaits("%s", thawFailedMessage),
+		},
+	}, {
+		Name: "deleting a snapshot whose unpause failed retries the thaw past its backoff, keeping the finalizer",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), WithThawFailed(thawFailedMessage)),
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"), WithCompletedAt(metav1.NewTime(Now.Add(-11*time.Second))))},
+		Key:         key,
+		WantErr:     true,
+		WantPatches: []clientgotesting.PatchActionImpl{thawAttemptPatch(2)},
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName)},
+		WantEvents:  []string{deletionWaits("%s", thawFailedMessage)},
+	}, {
+		Name: "deleting a snapshot whose earlier unpause attempts failed starts the next one",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp, WithAnnotation(sandbox.ThawAttemptAnnotation, "2"), WithUnpauseTaskRun(trNamespace, unpauseName),
+			WithFailed(v1alpha1.ReasonCommitJobFailed, "killed"), WithThawFailed(thawFailedMessage)),
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantErr:                 true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing,
+				"The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 2)", trNamespace, unpauseName),
+			deletionWaits("TaskRun %s/%s is unpausing pod sb-0 (attempt 2)", trNamespace, unpauseName),
+		},
+	}, {
+		Name: "deleting a snapshot whose unpause succeeded drops the finalizer",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp, WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			runningPod, commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunSucceeded)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName), deleteTaskRun(trNamespace, trName)},
+	}, {
+		Name: "deleting a snapshot whose paused pod went away drops the finalizer: nothing is left to thaw",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			commitTaskRun(WithTaskRunFailed(pipelinev1.TaskRunReasonFailed, "killed"), killedMidPause),
+			TaskRun(unpauseTaskRun, WithTaskRunFailed(pipelinev1.TaskRunReasonTimedOut, "timed out"), WithCompletedAt(Now))},
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
@@ -1107,6 +1161,13 @@ func thawAttemptPatch(attempt int) clientgotesting.PatchActionImpl {
 		PatchType:  types.MergePatchType,
 		Patch:      []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"%d"}}}`, sandbox.ThawAttemptAnnotation, attempt)),
 	}
+}
+
+// deletionWaits is the event of a deleted snapshot that waits for its
+// sandbox, sb-0 of sb, to be thawed, for the reason format says.
+func deletionWaits(format string, args ...any) string {
+	return rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonDeletionWaitsForThaw,
+		"SandboxSnapshot "+ns+"/"+snapName+" is deleted once sandbox "+sbName+" (pod sb-0) is thawed: "+format, args...)
 }
 
 func orphanMessage(namespace, name string) string {

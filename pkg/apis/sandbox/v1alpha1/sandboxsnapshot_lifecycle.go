@@ -57,9 +57,10 @@ const (
 
 // Reasons on the events that report a thaw.
 const (
-	ReasonThawing    = "Thawing"
-	ReasonThawed     = "Thawed"
-	ReasonThawFailed = "ThawFailed"
+	ReasonThawing              = "Thawing"
+	ReasonThawed               = "Thawed"
+	ReasonThawFailed           = "ThawFailed"
+	ReasonDeletionWaitsForThaw = "DeletionWaitsForThaw"
 )
 
 // Reasons on the events that report TaskRun retention, image deletion and
