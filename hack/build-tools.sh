@@ -2,6 +2,10 @@
 # Builds the local-cluster tools into _output/tools/<name>-<version>/<name>.
 # A tool already there is skipped. With no arguments every tool is built.
 #
+# The Kubernetes binaries are built together: asking for one builds every
+# one of KUBE_TOOLS not cached yet, in one go build, which compiles the
+# packages they share once and links them side by side.
+#
 # usage: hack/build-tools.sh [tool...]
 # tools: etcd kube-apiserver kube-controller-manager kube-scheduler kubelet
 #        kube-proxy kubectl tkn ko crane pause, and on request only: kwok,
@@ -11,6 +15,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ALL_TOOLS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl tkn ko crane pause)
+KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 HELPERS="${ROOT_DIR}/hack/tools"
 
 # Version stamps that `make` in kubernetes/kubernetes would set; without them
@@ -26,14 +31,39 @@ kube_ldflags() {
   echo "${out}"
 }
 
-# go_build HELPER OUT PKG [LDFLAGS] builds PKG from the helper module into OUT.
+# go_build HELPER OUT LDFLAGS PKG... builds the PKGs from the helper module
+# into OUT: a file for one package, a directory ending in / for several.
 go_build() {
-  local helper=$1 out=$2 pkg=$3 ldflags=${4:-"-s -w"}
+  local helper=$1 out=$2 ldflags=$3
+  shift 3
   (
     cd "${HELPERS}/${helper}"
     CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=mod -buildvcs=false" \
-      go build -trimpath -ldflags "${ldflags}" -o "${out}" "${pkg}"
+      go build -trimpath -ldflags "${ldflags}" -o "${out}" "$@"
   )
+}
+
+# build_kube builds the KUBE_TOOLS not cached yet in one go build.
+build_kube() {
+  local name missing=() pkgs=() tmp start
+  for name in "${KUBE_TOOLS[@]}"; do
+    [[ -x "$(tool_bin "${name}")" ]] || missing+=("${name}")
+  done
+  ((${#missing[@]})) || return 0
+  mkdir -p "${TOOLS_DIR}"
+  tmp=$(mktemp -d "${TOOLS_DIR}/kubernetes.tmp.XXXXXX")
+  for name in "${missing[@]}"; do
+    pkgs+=("k8s.io/kubernetes/cmd/${name}")
+  done
+  start=$(now_s)
+  log "${missing[*]}: building ${KUBE_VERSION} in one go build"
+  go_build kubernetes "${tmp}/" "$(kube_ldflags)" "${pkgs[@]}"
+  for name in "${missing[@]}"; do
+    mkdir -p "$(tool_dir "${name}")"
+    mv "${tmp}/${name}" "$(tool_bin "${name}")"
+  done
+  rmdir "${tmp}"
+  log "${missing[*]}: built in $(elapsed "${start}")"
 }
 
 build_pause() {
@@ -60,16 +90,14 @@ build_one() {
   start=$(now_s)
   log "${name}: building $(basename "${dir}")"
   case "${name}" in
-    etcd) go_build etcd "${tmp}" go.etcd.io/etcd/server/v3 ;;
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubelet | kube-proxy | kubectl)
-      go_build kubernetes "${tmp}" "k8s.io/kubernetes/cmd/${name}" "$(kube_ldflags)" ;;
-    tkn) go_build tkn "${tmp}" github.com/tektoncd/cli/cmd/tkn \
-      "-s -w -X github.com/tektoncd/cli/pkg/cmd/version.clientVersion=${TKN_VERSION}" ;;
-    ko) go_build ko "${tmp}" github.com/google/ko "-s -w -X github.com/google/ko/pkg/commands.Version=${KO_VERSION}" ;;
-    crane) go_build crane "${tmp}" github.com/google/go-containerregistry/cmd/crane ;;
+    etcd) go_build etcd "${tmp}" "-s -w" go.etcd.io/etcd/server/v3 ;;
+    tkn) go_build tkn "${tmp}" "-s -w -X github.com/tektoncd/cli/pkg/cmd/version.clientVersion=${TKN_VERSION}" \
+      github.com/tektoncd/cli/cmd/tkn ;;
+    ko) go_build ko "${tmp}" "-s -w -X github.com/google/ko/pkg/commands.Version=${KO_VERSION}" github.com/google/ko ;;
+    crane) go_build crane "${tmp}" "-s -w" github.com/google/go-containerregistry/cmd/crane ;;
     pause) build_pause "${tmp}" ;;
-    kwok) go_build kwok "${tmp}" sigs.k8s.io/kwok/cmd/kwok ;;
-    distribution) go_build distribution "${tmp}" github.com/distribution/distribution/v3/cmd/registry ;;
+    kwok) go_build kwok "${tmp}" "-s -w" sigs.k8s.io/kwok/cmd/kwok ;;
+    distribution) go_build distribution "${tmp}" "-s -w" github.com/distribution/distribution/v3/cmd/registry ;;
     *) die "unknown tool ${name}" ;;
   esac
   mv "${tmp}" "${bin}"
@@ -82,7 +110,10 @@ main() {
   command -v go >/dev/null || die "go is not on PATH"
   start=$(now_s)
   for t in "${tools[@]}"; do
-    build_one "${t}"
+    case " ${KUBE_TOOLS[*]} " in
+      *" ${t} "*) build_kube ;;
+      *) build_one "${t}" ;;
+    esac
   done
   log "tools ready in $(elapsed "${start}")"
 }
