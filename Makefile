@@ -90,5 +90,9 @@ bench-cycles: ## 200 pause -> resume cycles of one sandbox on the real node (roo
 bench-hibernate: ## Memory snapshots of 64 MiB, 256 MiB and 1 GiB: freeze, size, restore (root).
 	test/bench-hibernate.sh
 
+.PHONY: ci-timing
+ci-timing: ## .ci/run in a fresh clone with empty Go and tool caches; prints each tier's time (root; about an hour).
+	hack/ci-timing.sh
+
 .PHONY: check
 check: deps verify verify-tiers test test-integration e2e e2e-opensandbox e2e-node ## Every test tier (CI runs this).
