@@ -21,17 +21,25 @@ package committer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // containerdState lists what a commit can add to containerd: image names,
@@ -145,4 +153,146 @@ func TestFailedPushLeavesNothing(t *testing.T) {
 	}
 	e.assertAllRunning(t, p)
 	e.assertSameState(t, before)
+}
+
+// TestFailedPushTakesBack pushes a pod's app, sidecar and worker to a
+// registry that refuses the sidecar's manifest once the app's is tagged, and
+// holds the worker's blob uploads until the client gives up. The push fails
+// naming the refusal and waits for the worker's uploads, which it cancels:
+// none outlives it, and no request arrives once it has returned. The app's
+// image is left under no tag; where the registry refuses deletes, the
+// failure names it, by digest, as left.
+func TestFailedPushTakesBack(t *testing.T) {
+	e := requireEnv(t)
+	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase}, podContainer{"worker", e.dockerBase})
+	for _, ctr := range []string{"app", "sidecar", "worker"} {
+		p.writeFile(t, ctr, "/data/x", []byte(ctr))
+	}
+	for _, refuseDeletes := range []bool{false, true} {
+		t.Run(fmt.Sprintf("refuseDeletes=%v", refuseDeletes), func(t *testing.T) {
+			reg := newTakeBackRegistry(refuseDeletes)
+			defer reg.Close()
+			app := reg.host + "/snap/app:1"
+			c := e.committer(p.params(t, true, "app="+app, "sidecar="+reg.host+"/snap/sidecar:1", "worker="+reg.host+"/snap/worker:1"))
+			if _, err := c.Commit(context.Background()); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			_, _, err := c.Push(context.Background())
+			returned := reg.requestCount()
+			t.Logf("push error: %v", err)
+			if err == nil || !strings.Contains(err.Error(), "refused by the test") || !strings.Contains(err.Error(), `container "sidecar"`) {
+				t.Fatalf("push error %v does not name the sidecar's refused manifest", err)
+			}
+			time.Sleep(2 * time.Second) // a grace period for requests still on their way
+			if n := reg.requestCount(); n != returned {
+				t.Errorf("the registry received %d requests after the push returned", n-returned)
+			}
+			held, timedOut := reg.heldUploads()
+			t.Logf("the registry held %d of the worker's uploads", held)
+			if timedOut > 0 {
+				t.Errorf("%d of the worker's held uploads went on until the registry gave up", timedOut)
+			}
+			ref, _ := name.NewTag(app, name.Insecure)
+			tags, lerr := remote.List(ref.Context())
+			desc, herr := remote.Head(ref)
+			if !refuseDeletes {
+				if lerr == nil && len(tags) > 0 || herr == nil {
+					t.Errorf("the app's image is still tagged after the failed push: tags %q (%v), HEAD %s: %v", tags, lerr, app, herr)
+				}
+				return
+			}
+			if herr != nil {
+				t.Fatalf("HEAD %s on a registry that refuses deletes: %v", app, herr)
+			}
+			if left := ref.Context().Digest(desc.Digest.String()).String(); !strings.Contains(err.Error(), left) {
+				t.Errorf("push error %v does not name %s as left in the registry", err, left)
+			}
+			for _, other := range []string{"/snap/sidecar@", "/snap/worker@"} {
+				if strings.Contains(err.Error(), other) {
+					t.Errorf("push error %v names an image the registry never held (%s)", err, other)
+				}
+			}
+		})
+	}
+}
+
+// takeBackRegistry is go-containerregistry's registry behind a handler that
+// counts requests, refuses snap/sidecar's manifests once snap/app's is
+// tagged, holds snap/worker's blob uploads until the client gives up (or a
+// minute passes), and with refuseDeletes answers every DELETE as
+// distribution does with deletion turned off.
+type takeBackRegistry struct {
+	*httptest.Server
+	host string
+
+	mu                       sync.Mutex
+	requests, held, timedOut int
+}
+
+func newTakeBackRegistry(refuseDeletes bool) *takeBackRegistry {
+	f := &takeBackRegistry{}
+	reg := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	appTagged := make(chan struct{})
+	var tagged sync.Once
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.requests++
+		f.mu.Unlock()
+		path := r.URL.Path
+		switch {
+		case r.Method == http.MethodPut && strings.HasPrefix(path, "/v2/snap/sidecar/manifests/"):
+			select {
+			case <-appTagged:
+			case <-time.After(time.Minute):
+			}
+			answerError(w, http.StatusBadRequest, "MANIFEST_INVALID", "manifest refused by the test")
+			return
+		case (r.Method == http.MethodPatch || r.Method == http.MethodPut) && strings.HasPrefix(path, "/v2/snap/worker/blobs/uploads/"):
+			// With the body read, the server sees the client go.
+			_, _ = io.Copy(io.Discard, r.Body)
+			f.mu.Lock()
+			f.held++
+			f.mu.Unlock()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(time.Minute):
+				f.mu.Lock()
+				f.timedOut++
+				f.mu.Unlock()
+				answerError(w, http.StatusBadRequest, "BLOB_UPLOAD_INVALID", "held by the test")
+			}
+			return
+		case refuseDeletes && r.Method == http.MethodDelete:
+			answerError(w, http.StatusMethodNotAllowed, "UNSUPPORTED", "The operation is unsupported.")
+			return
+		}
+		reg.ServeHTTP(w, r)
+		if r.Method == http.MethodPut && strings.HasPrefix(path, "/v2/snap/app/manifests/") {
+			tagged.Do(func() { close(appTagged) })
+		}
+	}))
+	f.host = strings.TrimPrefix(f.URL, "http://")
+	return f
+}
+
+// answerError answers as a registry does: a status and an OCI error body.
+func answerError(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	fmt.Fprintf(w, `{"errors":[{"code":%q,"message":%q}]}`, code, message)
+}
+
+// requestCount returns how many requests the registry received.
+func (f *takeBackRegistry) requestCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}
+
+// heldUploads returns how many of snap/worker's uploads were held, and how
+// many of those the client did not give up.
+func (f *takeBackRegistry) heldUploads() (held, timedOut int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held, f.timedOut
 }

@@ -36,10 +36,13 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
@@ -65,8 +68,10 @@ func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 
 // Push uploads every committed image to its target, verifies the manifest
 // digest with a HEAD request, then keeps the image in containerd for a resume
-// on this node (Config.KeepLocal) or removes it. A failed push removes it.
-// Results are in the order of the containers param.
+// on this node (Config.KeepLocal) or removes it. A failed push removes it,
+// and once every container's push has stopped, deletes from the registry
+// what it put there (takeBack). Results are in the order of the containers
+// param.
 func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 	ctx = c.nsCtx(ctx)
 	opts := c.remoteOptions(ctx)
@@ -126,29 +131,29 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 		}
 	}
 	// Containers are pushed concurrently; each bounds its own blob uploads.
+	// The first failure cancels the others, and all are waited for: no
+	// upload goes on once Push returns.
 	out := make([]Pushed, len(c.cfg.Params.Targets))
-	var wg sync.WaitGroup
+	g, gctx := errgroup.WithContext(ctx)
 	for i, t := range c.cfg.Params.Targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			var err error
 			if ci := committed[i]; ci.checkpoint != nil {
-				err = c.buildCheckpoint(ctx, ci, pusher)
+				err = c.buildCheckpoint(gctx, ci, pusher)
 			}
 			close(built[i])
 			var p *Pushed
 			if err == nil {
-				p, err = c.pushOne(ctx, committed[i], pusher, puller, opts, stats)
+				p, err = c.pushOne(gctx, committed[i], pusher, puller, opts, stats)
 			}
 			if err != nil {
-				errs[i] = fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
-				return
+				return fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
 			}
 			out[i] = *p
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	pushErr := g.Wait()
 	// An image that could not be unpacked is not kept: the push stands.
 	var keep []Pushed
 	var drop []Target
@@ -160,15 +165,16 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 			c.log.Printf("pod %s container %q: not keeping %s for a resume on this node: %v",
 				c.podRef(), c.cfg.Params.Targets[i].Container, c.cfg.Params.Targets[i].Image, err)
 			drop = append(drop, c.cfg.Params.Targets[i])
-		} else if errs[i] == nil {
+		} else {
 			keep = append(keep, out[i])
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if pushErr != nil {
 		// A failed push leaves nothing behind: the committed images go, and
-		// their content with them (containerd's garbage collector).
+		// their content with them (containerd's garbage collector), and so
+		// do the manifests it put in the registry.
 		c.deleteLocal(ctx, c.cfg.Params.Targets)
-		return nil, stats, err
+		return nil, stats, c.takeBack(ctx, committed, pushErr)
 	}
 	if !c.cfg.KeepLocal {
 		c.deleteLocal(ctx, c.cfg.Params.Targets)
@@ -179,6 +185,56 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 		return nil, stats, err
 	}
 	return out, stats, nil
+}
+
+// takeBack deletes from the registry, with the push credentials, the
+// manifests this run may have put there for committed, and their tags; it
+// returns err, naming the images the registry still holds.
+func (c *Committer) takeBack(ctx context.Context, committed []*committedImage, err error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	reg := registry.New(c.cfg.Keychain, upload.RemoteOptions(c.cfg.Params.Insecure)...)
+	var left []string
+	for _, ci := range committed {
+		if ci == nil || ci.put == "" {
+			continue
+		}
+		d := ci.target.Tag.Context().Digest(ci.put.String())
+		if derr := unpush(ctx, reg, ci.target.Tag, d); derr != nil {
+			c.log.Printf("pod %s container %q: the failed push left %s in the registry: %v", c.podRef(), ci.target.Container, d, derr)
+			left = append(left, d.String())
+			continue
+		}
+		c.log.Printf("pod %s container %q: the failed push deleted %s from the registry", c.podRef(), ci.target.Container, d)
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%w; the registry still holds what this push put there: %s", err, strings.Join(left, ", "))
+	}
+	return err
+}
+
+// unpush deletes the manifest d and, where it still points at d, tag; it
+// fails while the registry holds either. Distribution drops a manifest's
+// tags with it; other registries delete a tag by name (OCI distribution
+// 1.1).
+func unpush(ctx context.Context, reg registry.Client, tag name.Tag, d name.Digest) error {
+	derr := reg.Delete(ctx, d)
+	tagged, err := reg.Digest(ctx, tag)
+	if err != nil {
+		return err
+	}
+	if tagged == d.DigestStr() {
+		if err := reg.Delete(ctx, tag); err != nil {
+			return errors.Join(derr, err)
+		}
+	}
+	if derr != nil {
+		// The push may have stopped before the registry took the manifest.
+		if held, err := reg.Digest(ctx, d); err != nil || held != "" {
+			return derr
+		}
+	}
+	return nil
 }
 
 // deleteLocal removes this run's committed images of targets from containerd.
@@ -203,6 +259,8 @@ type committedImage struct {
 	checkpoint *checkpointRecord
 	// uploaded is the layer the push uploaded as it built it.
 	uploaded digest.Digest
+	// put is the manifest the push may have put in the registry.
+	put digest.Digest
 }
 
 // readStep reads what this run's commit step left for t: the record of a
@@ -282,15 +340,21 @@ func (c *Committer) pushOne(ctx context.Context, ci *committedImage, pusher *rem
 	if err := firstError(errs); err != nil {
 		return nil, err
 	}
-	if err := pusher.Put(ctx, t.Tag, &rawManifest{raw: mraw, mediaType: img.Target.MediaType}); err != nil {
+	want := digest.FromBytes(mraw)
+	err := pusher.Put(ctx, t.Tag, &rawManifest{raw: mraw, mediaType: img.Target.MediaType})
+	// A manifest the registry refused is not there; after any other
+	// failure it may be.
+	if te := (*transport.Error)(nil); !errors.As(err, &te) {
+		ci.put = want
+	}
+	if err != nil {
 		return nil, fmt.Errorf("putting manifest %s: %w", img.Target.Digest, err)
 	}
 	head, err := remote.Head(t.Tag, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("verifying pushed manifest with HEAD: %w", err)
 	}
-	want := digest.FromBytes(mraw).String()
-	if head.Digest.String() != want {
+	if head.Digest.String() != want.String() {
 		return nil, fmt.Errorf("registry reports manifest digest %s after push, expected %s", head.Digest, want)
 	}
 	c.log.Printf("pod %s container %q pushed %s@%s", c.podRef(), t.Container, t.Repository(), head.Digest)

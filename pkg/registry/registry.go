@@ -14,10 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package registry is what the controller itself does in the snapshot
-// registry: look manifests up, find the checkpoint images whose restore
-// pulls one, and delete them, by digest, with credentials of its own that
-// no commit pod carries.
+// Package registry is what the operator does in the snapshot registry
+// beyond pushing: look manifests up, find the checkpoint images whose
+// restore pulls one, and delete them. The controller deletes a snapshot's
+// images with credentials of its own that no commit pod carries; the
+// committer takes back, with the push credentials, what a failed push put.
 package registry
 
 import (
@@ -30,15 +31,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -51,9 +49,11 @@ type Client interface {
 	// Digest returns the digest of the manifest ref names (a tag or a
 	// digest), or "" when the registry does not hold it.
 	Digest(ctx context.Context, ref name.Reference) (string, error)
-	// Delete deletes the manifest of the given digest; one the registry
-	// does not hold counts as deleted.
-	Delete(ctx context.Context, ref name.Digest) error
+	// Delete deletes what ref names: by digest, the manifest (with its
+	// tags, on most registries); by tag, the tag, where the registry
+	// deletes tags (OCI distribution 1.1). One the registry does not hold
+	// counts as deleted.
+	Delete(ctx context.Context, ref name.Reference) error
 	// CheckpointsOf names the tagged checkpoint images in base's repository
 	// that a restore pulls base for (restoresFrom).
 	CheckpointsOf(ctx context.Context, base name.Digest) ([]string, error)
@@ -63,36 +63,21 @@ type Client interface {
 // of the given name ("" for none).
 type For func(ctx context.Context, secret string) (Client, error)
 
-// Remote returns a For that reads the Secret from namespace and talks to
-// the registry with go-containerregistry's remote.
-func Remote(kube kubernetes.Interface, namespace string) For {
-	return func(ctx context.Context, secretName string) (Client, error) {
-		keychain := dockerconfig.Anonymous()
-		if secretName != "" {
-			secret, err := kube.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
-			if err != nil {
-				return nil, fmt.Errorf("getting registry Secret %s/%s: %w", namespace, secretName, err)
-			}
-			if secret.Type != corev1.SecretTypeDockerConfigJson {
-				return nil, fmt.Errorf("registry Secret %s/%s is of type %q, want %q",
-					namespace, secretName, secret.Type, corev1.SecretTypeDockerConfigJson)
-			}
-			keychain, err = dockerconfig.Parse(secret.Data[corev1.DockerConfigJsonKey], "in Secret "+namespace+"/"+secretName)
-			if err != nil {
-				return nil, err
-			}
-		}
-		return &remoteClient{keychain: keychain}, nil
-	}
+// New returns a Client that talks to the registry with
+// go-containerregistry's remote, with the credentials keychain resolves and
+// opts on every request.
+func New(keychain authn.Keychain, opts ...remote.Option) Client {
+	return &remoteClient{keychain: keychain, opts: opts}
 }
 
 // remoteClient is a Client over go-containerregistry's remote.
 type remoteClient struct {
-	keychain *dockerconfig.Keychain
+	keychain authn.Keychain
+	opts     []remote.Option
 }
 
 func (r *remoteClient) options(ctx context.Context) []remote.Option {
-	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(r.keychain)}
+	return append(slices.Clone(r.opts), remote.WithContext(ctx), remote.WithAuthFromKeychain(r.keychain))
 }
 
 // Digest implements Client.
@@ -110,7 +95,7 @@ func (r *remoteClient) Digest(ctx context.Context, ref name.Reference) (string, 
 }
 
 // Delete implements Client.
-func (r *remoteClient) Delete(ctx context.Context, ref name.Digest) error {
+func (r *remoteClient) Delete(ctx context.Context, ref name.Reference) error {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if err := remote.Delete(ref, r.options(ctx)...); err != nil && !isNotFound(err) {

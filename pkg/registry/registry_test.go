@@ -36,10 +36,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	fakekube "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -61,10 +59,7 @@ func TestDeleteImage(t *testing.T) {
 	if err := remote.Write(sigRef, sig); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Remote(fakekube.NewClientset(), "sys")(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := New(dockerconfig.Anonymous())
 	digest := ref.Context().Digest(d.String())
 	if got, err := c.Digest(context.Background(), digest); err != nil || got != d.String() {
 		t.Fatalf("Digest() = %q, %v before the deletion", got, err)
@@ -113,10 +108,7 @@ func TestCheckpointsOf(t *testing.T) {
 	push("snap-3", checkpoint("sha256:"+strings.Repeat("1", 64)))
 	push("snap-4", map[string]string{ocispec.AnnotationBaseImageDigest: base})
 	push(strings.Replace(restoring, ":", "-", 1)+".sig", checkpoint(base))
-	c, err := Remote(fakekube.NewClientset(), "sys")(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := New(dockerconfig.Anonymous())
 
 	got, err := c.CheckpointsOf(context.Background(), repo.Digest(base))
 	if want := []string{repo.Tag("snap-2").String() + "@" + restoring}; err != nil || !slices.Equal(got, want) {
@@ -179,29 +171,9 @@ func TestDeleteRefused(t *testing.T) {
 		fmt.Fprint(w, `{"errors":[{"code":"UNSUPPORTED","message":"The operation is unsupported."}]}`)
 	}))
 	defer srv.Close()
-	c, _ := Remote(fakekube.NewClientset(), "sys")(context.Background(), "")
+	c := New(dockerconfig.Anonymous())
 	d, _ := name.NewDigest(strings.TrimPrefix(srv.URL, "http://")+"/x@sha256:"+strings.Repeat("a", 64), name.Insecure)
 	if err := c.Delete(context.Background(), d); err == nil || !IsPermanent(err) {
 		t.Errorf("Delete() = %v, want a permanent error", err)
-	}
-}
-
-// TestRemoteReadsTheSecret checks that the client is built from the named
-// Secret, and that a missing or mistyped one is an error naming it.
-func TestRemoteReadsTheSecret(t *testing.T) {
-	kube := fakekube.NewClientset(
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "delete"}, Type: corev1.SecretTypeDockerConfigJson,
-			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"registry.test":{"auth":"dTpw"}}}`)}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "sys", Name: "opaque"}, Type: corev1.SecretTypeOpaque},
-	)
-	for secret, want := range map[string]string{
-		"delete":  "",
-		"missing": `getting registry Secret sys/missing`,
-		"opaque":  `registry Secret sys/opaque is of type "Opaque"`,
-	} {
-		_, err := Remote(kube, "sys")(context.Background(), secret)
-		if want == "" && err != nil || want != "" && (err == nil || !strings.Contains(err.Error(), want)) {
-			t.Errorf("Remote(%q) = %v, want %q", secret, err, want)
-		}
 	}
 }

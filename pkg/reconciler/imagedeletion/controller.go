@@ -44,7 +44,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrysecret"
 )
 
 // AgentName is the component named on the events of image deletions.
@@ -87,7 +87,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			Sandboxes: sandboxes.Informer().GetIndexer(),
 			Snapshots: snapshots.Informer().GetIndexer(),
 		},
-		registry:  registry.Remote(kube, namespace),
+		registry:  registrysecret.Remote(kube, namespace),
 		recorder:  eventRecorder(ctx),
 		config:    configStore,
 		clock:     clock.RealClock{},

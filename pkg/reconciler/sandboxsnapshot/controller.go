@@ -47,7 +47,7 @@ import (
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrysecret"
 )
 
 // FinalizerName is the finalizer holding a snapshot until its TaskRuns are gone.
@@ -100,7 +100,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		namespace:      namespace,
 		commits:        newCommitGate(),
 		writes:         newOwnWrites(),
-		registry:       registry.Remote(kubeclient.Get(ctx), namespace),
+		registry:       registrysecret.Remote(kubeclient.Get(ctx), namespace),
 		checks:         newImageChecks(),
 	}
 

@@ -72,7 +72,7 @@ func (f *Fake) Digest(_ context.Context, ref name.Reference) (string, error) {
 }
 
 // Delete implements registry.Client.
-func (f *Fake) Delete(_ context.Context, ref name.Digest) error {
+func (f *Fake) Delete(_ context.Context, ref name.Reference) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.Err != nil {
