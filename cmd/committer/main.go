@@ -83,10 +83,13 @@ func run(args []string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
-	// The signal handler thaws whatever this process froze, then removes the
-	// checkpoint archives it was writing or pushing, before exiting.
+	// The signal handler thaws whatever this process froze, lets the
+	// cancelled work unwind for a while (it removes what it wrote into
+	// containerd), then removes the checkpoint archives this process was
+	// writing or pushing, before exiting.
 	var cm atomic.Pointer[committer.Committer]
 	var signaled atomic.Bool
+	unwound := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -103,6 +106,10 @@ func run(args []string) int {
 			} else {
 				msg = fmt.Sprintf("interrupted by %s; thawed %d containers", sig, n)
 			}
+			select {
+			case <-unwound:
+			case <-time.After(unwindTimeout):
+			}
 			if n := c.Discard(); n > 0 {
 				msg += fmt.Sprintf("; removed %d checkpoint archive(s)", n)
 			}
@@ -113,6 +120,7 @@ func run(args []string) int {
 	}()
 
 	err = execute(ctx, o, params, &cm)
+	close(unwound)
 	if signaled.Load() {
 		// The signal handler owns the exit: it thaws, then exits 128+signal.
 		select {}
@@ -122,6 +130,11 @@ func run(args []string) int {
 	}
 	return 0
 }
+
+// unwindTimeout bounds how long the signal handler, after the thaw, waits
+// for the cancelled work to remove what it wrote; with the thaw's 20 s it
+// stays within a pod's default 30 s grace period.
+const unwindTimeout = 5 * time.Second
 
 // Exit codes. exitFailed (task.ExitCodeThawed) means nothing is left paused,
 // exitFrozenElsewhere (task.ExitCodeFrozenElsewhere) that another run holds

@@ -186,16 +186,19 @@ func (c *Committer) own(t Target, rec *checkpointRecord) {
 }
 
 // Discard is meant for a signal handler, after Abort: it removes the
-// checkpoint archives this process was writing or pushing, and their
-// records, and returns how many; they hold a sandbox's memory, and the run
-// is over.
+// checkpoint archives this process was writing or pushing and had not
+// removed yet, and their records, and returns how many archives it
+// removed; they hold a sandbox's memory, and the run is over.
 func (c *Committer) Discard() int {
 	c.owned.mu.Lock()
 	defer c.owned.mu.Unlock()
+	n := 0
 	for _, o := range c.owned.list {
+		if _, err := os.Lstat(c.archiveDir(o.rec)); err == nil {
+			n++
+		}
 		c.removeCheckpoint(o.target, o.rec)
 	}
-	n := len(c.owned.list)
 	c.owned.list = nil
 	return n
 }

@@ -30,6 +30,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
@@ -74,13 +76,13 @@ func fakeArchive(t *testing.T, p *runningPod, taskPodUID, checkpointDir, layerDi
 }
 
 // pushArchive starts the push step of pod p's run on the archive that
-// fakeArchive left, pushing to reg, and returns once its upload has run a
-// while.
-func (e *testEnv) pushArchive(t *testing.T, p *runningPod, reg *ctrharness.Registry, checkpointDir, layerDir string) (*exec.Cmd, *bytes.Buffer, chan struct{}, string) {
+// fakeArchive left, pushing to reg, keeping the image on the node or not
+// (keepLocal), and returns once its upload has run a while.
+func (e *testEnv) pushArchive(t *testing.T, p *runningPod, reg *ctrharness.Registry, checkpointDir, layerDir, keepLocal string) (*exec.Cmd, *bytes.Buffer, chan struct{}, string) {
 	t.Helper()
 	results := t.TempDir()
 	cmd, out := e.binCmd(t, p, "push", "commit", "true", "", results)
-	cmd.Args = append(cmd.Args, "--checkpoint-dir="+checkpointDir, "--layer-dir="+layerDir, "--keep-local=false",
+	cmd.Args = append(cmd.Args, "--checkpoint-dir="+checkpointDir, "--layer-dir="+layerDir, "--keep-local="+keepLocal,
 		"app="+reg.Host+"/hibernate/"+p.name+"/app:mem")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -111,9 +113,12 @@ func gone(path string, timeout time.Duration) bool {
 // TestSIGTERMDuringPushRemovesCheckpoint signals the push step of a memory
 // snapshot mid-upload, as the deletion of the snapshot (its TaskRun
 // cancelled) or the TaskRun's timeout does: the step exits 128+signal and
-// leaves nothing of the memory in checkpoint-dir, nor its record.
+// leaves nothing of the memory in checkpoint-dir, nor its record, nor, once
+// containerd collects its garbage, the layer it was keeping on the node
+// (keep-local, the Task's default).
 func TestSIGTERMDuringPushRemovesCheckpoint(t *testing.T) {
 	e := requireEnv(t)
+	ctx := e.ctrd.Ctx(context.Background())
 	// 48 MiB at 4 MiB/s: the upload lasts about 12 s.
 	reg := ctrharness.NewRegistryBehindLink(4 << 20)
 	defer reg.Close()
@@ -122,7 +127,11 @@ func TestSIGTERMDuringPushRemovesCheckpoint(t *testing.T) {
 			p := &runningPod{name: "sb-" + randSuffix(), namespace: "default", uid: "uid-" + randSuffix(), runID: "run-" + randSuffix()}
 			checkpointDir, layerDir := t.TempDir(), t.TempDir()
 			archive := fakeArchive(t, p, "taskpod-"+randSuffix(), checkpointDir, layerDir, 48)
-			cmd, out, done, results := e.pushArchive(t, p, reg, checkpointDir, layerDir)
+			layer, err := archiveLayer(archive, ocispec.MediaTypeImageLayer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd, out, done, results := e.pushArchive(t, p, reg, checkpointDir, layerDir, "true")
 			if err := cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
@@ -142,6 +151,28 @@ func TestSIGTERMDuringPushRemovesCheckpoint(t *testing.T) {
 				if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
 					t.Errorf("after %s mid-push %s holds %v (%v), want nothing (the archive was %s)", sig, dir, left, err, filepath.Base(archive))
 				}
+			}
+			// A lease deleted synchronously has containerd collect its
+			// garbage at once.
+			ls := e.ctrd.Client.LeasesService()
+			l, err := ls.Create(ctx, leases.WithRandomID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := ls.Delete(ctx, l, leases.SynchronousDelete); err != nil {
+				t.Fatal(err)
+			}
+			if info, err := e.ctrd.Client.ContentStore().Info(ctx, layer.Digest); !errdefs.IsNotFound(err) {
+				t.Errorf("after %s mid-push containerd holds the checkpoint's layer %s: %+v (%v)", sig, layer.Digest, info, err)
+			}
+			statuses, err := e.ctrd.Client.ContentStore().ListStatuses(ctx)
+			for _, st := range statuses {
+				if strings.Contains(st.Ref, p.runID) {
+					t.Errorf("after %s mid-push containerd holds the ingest %s (%d bytes)", sig, st.Ref, st.Offset)
+				}
+			}
+			if err != nil {
+				t.Error(err)
 			}
 		})
 	}
@@ -191,7 +222,7 @@ func TestSweepRemovesArchivesOfRunsOver(t *testing.T) {
 			}
 			p := &runningPod{name: sandbox.name, namespace: sandbox.namespace, uid: sandbox.uid, runID: "run-" + randSuffix()}
 			dead := fakeArchive(t, p, deadUID, checkpointDir, layerDir, 48)
-			cmd, out, done, _ := e.pushArchive(t, p, reg, checkpointDir, layerDir)
+			cmd, out, done, _ := e.pushArchive(t, p, reg, checkpointDir, layerDir, "false")
 			if err := cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
