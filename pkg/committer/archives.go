@@ -122,9 +122,9 @@ func sweepCheckpoints(dir string, runs func(taskPodUID string) (bool, error), lo
 	}
 }
 
-// podRuns tells whether a container of the pod whose UID is uid runs, is
-// paused or is created in containerd; a pod with none left, or only
-// stopped ones, is over.
+// podRuns tells whether a container of the pod whose UID is uid (its
+// sandbox included) runs, is paused or is created in containerd; a pod with
+// none left, or only stopped ones, is over.
 func (c *Committer) podRuns(ctx context.Context, uid string) (bool, error) {
 	ctx = c.nsCtx(ctx)
 	list, err := c.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelPodUID, strconv.Quote(uid)))

@@ -261,3 +261,152 @@ func TestSweepRemovesArchivesOfRunsOver(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckpointArchiveLifecycle runs the Task's two steps as processes on
+// a real memory snapshot (containerd 2.x with its CRI, CRIU), each step in
+// a Task pod of its own in the same containerd: the commit step leaves an
+// archive named by its Task pod, readable by root alone (directories 0700,
+// files 0600); a push step signalled mid-upload leaves nothing of it; a push
+// step killed with SIGKILL leaves it, and the next unpause run removes it
+// once the Task pod is gone, not before.
+func TestCheckpointArchiveLifecycle(t *testing.T) {
+	e := requireEnv(t)
+	if os.Getenv("CRIU_DIR") == "" {
+		t.Skip("CRIU_DIR is not set: this test takes a real memory snapshot (TestSIGTERMDuringPushRemovesCheckpoint and TestSweepRemovesArchivesOfRunsOver cover the rest without CRIU)")
+	}
+	cri := e.startCRI(t, criuDir(t))
+	if !checkpoints(cri) {
+		t.Skipf("%s refuses memory snapshots before writing any (TestCheckpointRestore)", cri.Version)
+	}
+	ctx := context.Background()
+	reg := ctrharness.NewRegistryBehindLink(4 << 20)
+	defer reg.Close()
+	// 32 MiB of random bytes in the filesystem change: about 8 s of upload.
+	pod, id := e.counting(t, ctx, cri, "head -c 33554432 /dev/urandom >/noise\n")
+	md := pod.Config.Metadata
+	checkpointDir := t.TempDir()
+
+	// step runs one step of run in the Task pod taskPod, with the flags the
+	// Task passes, and returns it started.
+	step := func(t *testing.T, name, mode, run string, taskPod *ctrharness.Pod, layerDir string, extra ...string) (*exec.Cmd, *bytes.Buffer, chan struct{}) {
+		t.Helper()
+		p := &runningPod{name: md.Name, namespace: md.Namespace, uid: md.Uid, runID: run}
+		cmd, out := e.binCmd(t, p, name, mode, "true", "", t.TempDir())
+		cmd.Args = append(cmd.Args, "--containerd-address="+cri.Address, "--checkpoint-dir="+checkpointDir, "--layer-dir="+layerDir,
+			"--task-pod-uid="+taskPod.Config.Metadata.Uid, "--snapshot-mode=Memory", "--keep-local=false")
+		cmd.Args = append(cmd.Args, extra...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		return cmd, out, done
+	}
+	// commit takes a memory snapshot in a new Task pod and returns the pod
+	// and its archive.
+	commit := func(t *testing.T, run, layerDir string) (*ctrharness.Pod, string) {
+		t.Helper()
+		taskPod, err := cri.RunPod(ctx, "commit-"+randSuffix(), "sandbox-snapshot-system", "taskpod-"+randSuffix())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, out, done := step(t, "commit", "commit", run, taskPod, layerDir, "app="+reg.Host+"/hibernate/"+md.Name+"/app:"+run)
+		<-done
+		if code := cmd.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("commit step: exit code %d\n%s\n%s", code, out, cri.Log())
+		}
+		archive := filepath.Join(checkpointDir, archiveName(taskPod.Config.Metadata.Uid, run, "app"))
+		if _, err := os.Stat(archive); err != nil {
+			t.Fatalf("the commit step left no archive named by its Task pod: %v\n%s", err, out)
+		}
+		return taskPod, archive
+	}
+	// push starts the push step of run in taskPod and returns it once its
+	// upload has run a while.
+	push := func(t *testing.T, run string, taskPod *ctrharness.Pod, layerDir string) (*exec.Cmd, *bytes.Buffer, chan struct{}) {
+		t.Helper()
+		cmd, out, done := step(t, "push", "commit", run, taskPod, layerDir, "app="+reg.Host+"/hibernate/"+md.Name+"/app:"+run)
+		select {
+		case <-done:
+			t.Fatalf("the push step ended before it was signalled:\n%s", out)
+		case <-time.After(2 * time.Second):
+		}
+		return cmd, out, done
+	}
+
+	t.Run("root only, and SIGTERM mid-push", func(t *testing.T) {
+		run, layerDir := "run-"+randSuffix(), t.TempDir()
+		taskPod, archive := commit(t, run, layerDir)
+		defer cri.RemovePod(ctx, taskPod)
+		err := filepath.WalkDir(archive, func(p string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			want := os.FileMode(0o600)
+			if d.IsDir() {
+				want = 0o700
+			}
+			if fi.Mode().Perm() != want {
+				t.Errorf("%s: mode %v, want %v", p, fi.Mode().Perm(), want)
+			}
+			if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 {
+				t.Errorf("%s: owner %d, want root", p, st.Uid)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, out, done := push(t, run, taskPod, layerDir)
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+			t.Errorf("push step: exit code %d, want %d\n%s", code, 128+int(syscall.SIGTERM), out)
+		}
+		if !gone(archive, 5*time.Second) {
+			t.Errorf("the archive is still there after SIGTERM mid-push:\n%s", out)
+		}
+		countsOn(t, ctx, cri, id, "after the signalled push")
+	})
+
+	t.Run("SIGKILL mid-push, then an unpause run", func(t *testing.T) {
+		run, layerDir := "run-"+randSuffix(), t.TempDir()
+		taskPod, archive := commit(t, run, layerDir)
+		cmd, _, done := push(t, run, taskPod, layerDir)
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		unpause := func() string {
+			p := &runningPod{name: md.Name, namespace: md.Namespace, uid: md.Uid, runID: run}
+			un, out := e.binCmd(t, p, "commit", "unpause", "false", "", t.TempDir())
+			un.Args = append(un.Args, "--containerd-address="+cri.Address, "--checkpoint-dir="+checkpointDir)
+			if err := un.Run(); err != nil {
+				t.Fatalf("unpause run: %v\n%s", err, out)
+			}
+			return out.String()
+		}
+		// Its Task pod still runs (its other step, its sandbox): kept.
+		if out := unpause(); !exists(archive) {
+			t.Fatalf("an unpause run removed the archive of a Task pod that still runs:\n%s", out)
+		}
+		if err := cri.RemovePod(ctx, taskPod); err != nil {
+			t.Fatal(err)
+		}
+		if out := unpause(); exists(archive) {
+			t.Errorf("the archive of the killed push is still there after an unpause run, its Task pod gone:\n%s", out)
+		}
+	})
+}
+
+// exists tells whether path is there.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
