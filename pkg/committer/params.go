@@ -104,9 +104,6 @@ func ParseParams(in RawParams) (*Params, error) {
 	if err := validateID(task.ParamRunID, in.RunID); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
 	}
-	if err := validateID(taskPodUIDFlag, in.TaskPodUID); err != nil && in.TaskPodUID != "" {
-		return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
-	}
 	switch in.InsecureRegistry {
 	case "true":
 		p.Insecure = true
@@ -121,6 +118,14 @@ func ParseParams(in RawParams) (*Params, error) {
 		p.Mode = in.Mode
 	default:
 		return nil, fmt.Errorf("param mode must be %q, %q or %q, got %q", ModeCommit, ModeUnpause, ModeRelease, in.Mode)
+	}
+	// Only a commit writes what its Task pod owns: an unpause, which may have
+	// containers to thaw, or a release does not fail for it.
+	if err := validateID(taskPodUIDFlag, in.TaskPodUID); err != nil && in.TaskPodUID != "" {
+		if p.Mode == ModeCommit {
+			return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
+		}
+		p.TaskPodUID = ""
 	}
 	var err error
 	if p.SnapshotMode, err = eitherOr(task.ParamSnapshotMode, in.SnapshotMode, task.SnapshotModeFilesystem, task.SnapshotModeMemory); err != nil {

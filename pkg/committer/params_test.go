@@ -60,6 +60,13 @@ func TestParseParamsValid(t *testing.T) {
 	if p, err = ParseParams(r); err != nil || p.Mode != ModeUnpause {
 		t.Errorf("unpause: %+v %v", p, err)
 	}
+	// An unpause writes nothing its Task pod owns: it thaws whatever that
+	// pod's UID reads.
+	bad := r
+	bad.TaskPodUID = "$(TASK_POD_UID)"
+	if p, err = ParseParams(bad); err != nil || p.TaskPodUID != "" {
+		t.Errorf("unpause with an unexpanded task pod uid: %+v %v", p, err)
+	}
 	r.Containers = nil
 	if p, err = ParseParams(r); err != nil || len(p.Targets) != 0 {
 		t.Errorf("unpause without containers: %+v %v", p, err)
