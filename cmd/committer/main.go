@@ -48,7 +48,7 @@ const (
 type options struct {
 	step, mode                          string
 	podName, podNamespace, insecure     string
-	podUID, runID                       string
+	podUID, runID, taskPodUID           string
 	address, namespace, dockerConfig    string
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath, differ, keepLocal        string
@@ -70,7 +70,7 @@ func run(args []string) int {
 		return exitFailed
 	}
 	params, err := committer.ParseParams(committer.RawParams{
-		PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID, Containers: fs.Args(),
+		PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID, TaskPodUID: o.taskPodUID, Containers: fs.Args(),
 		InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback,
 	})
 	if err == nil && o.step != stepCommit && o.step != stepPush && o.step != stepAll {
@@ -83,9 +83,13 @@ func run(args []string) int {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 
-	// The signal handler thaws whatever this process froze before exiting.
+	// The signal handler thaws whatever this process froze, lets the
+	// cancelled work unwind for a while (it removes what it wrote into
+	// containerd), then removes the checkpoint archives this process was
+	// writing or pushing, before exiting.
 	var cm atomic.Pointer[committer.Committer]
 	var signaled atomic.Bool
+	unwound := make(chan struct{})
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
@@ -102,6 +106,13 @@ func run(args []string) int {
 			} else {
 				msg = fmt.Sprintf("interrupted by %s; thawed %d containers", sig, n)
 			}
+			select {
+			case <-unwound:
+			case <-time.After(unwindTimeout):
+			}
+			if n := c.Discard(); n > 0 {
+				msg += fmt.Sprintf("; removed %d checkpoint archive(s)", n)
+			}
 		}
 		fmt.Fprintf(os.Stderr, "committer: %s\n", msg)
 		_ = committer.WriteResult(o.errorPath, committer.FormatError(errors.New(msg)))
@@ -109,6 +120,7 @@ func run(args []string) int {
 	}()
 
 	err = execute(ctx, o, params, &cm)
+	close(unwound)
 	if signaled.Load() {
 		// The signal handler owns the exit: it thaws, then exits 128+signal.
 		select {}
@@ -118,6 +130,11 @@ func run(args []string) int {
 	}
 	return 0
 }
+
+// unwindTimeout bounds how long the signal handler, after the thaw, waits
+// for the cancelled work to remove what it wrote; with the thaw's 20 s it
+// stays within a pod's default 30 s grace period.
+const unwindTimeout = 5 * time.Second
 
 // Exit codes. exitFailed (task.ExitCodeThawed) means nothing is left paused,
 // exitFrozenElsewhere (task.ExitCodeFrozenElsewhere) that another run holds
@@ -157,6 +174,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.podName, "pod-name", "", "name of the pod whose containers are committed")
 	fs.StringVar(&o.podNamespace, "pod-namespace", "", "namespace of the pod")
 	fs.StringVar(&o.podUID, "pod-uid", "", "UID of the pod; only containers labelled io.kubernetes.pod.uid with it are touched")
+	fs.StringVar(&o.taskPodUID, "task-pod-uid", "", "UID of the pod this step runs in (the Task's pod), which owns the memory snapshots it writes: a later run removes them once no container of that pod runs (unset: an hour after they were last written)")
 	fs.StringVar(&o.runID, "run-id", "", "ID of this snapshot run (the SandboxSnapshot's UID): the paused-by marker; mode=unpause thaws only containers carrying it")
 	fs.StringVar(&o.insecure, "insecure-registry", "false", "\"true\" allows plain HTTP and unverified TLS for registries")
 	fs.StringVar(&o.address, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
@@ -235,6 +253,11 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	// and the process exits right after.
 	c := committer.New(cl, cfg)
 	cm.Store(c)
+	if o.step != stepPush {
+		// Every run on the node, of any mode, removes the memory snapshots
+		// runs that are over left.
+		c.SweepCheckpoints(ctx)
+	}
 
 	switch params.Mode {
 	case committer.ModeRelease:

@@ -122,6 +122,7 @@ func TestTaskMatchesContract(t *testing.T) {
 		t.Errorf("socket mount %+v", st.VolumeMounts)
 	}
 	// Both steps read the memory snapshot's dump: the push builds its image.
+	// The commit step sweeps the dumps of runs that are over, in every mode.
 	for _, s := range tk.Spec.Steps {
 		if !slices.ContainsFunc(s.VolumeMounts, func(m corev1.VolumeMount) bool {
 			return m.Name == task.CheckpointVolume && m.MountPath == "$(params."+task.ParamCheckpointDir+")"
@@ -151,6 +152,7 @@ func TestTaskArgsParse(t *testing.T) {
 }
 
 func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
+	const taskPodUID = "5d0c9e2a-1b7f-4c3e-9a60-7f1e2d3c4b5a"
 	tk := loadTask(t)
 	repl := strings.NewReplacer(
 		"$(params.mode)", mode,
@@ -174,13 +176,21 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		"$(results.ERROR.path)", "/tekton/results/ERROR",
 	)
 	for _, s := range tk.Spec.Steps {
+		// Kubernetes expands $(VAR) of the step's own env in its args; the
+		// Task pod's UID comes from the downward API.
+		var envRepl []string
+		for _, ev := range s.Env {
+			if ev.ValueFrom != nil && ev.ValueFrom.FieldRef != nil && ev.ValueFrom.FieldRef.FieldPath == "metadata.uid" {
+				envRepl = append(envRepl, "$("+ev.Name+")", taskPodUID)
+			}
+		}
 		var args []string
 		for _, a := range s.Args {
 			if a == "$(params.containers[*])" {
 				args = append(args, containers...)
 				continue
 			}
-			a = repl.Replace(a)
+			a = strings.NewReplacer(envRepl...).Replace(repl.Replace(a))
 			if strings.Contains(a, "$(") {
 				t.Fatalf("step %s: unsubstituted %q", s.Name, a)
 			}
@@ -195,7 +205,7 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 			t.Errorf("step %s runs --step=%s", s.Name, o.step)
 		}
 		p, err := committer.ParseParams(committer.RawParams{PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID,
-			Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback})
+			TaskPodUID: o.taskPodUID, Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback})
 		if err != nil {
 			t.Fatalf("step %s: %v", s.Name, err)
 		}
@@ -208,6 +218,11 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		if s.Name == task.StepCommit && (p.SnapshotMode != task.SnapshotModeMemory || p.MemoryFallback != task.MemoryFallbackFilesystem ||
 			o.checkpointDir != task.DefaultCheckpointDir || o.snapshotModePath == "") {
 			t.Errorf("step commit does not pass the snapshot mode, its fallback, the checkpoint dir and the SNAPSHOT_MODE result: %+v", o)
+		}
+		// The commit step names its Task pod, which owns the memory
+		// snapshot it writes, in every mode: a later run sweeps it by it.
+		if s.Name == task.StepCommit && p.TaskPodUID != taskPodUID {
+			t.Errorf("step commit does not pass its pod's UID from the downward API: %+v", o)
 		}
 		// The push step builds a memory snapshot's image from the commit
 		// step's dump.

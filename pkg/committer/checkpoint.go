@@ -75,7 +75,8 @@ const runcRuntime = "io.containerd.runc.v2"
 // freeze lasts while CRIU dumps them and their filesystem changes are taken. It fails before freezing where the
 // node cannot checkpoint them, a restore could not pull their base images,
 // or the node's disk has no room for their memory.
-// CheckpointDir must be the same directory for containerd and this process.
+// CheckpointDir must be the same directory for containerd and this process;
+// SweepCheckpoints, run first, frees what runs that are over left in it.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
 	if c.cfg.CheckpointDir == "" || c.cfg.LayerDir == "" {
 		return nil, fmt.Errorf("pod %s: a memory snapshot needs a checkpoint directory and a layer directory", c.podRef())
@@ -93,7 +94,6 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 		return nil, err
 	}
 
-	c.removeStaleCheckpoints()
 	if err := c.checkRoom(ctx, live); err != nil {
 		return nil, err
 	}
@@ -106,10 +106,11 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 		}
 	}()
 	// The archives stay for the push step, which removes them; a failed
-	// checkpoint leaves none.
+	// checkpoint leaves none, nor does a signal (Discard).
 	archives := make([]*checkpointRecord, len(live))
 	for i, l := range live {
-		archives[i] = &checkpointRecord{Archive: fmt.Sprintf("%s-%s", c.cfg.Params.RunID, l.target.Container)}
+		archives[i] = &checkpointRecord{Archive: archiveName(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, l.target.Container)}
+		c.own(l.target, archives[i])
 	}
 	defer func() {
 		if err != nil {
@@ -195,28 +196,6 @@ func majorMinor(v string) (major, minor int, ok bool) {
 	return major, minor, true
 }
 
-// staleCheckpointAge is the age past which a directory in CheckpointDir is
-// taken for one a killed run left: a run reads its own within minutes.
-const staleCheckpointAge = time.Hour
-
-// removeStaleCheckpoints removes the checkpoint directories (and the
-// archives of earlier versions) that runs killed before they could remove
-// their own left in CheckpointDir: they hold a sandbox's memory.
-func (c *Committer) removeStaleCheckpoints() {
-	old, _ := os.ReadDir(c.cfg.CheckpointDir)
-	for _, e := range old {
-		if !e.IsDir() && filepath.Ext(e.Name()) != ".tar" {
-			continue
-		}
-		f := filepath.Join(c.cfg.CheckpointDir, e.Name())
-		if st, err := os.Lstat(f); err == nil && time.Since(st.ModTime()) > staleCheckpointAge {
-			if err := os.RemoveAll(f); err == nil {
-				c.log.Printf("removed %s, left by a run killed %s ago", f, time.Since(st.ModTime()).Round(time.Minute))
-			}
-		}
-	}
-}
-
 // dump has CRIU dump l, frozen, through containerd's task API into dir's
 // checkpoint directory, with its log and statistics in dir, as containerd's
 // CRI does into the container's own directory. The container runs on.
@@ -273,6 +252,9 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 	}
 	if err := c.writeRootfsDiff(ctx, p, filepath.Join(dir, crmetadata.RootFsDiffTar)); err != nil {
 		return nil, fail("writing the filesystem change: %v", err)
+	}
+	if err := restrictArchive(dir); err != nil {
+		return nil, fail("leaving the checkpoint %s to root alone: %v", dir, err)
 	}
 	mediaType, size, err := checkpointLayerType(dir)
 	if err != nil {

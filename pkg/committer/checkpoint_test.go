@@ -21,6 +21,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log"
 	"maps"
 	"math/rand"
 	"os"
@@ -75,35 +76,148 @@ func TestMajorMinor(t *testing.T) {
 	}
 }
 
-// TestRemoveStaleCheckpoints removes the checkpoint directories and
-// archives killed runs left in the checkpoint directory, and only those: a
-// run's own directory is fresh, and other files are not ours.
-func TestRemoveStaleCheckpoints(t *testing.T) {
+// TestSweepCheckpoints removes the archives of runs that are over from the
+// checkpoint directory, and only those: an archive whose Task pod no longer
+// runs, however fresh; one whose Task pod runs is kept, however old, as is
+// one whose pod containerd cannot tell about; one that names no Task pod
+// (an earlier version's, a .tar of older ones) goes after an hour; other
+// files are not ours.
+func TestSweepCheckpoints(t *testing.T) {
 	dir := t.TempDir()
-	stale, fresh := filepath.Join(dir, "run-a-app"), filepath.Join(dir, "run-b-app")
-	archive, other := filepath.Join(dir, "run-c-app.tar"), filepath.Join(dir, "notes")
-	for _, d := range []string{stale, fresh} {
+	path := func(name string) string { return filepath.Join(dir, name) }
+	over, running := path(archiveName("pod-over", "run-a", "app")), path(archiveName("pod-running", "run-b", "app"))
+	unknown := path(archiveName("pod-unknown", "run-c", "app"))
+	stale, fresh := path(archiveName("", "run-d", "app")), path(archiveName("", "run-e", "app"))
+	tarball, other := path("run-f-app.tar"), path("notes")
+	for _, d := range []string{over, running, unknown, stale, fresh} {
 		if err := os.MkdirAll(filepath.Join(d, "checkpoint"), 0o700); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{archive, other} {
+	for _, f := range []string{tarball, other} {
 		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	old := time.Now().Add(-2 * staleCheckpointAge)
-	for _, f := range []string{stale, archive, other} {
+	for _, f := range []string{running, unknown, stale, tarball, other} {
 		if err := os.Chtimes(f, old, old); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c := New(nil, Config{Params: &Params{}, CheckpointDir: dir, Log: io.Discard})
-	c.removeStaleCheckpoints()
-	for f, want := range map[string]bool{stale: false, archive: false, fresh: true, other: true} {
+	asked := map[string]int{}
+	runs := func(uid string) (bool, error) {
+		asked[uid]++
+		switch uid {
+		case "pod-running":
+			return true, nil
+		case "pod-unknown":
+			return false, errors.New("containerd is down")
+		}
+		return false, nil
+	}
+	var logged bytes.Buffer
+	sweepCheckpoints(dir, runs, log.New(&logged, "", 0))
+	for f, want := range map[string]bool{over: false, running: true, unknown: true, stale: false, fresh: true, tarball: false, other: true} {
 		if _, err := os.Stat(f); (err == nil) != want {
 			t.Errorf("%s: present = %t, want %t", filepath.Base(f), err == nil, want)
 		}
+	}
+	if want := map[string]int{"pod-over": 1, "pod-running": 1, "pod-unknown": 1}; !maps.Equal(asked, want) {
+		t.Errorf("asked containerd about %v, want %v", asked, want)
+	}
+	for _, s := range []string{over + ": the run of Task pod pod-over is over", "keeping checkpoint " + unknown + ": containerd is down"} {
+		if !strings.Contains(logged.String(), s) {
+			t.Errorf("the log does not say %q:\n%s", s, logged.String())
+		}
+	}
+	// A checkpoint directory that is not there (no memory snapshot yet on
+	// the node) is no error.
+	logged.Reset()
+	sweepCheckpoints(path("absent"), runs, log.New(&logged, "", 0))
+	if logged.Len() > 0 {
+		t.Errorf("sweeping an absent directory logged %q", logged.String())
+	}
+}
+
+// TestArchiveOwner reads the Task pod back from an archive's name, and
+// none from names that carry none.
+func TestArchiveOwner(t *testing.T) {
+	const uid = "5d0c9e2a-1b7f-4c3e-9a60-7f1e2d3c4b5a"
+	for name, want := range map[string]string{
+		archiveName(uid, "7244861d-0adf-4dbe-91a8-b976efd1365b", "app"): uid,
+		archiveName("", "7244861d-0adf-4dbe-91a8-b976efd1365b", "app"):  "",
+		"run-c-app.tar": "",
+		"_run-app":      "",
+		"a.b_run-app":   "",
+	} {
+		if got := archiveOwner(name); got != want {
+			t.Errorf("archiveOwner(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+// TestRestrictArchive leaves an archive written with loose modes readable
+// by root alone: directories 0700, files 0600.
+func TestRestrictArchive(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "archive")
+	if err := os.MkdirAll(filepath.Join(dir, "checkpoint"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"spec.dump", "checkpoint/pages-1.img"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := restrictArchive(dir); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]os.FileMode{"": 0o700, "checkpoint": 0o700, "spec.dump": 0o600, "checkpoint/pages-1.img": 0o600} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		} else if st.Mode().Perm() != want {
+			t.Errorf("%q: mode %v, want %v", f, st.Mode().Perm(), want)
+		}
+	}
+}
+
+// TestDiscard removes the archives, and their records, that a process
+// wrote or read, once, and nothing else in the checkpoint directory.
+func TestDiscard(t *testing.T) {
+	layers, checkpoints := t.TempDir(), t.TempDir()
+	c := New(nil, Config{Params: &Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, LayerDir: layers, CheckpointDir: checkpoints, Log: io.Discard})
+	other := filepath.Join(checkpoints, archiveName("pod-b", "run-b", "app"))
+	var owned []string
+	for _, name := range []string{"app", "sidecar"} {
+		rec := &checkpointRecord{Archive: archiveName("pod-a", "run-a", name)}
+		if err := os.MkdirAll(filepath.Join(c.archiveDir(rec), "checkpoint"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.writeCheckpointRecord(Target{Container: name}, rec); err != nil {
+			t.Fatal(err)
+		}
+		c.own(Target{Container: name}, rec)
+		owned = append(owned, c.archiveDir(rec), c.checkpointRecordPath(name))
+	}
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Discard(); n != 2 {
+		t.Errorf("Discard removed %d archives, want 2", n)
+	}
+	for _, p := range owned {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s is still there after Discard: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("Discard removed another process's archive: %v", err)
+	}
+	if n := c.Discard(); n != 0 {
+		t.Errorf("a second Discard removed %d archives, want 0", n)
 	}
 }
 

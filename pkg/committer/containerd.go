@@ -109,6 +109,7 @@ type Committer struct {
 	client *client.Client
 	log    *log.Logger
 	frz    freezer
+	owned  ownedArchives
 
 	// hookInPause, when set (tests only), runs while the containers are frozen.
 	hookInPause func(context.Context) error

@@ -39,6 +39,7 @@ type RawParams struct {
 	PodNamespace     string
 	PodUID           string
 	RunID            string
+	TaskPodUID       string
 	Containers       []string
 	InsecureRegistry string
 	Mode             string
@@ -68,10 +69,13 @@ type Params struct {
 	// PodUID selects the pod's containers by io.kubernetes.pod.uid.
 	PodUID string
 	// RunID is the value of LabelPausedBy on the containers this run pauses.
-	RunID    string
-	Targets  []Target
-	Insecure bool
-	Mode     string
+	RunID string
+	// TaskPodUID is the UID of the pod this run's steps run in, which owns
+	// the checkpoint archives they write; empty outside a pod.
+	TaskPodUID string
+	Targets    []Target
+	Insecure   bool
+	Mode       string
 	// SnapshotMode is task.SnapshotModeFilesystem or task.SnapshotModeMemory.
 	SnapshotMode string
 	// MemoryFallback is task.MemoryFallbackNone or task.MemoryFallbackFilesystem.
@@ -81,7 +85,7 @@ type Params struct {
 // ParseParams validates raw Task parameters. It never touches containerd, so
 // every error is reported before any container is paused.
 func ParseParams(in RawParams) (*Params, error) {
-	p := &Params{PodName: in.PodName, PodNamespace: in.PodNamespace, PodUID: in.PodUID, RunID: in.RunID}
+	p := &Params{PodName: in.PodName, PodNamespace: in.PodNamespace, PodUID: in.PodUID, RunID: in.RunID, TaskPodUID: in.TaskPodUID}
 	if in.PodName == "" {
 		return nil, fmt.Errorf("param pod-name is empty")
 	}
@@ -114,6 +118,14 @@ func ParseParams(in RawParams) (*Params, error) {
 		p.Mode = in.Mode
 	default:
 		return nil, fmt.Errorf("param mode must be %q, %q or %q, got %q", ModeCommit, ModeUnpause, ModeRelease, in.Mode)
+	}
+	// Only a commit writes what its Task pod owns: an unpause, which may have
+	// containers to thaw, or a release does not fail for it.
+	if err := validateID(taskPodUIDFlag, in.TaskPodUID); err != nil && in.TaskPodUID != "" {
+		if p.Mode == ModeCommit {
+			return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
+		}
+		p.TaskPodUID = ""
 	}
 	var err error
 	if p.SnapshotMode, err = eitherOr(task.ParamSnapshotMode, in.SnapshotMode, task.SnapshotModeFilesystem, task.SnapshotModeMemory); err != nil {
@@ -158,6 +170,11 @@ func eitherOr(param, v, def, other string) (string, error) {
 	}
 	return "", fmt.Errorf("param %s must be %q or %q, got %q", param, def, other, v)
 }
+
+// taskPodUIDFlag names the committer's flag, and Params.TaskPodUID, in
+// errors: the UID of the Task's own pod, which Tekton does not pass as a
+// param (the Task takes it from the downward API).
+const taskPodUIDFlag = "task-pod-uid"
 
 // maxIDLength bounds pod-uid and run-id; Kubernetes UIDs are 36 characters.
 const maxIDLength = 128

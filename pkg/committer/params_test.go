@@ -48,6 +48,10 @@ func TestParseParamsValid(t *testing.T) {
 		t.Errorf("target %+v", p.Targets[1])
 	}
 	r := validRaw()
+	r.TaskPodUID = "5d0c9e2a-1b7f-4c3e-9a60-7f1e2d3c4b5a"
+	if p, err = ParseParams(r); err != nil || p.TaskPodUID != r.TaskPodUID {
+		t.Errorf("task pod uid: %+v %v", p, err)
+	}
 	r.Mode, r.InsecureRegistry = "", "true"
 	if p, err = ParseParams(r); err != nil || p.Mode != ModeCommit || !p.Insecure {
 		t.Errorf("empty mode / insecure: %+v %v", p, err)
@@ -55,6 +59,13 @@ func TestParseParamsValid(t *testing.T) {
 	r.Mode = "unpause"
 	if p, err = ParseParams(r); err != nil || p.Mode != ModeUnpause {
 		t.Errorf("unpause: %+v %v", p, err)
+	}
+	// An unpause writes nothing its Task pod owns: it thaws whatever that
+	// pod's UID reads.
+	bad := r
+	bad.TaskPodUID = "$(TASK_POD_UID)"
+	if p, err = ParseParams(bad); err != nil || p.TaskPodUID != "" {
+		t.Errorf("unpause with an unexpanded task pod uid: %+v %v", p, err)
 	}
 	r.Containers = nil
 	if p, err = ParseParams(r); err != nil || len(p.Targets) != 0 {
@@ -87,6 +98,8 @@ func TestParseParamsInvalid(t *testing.T) {
 		{"long pod uid", func(r *RawParams) { r.PodUID = strings.Repeat("a", 129) }, "pod-uid is longer"},
 		{"empty run id", func(r *RawParams) { r.RunID = "" }, "run-id is empty"},
 		{"bad run id", func(r *RawParams) { r.RunID = "run/1" }, "run-id"},
+		// Where Kubernetes did not expand the Task's $(TASK_POD_UID).
+		{"bad task pod uid", func(r *RawParams) { r.TaskPodUID = "$(TASK_POD_UID)" }, "task-pod-uid"},
 		{"no equals", func(r *RawParams) { r.Containers = []string{"app"} }, "<container>=<image>"},
 		{"empty container name", func(r *RawParams) { r.Containers = []string{"=127.0.0.1:5000/a:b"} }, "empty container name"},
 		{"bad container name", func(r *RawParams) { r.Containers = []string{"App=127.0.0.1:5000/a:b"} }, "container name is invalid"},

@@ -267,6 +267,9 @@ type committedImage struct {
 // memory snapshot, or the image it committed.
 func (c *Committer) readStep(ctx context.Context, t Target) (*committedImage, error) {
 	rec, err := c.readCheckpointRecord(t)
+	if rec != nil {
+		c.own(t, rec)
+	}
 	if err != nil || rec != nil {
 		return &committedImage{target: t, checkpoint: rec}, err
 	}

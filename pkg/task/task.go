@@ -132,8 +132,8 @@ const SocketVolume = "containerd-socket"
 const OverlayfsVolume = "containerd-overlayfs"
 
 // CheckpointVolume is the volume, supplied by the TaskRun's pod template,
-// holding the node's ParamCheckpointDir for a memory snapshot (an emptyDir
-// otherwise).
+// holding the node's ParamCheckpointDir in every mode: a memory snapshot is
+// written there, and every run removes those of runs that are over.
 const CheckpointVolume = "checkpoints"
 
 // Annotations on the manifest of a memory snapshot's image, a checkpoint

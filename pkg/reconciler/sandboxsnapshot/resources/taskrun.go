@@ -68,16 +68,7 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 		tr.Spec.Params = append(tr.Spec.Params,
 			pipelinev1.Param{Name: task.ParamSnapshotMode, Value: *pipelinev1.NewStructuredValues(task.SnapshotModeMemory)},
 			pipelinev1.Param{Name: task.ParamMemoryFallback, Value: *pipelinev1.NewStructuredValues(cfg.MemoryFallback)},
-			pipelinev1.Param{Name: task.ParamCheckpointDir, Value: *pipelinev1.NewStructuredValues(cfg.CheckpointDir)},
 		)
-		for i, v := range tr.Spec.PodTemplate.Volumes {
-			if v.Name == task.CheckpointVolume {
-				tr.Spec.PodTemplate.Volumes[i].VolumeSource = corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: cfg.CheckpointDir,
-					Type: ptr.To(corev1.HostPathDirectoryOrCreate),
-				}}
-			}
-		}
 	}
 	if cfg.PushSecret != "" {
 		tr.Spec.Workspaces = []pipelinev1.WorkspaceBinding{{
@@ -139,6 +130,7 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 		pipelinev1.Param{Name: task.ParamRunID, Value: *pipelinev1.NewStructuredValues(string(s.UID))},
 		pipelinev1.Param{Name: task.ParamMode, Value: *pipelinev1.NewStructuredValues(mode)},
 		pipelinev1.Param{Name: task.ParamOverlayfsRoot, Value: *pipelinev1.NewStructuredValues(overlayfsRoot(cfg))},
+		pipelinev1.Param{Name: task.ParamCheckpointDir, Value: *pipelinev1.NewStructuredValues(cfg.CheckpointDir)},
 	)
 	return &pipelinev1.TaskRun{
 		ObjectMeta: metav1.ObjectMeta{
@@ -162,9 +154,14 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 						Type: ptr.To(corev1.HostPathSocket),
 					}},
 				}, overlayfsVolume(cfg), {
-					// MakeTaskRun puts the node's checkpoint directory here for a memory snapshot.
-					Name:         task.CheckpointVolume,
-					VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+					// The node's checkpoint directory in every mode: a memory
+					// snapshot's dump is written there, and every run removes
+					// the dumps of runs that are over from it.
+					Name: task.CheckpointVolume,
+					VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+						Path: cfg.CheckpointDir,
+						Type: ptr.To(corev1.HostPathDirectoryOrCreate),
+					}},
 				}},
 			},
 		},

@@ -89,6 +89,7 @@ func TestMakeTaskRun(t *testing.T) {
 		"insecure-registry": *pipelinev1.NewStructuredValues("true"),
 		"max-layers":        *pipelinev1.NewStructuredValues("16"),
 		"overlayfs-root":    *pipelinev1.NewStructuredValues("/data/ctrd/io.containerd.snapshotter.v1.overlayfs"),
+		"checkpoint-dir":    *pipelinev1.NewStructuredValues("/var/lib/sandbox-snapshot-operator/checkpoints"),
 	}
 	gotParams := map[string]pipelinev1.ParamValue{}
 	for _, p := range tr.Spec.Params {
@@ -127,9 +128,11 @@ func TestMakeTaskRun(t *testing.T) {
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 			Path: "/data/ctrd/io.containerd.snapshotter.v1.overlayfs", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}},
 	}, {
-		// A filesystem snapshot gets no host directory to write to.
-		Name:         "checkpoints",
-		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
+		// A filesystem snapshot too: its commit step sweeps the memory
+		// snapshots of runs that are over.
+		Name: "checkpoints",
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: "/var/lib/sandbox-snapshot-operator/checkpoints", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}},
 	}}
 	if diff := cmp.Diff(wantVolumes, []corev1.Volume(pt.Volumes)); diff != "" {
 		t.Errorf("volumes (-want +got):\n%s", diff)
@@ -217,6 +220,25 @@ func TestMakeUnpauseTaskRun(t *testing.T) {
 	if tr.Spec.PodTemplate.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "node-1" {
 		t.Error("the unpause TaskRun must run on the sandbox's node")
 	}
+	checkSweeps(t, tr, cfg.CheckpointDir)
+}
+
+// checkSweeps checks that tr's commit step sees the node's checkpoint
+// directory, as a memory snapshot's does, to remove the memory snapshots
+// of runs that are over.
+func checkSweeps(t *testing.T, tr *pipelinev1.TaskRun, dir string) {
+	t.Helper()
+	got := ""
+	for _, p := range tr.Spec.Params {
+		if p.Name == "checkpoint-dir" {
+			got = p.Value.StringVal
+		}
+	}
+	want := corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+		Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}
+	if vols := tr.Spec.PodTemplate.Volumes; got != dir || len(vols) != 3 || !cmp.Equal(vols[2], want) {
+		t.Errorf("%s: param checkpoint-dir %q and volumes %+v, want %q and the third %+v", tr.Name, got, vols, dir, want)
+	}
 }
 
 // TestMakeReleaseTaskRun checks the TaskRun that gives back what a deleted
@@ -253,6 +275,7 @@ func TestMakeReleaseTaskRun(t *testing.T) {
 	if tr.Spec.PodTemplate.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields[0].Values[0] != "node-1" {
 		t.Error("the release TaskRun must run on the node that kept the images")
 	}
+	checkSweeps(t, tr, cfg.CheckpointDir)
 }
 
 func TestSourceOf(t *testing.T) {

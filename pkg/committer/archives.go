@@ -1,0 +1,204 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package committer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+)
+
+// A checkpoint archive holds a sandbox's memory from the commit step's dump
+// until the push step has uploaded it; it lives in the commit pod's two
+// steps, so that pod owns it. Its name carries the UID of that pod, the
+// Task's pod (Params.TaskPodUID): <task-pod-uid>_<run-id>-<container>. Every
+// run of the Task on the node sweeps CheckpointDir first (SweepCheckpoints)
+// and removes the archives of Task pods none of whose containers runs any
+// more, whatever their age. A process that is signalled removes the
+// archives it was writing or pushing before it exits (Discard).
+
+// staleCheckpointAge is the age past which an archive that names no Task
+// pod (one of an earlier version, or of a run outside a pod) is taken for
+// one a killed run left: a run reads its own within minutes.
+const staleCheckpointAge = time.Hour
+
+// archiveName is the name, in CheckpointDir, of the archive of container's
+// memory snapshot in run, written in the Task pod taskPodUID (none when
+// empty). '_' is in no UID, run ID or container name.
+func archiveName(taskPodUID, run, container string) string {
+	if taskPodUID == "" {
+		return run + "-" + container
+	}
+	return taskPodUID + "_" + run + "-" + container
+}
+
+// archiveOwner returns the UID of the Task pod that owns the archive named
+// name, or "" when its name carries none.
+func archiveOwner(name string) string {
+	owner, _, ok := strings.Cut(name, "_")
+	if !ok || validateID(taskPodUIDFlag, owner) != nil {
+		return ""
+	}
+	return owner
+}
+
+// SweepCheckpoints removes from CheckpointDir the checkpoint archives of runs
+// that are over: those whose Task pod has no container running (or paused)
+// in containerd any more, whatever their age, and those that name no Task
+// pod and were last written more than an hour ago. An archive whose pod
+// containerd cannot tell about is kept. It only logs what goes wrong: a
+// sweep never fails a run.
+func (c *Committer) SweepCheckpoints(ctx context.Context) {
+	if c.cfg.CheckpointDir == "" {
+		return
+	}
+	sweepCheckpoints(c.cfg.CheckpointDir, func(uid string) (bool, error) { return c.podRuns(ctx, uid) }, c.log)
+}
+
+// sweepCheckpoints removes the archives in dir of runs that are over, asking
+// runs whether a Task pod still runs.
+func sweepCheckpoints(dir string, runs func(taskPodUID string) (bool, error), logger *log.Logger) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			logger.Printf("checkpoint-dir %s: not sweeping it: %v", dir, err)
+		}
+		return
+	}
+	for _, e := range entries {
+		// Earlier versions left archives as .tar files.
+		if !e.IsDir() && filepath.Ext(e.Name()) != ".tar" {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		var why string
+		if owner := archiveOwner(e.Name()); owner != "" {
+			running, err := runs(owner)
+			if err != nil {
+				logger.Printf("keeping checkpoint %s: %v", p, err)
+				continue
+			}
+			if running {
+				continue
+			}
+			why = "the run of Task pod " + owner + " is over"
+		} else {
+			st, err := os.Lstat(p)
+			if err != nil || time.Since(st.ModTime()) <= staleCheckpointAge {
+				continue
+			}
+			why = fmt.Sprintf("it names no Task pod and was last written %s ago", time.Since(st.ModTime()).Round(time.Minute))
+		}
+		if err := os.RemoveAll(p); err != nil {
+			logger.Printf("removing checkpoint %s (%s): %v", p, why, err)
+			continue
+		}
+		logger.Printf("removed checkpoint %s: %s", p, why)
+	}
+}
+
+// podRuns tells whether a container of the pod whose UID is uid (its
+// sandbox included) runs, is paused or is created in containerd; a pod with
+// none left, or only stopped ones, is over.
+func (c *Committer) podRuns(ctx context.Context, uid string) (bool, error) {
+	ctx = c.nsCtx(ctx)
+	list, err := c.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelPodUID, strconv.Quote(uid)))
+	if err != nil {
+		return false, fmt.Errorf("listing the containers of task pod %s in containerd namespace %s: %w", uid, c.cfg.Namespace, err)
+	}
+	for _, ctr := range list {
+		task, err := ctr.Task(ctx, nil)
+		if errdefs.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return false, fmt.Errorf("task pod %s container %s: loading its task: %w", uid, shortID(ctr.ID()), err)
+		}
+		st, err := task.Status(ctx)
+		if errdefs.IsNotFound(err) || err == nil && st.Status == client.Stopped {
+			continue
+		} else if err != nil {
+			return false, fmt.Errorf("task pod %s container %s: its task's status: %w", uid, shortID(ctr.ID()), err)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// restrictArchive leaves the archive in dir readable by root only: its
+// directories 0700 and its files 0600, whatever CRIU or runc wrote them as.
+func restrictArchive(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			err = os.Chmod(p, 0o700)
+		case d.Type().IsRegular():
+			err = os.Chmod(p, 0o600)
+		}
+		return err
+	})
+}
+
+// ownedArchives are the archives this process is writing or pushing, which
+// Discard removes.
+type ownedArchives struct {
+	mu   sync.Mutex
+	list []ownedArchive
+}
+
+type ownedArchive struct {
+	target Target
+	rec    *checkpointRecord
+}
+
+// own records rec, target t's archive, as one this process writes or pushes.
+func (c *Committer) own(t Target, rec *checkpointRecord) {
+	c.owned.mu.Lock()
+	defer c.owned.mu.Unlock()
+	c.owned.list = append(c.owned.list, ownedArchive{t, rec})
+}
+
+// Discard is meant for a signal handler, after Abort: it removes the
+// checkpoint archives this process was writing or pushing and had not
+// removed yet, and their records, and returns how many archives it
+// removed; they hold a sandbox's memory, and the run is over.
+func (c *Committer) Discard() int {
+	c.owned.mu.Lock()
+	defer c.owned.mu.Unlock()
+	n := 0
+	for _, o := range c.owned.list {
+		if _, err := os.Lstat(c.archiveDir(o.rec)); err == nil {
+			n++
+		}
+		c.removeCheckpoint(o.target, o.rec)
+	}
+	c.owned.list = nil
+	return n
+}
