@@ -17,13 +17,14 @@ limitations under the License.
 // Package imagedeletion deletes the images of deleted snapshots under the
 // Delete image deletion policy, once nothing in the cluster refers to them.
 //
-// A snapshot's finalizer only records its images (resources.MakeRecords)
-// and goes: OpenSandbox deletes <sandbox>-pause right after a resume, while
-// the resumed pod and the BatchSandbox's template still name its image, and
-// its next pause of the sandbox waits for that name to be free. This
-// reconciler holds each record until no pod, BatchSandbox template or other
-// snapshot refers to the image, and no memory snapshot's image in the
-// registry restores from it, then deletes the manifest.
+// A snapshot's finalizer only records its images (resources.MakeRecords:
+// those resources.Ownership says are its own) and goes: OpenSandbox deletes
+// <sandbox>-pause right after a resume, while the resumed pod and the
+// BatchSandbox's template still name its image, and its next pause of the
+// sandbox waits for that name to be free. This reconciler holds each record
+// until no pod, BatchSandbox template or other snapshot refers to the image,
+// and no memory snapshot's image in the registry restores from it, then
+// deletes the manifest.
 package imagedeletion
 
 import (
@@ -94,9 +95,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 	}
 	ctx = r.config.ToContext(ctx)
 	cfg := config.FromContext(ctx).Snapshot
-	img, err := imageref.Parse(rec.Image, registry.NameOptions(cfg.InsecureRegistry)...)
+	opts := registry.NameOptions(cfg.InsecureRegistry)
+	img, err := imageref.Parse(rec.Image, opts...)
 	if err != nil {
 		r.event(rec, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind, "Cannot delete %s, which is not an image reference: %v", rec.Image, err)
+		return r.drop(ctx, cm)
+	}
+	// MakeRecords records only a snapshot's own images; checked again here,
+	// a record edited since (or made before that check) cannot name another
+	// sandbox's. The commit TaskRun, gone by now, no longer vouches for the
+	// digest: the repository alone is checked.
+	if err := (resources.Ownership{Registry: cfg.Registry}).Check(img.Digest, rec.Snapshot.Namespace, rec.Sandbox, opts...); err != nil {
+		r.event(rec, corev1.EventTypeWarning, v1alpha1.ReasonImageDeletionRefused,
+			"Image deletion record %s/%s: image %s is not the snapshot's to delete: %v; it is left in the registry", cm.Namespace, cm.Name, img, err)
 		return r.drop(ctx, cm)
 	}
 

@@ -74,9 +74,9 @@ func deleted() *v1alpha1.SandboxSnapshot {
 
 // recordOf is the deletion record of deleted()'s image, changed by opts.
 func recordOf(opts ...func(*resources.Record)) *corev1.ConfigMap {
-	cms, err := resources.MakeRecords(deleted(), system.Namespace())
-	if err != nil {
-		panic(err)
+	cms, _, err := resources.MakeRecords(deleted(), system.Namespace(), resources.Ownership{Registry: registryHost})
+	if err != nil || len(cms) != 1 {
+		panic(fmt.Sprintf("records %v: %v", cms, err))
 	}
 	cm := cms[0]
 	cm.UID = "record-uid"
@@ -202,6 +202,12 @@ func TestReconcile(t *testing.T) {
 	gaveUp.Err = down.Err
 	other := Snapshot(ns, "osb-snap-1", "sb")
 	other.Status = deleted().Status
+	// A record edited to name another namespace's image, which the
+	// registry holds.
+	otherTenants := registryHost + "/team-b/sb/app@" + digest
+	edited := recordOf()
+	edited.Data["image"] = registryHost + "/team-b/sb/app:" + tag + "@" + digest
+	holdingOther := &registrytest.Fake{Held: map[string]string{otherTenants: digest}}
 
 	table := rtesting.TableTest{{
 		Name: "a record that is gone is done with",
@@ -214,6 +220,16 @@ func TestReconcile(t *testing.T) {
 		WantDeletes:    []clientgotesting.DeleteActionImpl{deleteRecord()},
 		WantEvents:     []string{event(corev1.EventTypeNormal, v1alpha1.ReasonImagesDeleted, "Deleted %s from the registry", image)},
 		PostConditions: []func(*testing.T, *rtesting.TableRow){wantDeleted(plain, image)},
+	}, {
+		Name:        "a record edited to name an image outside its snapshot's sandbox's repository is refused with an event, the image stays, and the record goes",
+		Ctx:         withRegistry(holdingOther),
+		Objects:     []runtime.Object{edited},
+		Key:         key,
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteRecord()},
+		WantEvents: []string{event(corev1.EventTypeWarning, v1alpha1.ReasonImageDeletionRefused,
+			"Image deletion record %s/%s: image %s is not the snapshot's to delete: repository %s/team-b/sb/app is not one of sandbox team-a/sb's, %s/team-a/sb/<container>; it is left in the registry",
+			system.Namespace(), recordOf().Name, otherTenants, registryHost, registryHost)},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){wantDeleted(holdingOther)},
 	}, {
 		Name:        "an image a running pod runs from waits, and the record says for whom",
 		Ctx:         withRegistry(holding()),

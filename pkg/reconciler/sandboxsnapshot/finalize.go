@@ -78,7 +78,7 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 	if err := r.release(ctx, s); err != nil {
 		return err
 	}
-	return r.deleteImages(ctx, s)
+	return r.deleteImages(ctx, s, commit)
 }
 
 // thawBeforeDeletion follows the thaw of a deleted snapshot whose commit may

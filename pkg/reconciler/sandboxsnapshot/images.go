@@ -21,6 +21,7 @@ import (
 	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	idresources "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
@@ -53,9 +55,11 @@ func imagesOf(s *v1alpha1.SandboxSnapshot, opts []name.Option) ([]name.Digest, e
 }
 
 // deleteImages hands, under the Delete policy, each image a deleted snapshot
-// recorded to the imagedeletion reconciler. It is not waited for: OpenSandbox
-// deletes <sandbox>-pause while the resumed pod still runs from its image.
-func (r *Reconciler) deleteImages(ctx context.Context, s *v1alpha1.SandboxSnapshot) error {
+// recorded and owns to the imagedeletion reconciler, and reports each it
+// names but does not own; commit is its commit TaskRun, nil once gone. It is
+// not waited for: OpenSandbox deletes <sandbox>-pause while the resumed pod
+// still runs from its image.
+func (r *Reconciler) deleteImages(ctx context.Context, s *v1alpha1.SandboxSnapshot, commit *pipelinev1.TaskRun) error {
 	cfg := config.FromContext(ctx).Snapshot
 	recorder := controller.GetEventRecorder(ctx)
 	policy, err := cfg.ImageDeletionPolicyOf(s.Namespace, s.Name, s.Annotations)
@@ -66,10 +70,23 @@ func (r *Reconciler) deleteImages(ctx context.Context, s *v1alpha1.SandboxSnapsh
 	if policy != config.ImageDeletionDelete {
 		return nil
 	}
-	records, err := idresources.MakeRecords(s, r.namespace, registry.NameOptions(cfg.InsecureRegistry)...)
+	opts := registry.NameOptions(cfg.InsecureRegistry)
+	own := idresources.Ownership{Registry: cfg.Registry}
+	if commit != nil {
+		pushed, err := resources.PushedImages(commit, opts...)
+		if err != nil {
+			recorder.Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind, "%v; the images are retained", err)
+			return nil
+		}
+		own.TaskRun, own.Pushed = commit.Namespace+"/"+commit.Name, pushed
+	}
+	records, refused, err := idresources.MakeRecords(s, r.namespace, own, opts...)
 	if err != nil {
 		recorder.Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind, "%v; the images are retained", err)
 		return nil
+	}
+	for _, err := range refused {
+		recorder.Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonImageDeletionRefused, "%v; it is left in the registry", err)
 	}
 	for _, cm := range records {
 		// A pass that failed half-way made some of them.

@@ -19,6 +19,7 @@ package sandboxsnapshot
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,18 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrytest"
 )
+
+// digestC is a manifest no commit of the rows pushed.
+const digestC = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+
+// naming edits status.containers[app] of a snapshot to name image (a
+// tagged reference) pinned to digest, as anyone who may write the status can.
+func naming(image, digest string) SnapshotOption {
+	return func(s *v1alpha1.SandboxSnapshot) {
+		s.Status.Containers = append([]v1alpha1.ContainerSnapshot(nil), s.Status.Containers...)
+		s.Status.Containers[0].ImageURI, s.Status.Containers[0].ImageDigest = image+"@"+digest, digest
+	}
+}
 
 type fakeRegistryKey struct{}
 
@@ -82,9 +95,9 @@ func TestImageDeletion(t *testing.T) {
 	deleting := deletingWith()
 	// records are the deletion records of the deleted snapshot's images.
 	records := func(s *v1alpha1.SandboxSnapshot) []runtime.Object {
-		cms, err := idresources.MakeRecords(s, f.trNamespace)
-		if err != nil {
-			t.Fatal(err)
+		cms, refused, err := idresources.MakeRecords(s, f.trNamespace, idresources.Ownership{Registry: registryPrefix})
+		if err != nil || len(refused) > 0 {
+			t.Fatal(err, refused)
 		}
 		out := make([]runtime.Object, len(cms))
 		for i, cm := range cms {
@@ -98,6 +111,21 @@ func TestImageDeletion(t *testing.T) {
 	}
 	withCreates := func(s *v1alpha1.SandboxSnapshot, more ...runtime.Object) []runtime.Object {
 		return append([]runtime.Object{release(s)}, more...)
+	}
+	// sidecarOnly is the record of the one image of the edited snapshots
+	// below that is theirs: the sidecar's.
+	sidecarOnly := records(deleting)[1]
+	// The commit TaskRun of deleting, which reported digestA and digestB.
+	commit := f.succeededCommit(time.Minute)
+	// Images anyone who may write the status could name in it: another
+	// namespace's, and a manifest of the sandbox's own repository that its
+	// commit did not push.
+	otherTenants := registryPrefix + "/team-b/sb/app:" + tag
+	notPushed := registryPrefix + "/team-a/sb/app:" + tag
+	refused := func(image, why string) string {
+		return rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonImageDeletionRefused,
+			"SandboxSnapshot %s/%s: status.containers[app]: image %s is not the snapshot's to delete: %s; it is left in the registry",
+			ns, snapName, image, why)
 	}
 
 	rows := rtesting.TableTest{{
@@ -115,6 +143,38 @@ func TestImageDeletion(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantCreates:             withCreates(deleting, records(deleting)...),
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+	}, {
+		Name:                    "with its commit TaskRun still there, deleting a snapshot records each image the TaskRun reported pushing",
+		Ctx:                     deletePolicy,
+		Objects:                 []runtime.Object{deleting, commit},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             withCreates(deleting, records(deleting)...),
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(f.trNamespace, f.trName)},
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+	}, {
+		Name: "an image of another namespace's repository, written into the status, is refused with an event and left in the registry; " +
+			"with the TaskRun gone, the repository alone decides",
+		Ctx:                     deletePolicy,
+		Objects:                 []runtime.Object{deletingWith(naming(otherTenants, digestA))},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             withCreates(deleting, sidecarOnly),
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantEvents: []string{refused(registryPrefix+"/team-b/sb/app@"+digestA,
+			"repository "+registryPrefix+"/team-b/sb/app is not one of sandbox team-a/sb's, "+registryPrefix+"/team-a/sb/<container>")},
+	}, {
+		Name: "an image of the sandbox's own repository whose digest its commit TaskRun did not report, written into the status, " +
+			"is refused with an event and left in the registry",
+		Ctx:                     deletePolicy,
+		Objects:                 []runtime.Object{deletingWith(naming(notPushed, digestC)), commit},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             withCreates(deleting, sidecarOnly),
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(f.trNamespace, f.trName)},
+		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantEvents: []string{refused(registryPrefix+"/team-a/sb/app@"+digestC,
+			"TaskRun "+f.trNamespace+"/"+f.trName+" did not report pushing it")},
 	}, {
 		Name:                    "the annotation asks for Delete under the default Retain policy",
 		Objects:                 []runtime.Object{deletingWith(WithAnnotation(sandbox.ImageDeletionPolicyAnnotation, "Delete"))},

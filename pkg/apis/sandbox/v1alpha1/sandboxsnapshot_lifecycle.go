@@ -70,8 +70,11 @@ const (
 	ReasonImagesDeleted         = "ImagesDeleted"
 	ReasonImageDeletionDeferred = "ImageDeletionDeferred"
 	ReasonImagesLeftBehind      = "ImagesLeftBehind"
-	ReasonImageMissing          = "ImageMissing"
-	ReasonImageRestored         = "ImageRestored"
+	// ReasonImageDeletionRefused reports an image a snapshot names but does
+	// not own, which is not deleted.
+	ReasonImageDeletionRefused = "ImageDeletionRefused"
+	ReasonImageMissing         = "ImageMissing"
+	ReasonImageRestored        = "ImageRestored"
 )
 
 // IsTerminal reports whether the snapshot has reached Succeed or Failed.

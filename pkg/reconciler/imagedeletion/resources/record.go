@@ -17,7 +17,8 @@ limitations under the License.
 // Package resources builds and reads the records of image deletions: one
 // ConfigMap per image of a deleted snapshot under the Delete policy, in the
 // operator's namespace, that lives until the image is deleted or left
-// behind. Its functions are pure.
+// behind; and it decides which images are a snapshot's own to delete
+// (Ownership). Its functions are pure.
 package resources
 
 import (
@@ -78,10 +79,10 @@ func RecordName(image name.Digest, snapshot types.UID) string {
 	return "image-deletion-" + hex.EncodeToString(sum[:])[:20]
 }
 
-// MakeRecords builds the records of the images a snapshot recorded, in
-// namespace. opts parse the snapshot's images.
-func MakeRecords(s *v1alpha1.SandboxSnapshot, namespace string, opts ...name.Option) ([]*corev1.ConfigMap, error) {
-	var out []*corev1.ConfigMap
+// MakeRecords builds, in namespace, the records of the images a snapshot
+// recorded that own says are its own; refused says why each other one is
+// not deleted. opts parse the snapshot's images.
+func MakeRecords(s *v1alpha1.SandboxSnapshot, namespace string, own Ownership, opts ...name.Option) (records []*corev1.ConfigMap, refused []error, err error) {
 	for _, c := range s.Status.Containers {
 		if c.ImageDigest == "" {
 			continue
@@ -90,9 +91,14 @@ func MakeRecords(s *v1alpha1.SandboxSnapshot, namespace string, opts ...name.Opt
 		pinned := tagged + "@" + c.ImageDigest
 		d, err := name.NewDigest(pinned, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("SandboxSnapshot %s/%s: status.containers[%s]: image %q: %w", s.Namespace, s.Name, c.ContainerName, pinned, err)
+			return nil, nil, fmt.Errorf("SandboxSnapshot %s/%s: status.containers[%s]: image %q: %w", s.Namespace, s.Name, c.ContainerName, pinned, err)
 		}
-		out = append(out, &corev1.ConfigMap{
+		if err := own.Check(d, s.Namespace, s.Spec.SandboxName, opts...); err != nil {
+			refused = append(refused, fmt.Errorf("SandboxSnapshot %s/%s: status.containers[%s]: image %s is not the snapshot's to delete: %w",
+				s.Namespace, s.Name, c.ContainerName, d.Name(), err))
+			continue
+		}
+		records = append(records, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
 				Name:      RecordName(d, s.UID),
 				Namespace: namespace,
@@ -109,7 +115,7 @@ func MakeRecords(s *v1alpha1.SandboxSnapshot, namespace string, opts ...name.Opt
 			},
 		})
 	}
-	return out, nil
+	return records, refused, nil
 }
 
 // ParseRecord reads a record.

@@ -30,6 +30,9 @@ import (
 
 const digest = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
+// owned owns the images of snapshot(), with its commit TaskRun gone.
+var owned = Ownership{Registry: "r.test/s"}
+
 func snapshot(tag string) *v1alpha1.SandboxSnapshot {
 	return &v1alpha1.SandboxSnapshot{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "sb-pause", UID: "snap-uid"},
@@ -44,9 +47,9 @@ func snapshot(tag string) *v1alpha1.SandboxSnapshot {
 // TestRecordRoundTrip makes the records of a snapshot, one per image it
 // pushed, and reads back what they and the reconciler wrote.
 func TestRecordRoundTrip(t *testing.T) {
-	cms, err := MakeRecords(snapshot("snap-gen3-x"), "sys")
-	if err != nil || len(cms) != 1 {
-		t.Fatalf("MakeRecords() = %d records, %v; want one, for the container that pushed", len(cms), err)
+	cms, refused, err := MakeRecords(snapshot("snap-gen3-x"), "sys", owned)
+	if err != nil || len(cms) != 1 || len(refused) != 0 {
+		t.Fatalf("MakeRecords() = %d records, refused %v, %v; want one, for the container that pushed", len(cms), refused, err)
 	}
 	cm := cms[0]
 	if errs := validation.IsDNS1123Subdomain(cm.Name); len(errs) > 0 || cm.Namespace != "sys" || cm.Labels[RecordLabel] != "true" {
@@ -74,17 +77,17 @@ func TestRecordRoundTrip(t *testing.T) {
 // TestRecordNames names one record per image and snapshot, whatever tag
 // the image was pushed under.
 func TestRecordNames(t *testing.T) {
-	a, _ := MakeRecords(snapshot("snap-gen3-x"), "sys")
-	b, _ := MakeRecords(snapshot("snap-0123"), "sys")
+	a, _, _ := MakeRecords(snapshot("snap-gen3-x"), "sys", owned)
+	b, _, _ := MakeRecords(snapshot("snap-0123"), "sys", owned)
 	if a[0].Name != b[0].Name {
 		t.Errorf("records %s and %s of one snapshot's manifest", a[0].Name, b[0].Name)
 	}
 	other := snapshot("snap-gen3-x")
 	other.UID = "other-uid"
-	if c, _ := MakeRecords(other, "sys"); c[0].Name == a[0].Name {
+	if c, _, _ := MakeRecords(other, "sys", owned); c[0].Name == a[0].Name {
 		t.Errorf("two snapshots' records of one manifest share name %s", c[0].Name)
 	}
-	if _, err := MakeRecords(snapshot("Bad Tag"), "sys"); err == nil || !strings.Contains(err.Error(), "SandboxSnapshot team-a/sb-pause: status.containers[app]") {
+	if _, _, err := MakeRecords(snapshot("Bad Tag"), "sys", owned); err == nil || !strings.Contains(err.Error(), "SandboxSnapshot team-a/sb-pause: status.containers[app]") {
 		t.Errorf("MakeRecords(an invalid image) = %v, want an error naming the snapshot and container", err)
 	}
 }

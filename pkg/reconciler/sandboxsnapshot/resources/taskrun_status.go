@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	"knative.dev/pkg/apis"
 
@@ -85,6 +86,33 @@ func CommitResults(tr *pipelinev1.TaskRun, want int) ([]string, *int64, error) {
 		pause = &ms
 	}
 	return digests, pause, nil
+}
+
+// PushedImages returns the images a commit TaskRun reported pushing,
+// repository@digest: the repository of each container its param names,
+// with the digest its result gives that container; none unless it
+// succeeded. opts parse the images.
+func PushedImages(tr *pipelinev1.TaskRun, opts ...name.Option) ([]name.Digest, error) {
+	if !tr.IsSuccessful() {
+		return nil, nil
+	}
+	_, _, containers, err := SourceOf(tr)
+	if err != nil {
+		return nil, err
+	}
+	digests, err := task.ParseDigests(resultValue(tr, task.ResultDigests), len(containers))
+	if err != nil {
+		return nil, fmt.Errorf("TaskRun %s/%s: %w", tr.Namespace, tr.Name, err)
+	}
+	out := make([]name.Digest, len(containers))
+	for i, c := range containers {
+		ref, err := name.ParseReference(c.ImageURI, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("TaskRun %s/%s: param %s: image %q of container %s: %w", tr.Namespace, tr.Name, task.ParamContainers, c.ImageURI, c.ContainerName, err)
+		}
+		out[i] = ref.Context().Digest(digests[i])
+	}
+	return out, nil
 }
 
 // resultValue returns the trimmed value of one of tr's results.

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
+	"knative.dev/pkg/apis"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
@@ -296,6 +297,33 @@ func TestSourceOf(t *testing.T) {
 	}
 	if _, _, _, err := SourceOf(bad); err == nil || !strings.Contains(err.Error(), "param containers") {
 		t.Errorf("SourceOf(a malformed containers param) = %v, want an error naming the param", err)
+	}
+}
+
+// TestPushedImages reads what a commit TaskRun reported pushing: each
+// container's repository with its digest, and nothing before it succeeded.
+func TestPushedImages(t *testing.T) {
+	const a = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	const b = "sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	s, src := testSource()
+	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
+	tr := MakeTaskRun(s, src, cfg, "ns")
+	if got, err := PushedImages(tr); got != nil || err != nil {
+		t.Errorf("PushedImages(a running TaskRun) = %v, %v; want none", got, err)
+	}
+	tr.Status.SetCondition(&apis.Condition{Type: apis.ConditionSucceeded, Status: corev1.ConditionTrue})
+	tr.Status.Results = []pipelinev1.TaskRunResult{{Name: task.ResultDigests, Value: *pipelinev1.NewStructuredValues(a + "," + b)}}
+	got, err := PushedImages(tr)
+	var names []string
+	for _, d := range got {
+		names = append(names, d.Name())
+	}
+	if want := []string{"r.test/s/sb-app@" + a, "r.test/s/sb-sidecar@" + b}; err != nil || !cmp.Equal(names, want) {
+		t.Errorf("PushedImages(a succeeded TaskRun) = %v, %v; want %v", names, err, want)
+	}
+	tr.Status.Results[0].Value = *pipelinev1.NewStructuredValues(a)
+	if _, err := PushedImages(tr); err == nil || !strings.Contains(err.Error(), "TaskRun ns/") {
+		t.Errorf("PushedImages(one digest for two containers) = %v, want an error naming the TaskRun", err)
 	}
 }
 
