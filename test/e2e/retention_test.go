@@ -38,6 +38,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
@@ -365,6 +366,82 @@ func TestImageDeletionRefused(t *testing.T) {
 	}
 	if !manifestHeld(t, s) {
 		t.Error("the refusing registry lost the manifest")
+	}
+	e.waitNoImageDeletions()
+}
+
+// TestImageDeletionOnlyOwnImages plays an account that may write snapshot
+// status (OpenSandbox's controller may, in every namespace) naming another
+// namespace's image in a snapshot whose commit TaskRun is gone, under the
+// Delete policy: deleting the snapshot leaves that image in the registry
+// and an ImageDeletionRefused event names it; the image the snapshot still
+// names of its own goes.
+func TestImageDeletionOnlyOwnImages(t *testing.T) {
+	e := setup(t)
+	e.createSandbox("sb", sandboxOpts{containers: []string{"app", "sidecar"}})
+	host := loopbackRegistry(t)
+	s := pushAndSucceed(t, e, useRegistry(t, e, host, map[string]any{
+		config.ImageDeletionPolicyKey:       "Delete",
+		config.TaskRunRetentionSucceededKey: "0",
+	}), randomImage(t))
+	// With the TaskRun gone, only the repository tells whose an image is.
+	e.waitTaskRunGone(names.CommitTaskRun(s))
+
+	tagged, err := name.NewTag(host+"/snapshots/another-tenant/sb/app:theirs", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := randomImage(t)
+	if err := remote.Write(tagged, theirs, remote.WithContext(e.ctx)); err != nil {
+		t.Fatalf("pushing %s: %v", tagged, err)
+	}
+	d, err := theirs.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := tagged.Context().Digest(d.String())
+
+	// A controller status write replaces the whole status: one from a pass
+	// that began before the edit (the TaskRun's removal) undoes it. Edit
+	// until the edit holds.
+	snaps := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
+	for attempt := 1; ; attempt++ {
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := snaps.Get(e.ctx, s.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status.Containers[0].ImageURI = tagged.String() + "@" + d.String()
+			cur.Status.Containers[0].ImageDigest = d.String()
+			_, err = snaps.UpdateStatus(e.ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("editing status.containers[0] of SandboxSnapshot %s/%s: %v", e.ns, s.Name, err)
+		}
+		time.Sleep(2 * time.Second)
+		cur, err := snaps.Get(e.ctx, s.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cur.Status.Containers[0].ImageDigest == d.String() {
+			break
+		}
+		if attempt == 5 {
+			t.Fatalf("status.containers[0] of SandboxSnapshot %s/%s was written back %d times:\n%s", e.ns, s.Name, attempt, dump(cur.Status))
+		}
+		t.Logf("status.containers[0] of SandboxSnapshot %s/%s was written back; editing it again", e.ns, s.Name)
+	}
+	own := test.PinnedDigests(t, s)[1]
+
+	e.deleteSnapshot(s.Name)
+	test.WaitForEvent(e.ctx, t, e.c, e.ns, s.Name, v1alpha1.ReasonImageDeletionRefused, "image "+victim.Name()+" is not the snapshot's to delete", timeout)
+	e.waitEvent(s.Name, v1alpha1.ReasonImagesDeleted)
+	if !test.ManifestHeld(e.ctx, t, victim) {
+		t.Errorf("%s, another namespace's image the snapshot's status was edited to name, was deleted", victim)
+	}
+	if test.ManifestHeld(e.ctx, t, own) {
+		t.Errorf("%s, the snapshot's own image, is still in the registry after its deletion", own)
 	}
 	e.waitNoImageDeletions()
 }
