@@ -130,6 +130,9 @@ main() {
     log "reusing the running node; redeploying the operator"
     test/cluster/deploy.sh
   else
+    # Built first, so that the interrupted node-up below is stopped in
+    # its changes to the host, not in a build (a fresh machine's first).
+    test/cluster/node-up.sh build
     NODE_HOST=$(go_bin node-host)
     "${NODE_HOST}" test refusals
     HOST_TEST=1

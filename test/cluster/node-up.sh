@@ -8,7 +8,9 @@
 # where something else holds what it needs, records the host before changing
 # it, and node-down.sh undoes exactly that; a node-up failing half-way runs
 # node-down itself. README.md ("Node mode") has the details. Root only;
-# rerunnable: a running node is left as it is.
+# rerunnable: a running node is left as it is. `node-up.sh build` only
+# builds what the node runs (tools, containerd, CRIU) and changes nothing on
+# the host.
 #
 # env: SKIP_DEPLOY=1, SKIP_TEKTON=1 (and Chains), SKIP_CHAINS=1 skip those steps;
 #      SNAPSHOT_CRDS (lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs;
@@ -385,9 +387,23 @@ KO_PID=""
 NODE_HOST="" # test/cmd/node-host: the record of the host
 CHAINS_PID=""
 
+# build_node builds the binaries the node runs, so that none is built while
+# the host is changed.
+build_node() {
+  need_tools etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy crane ko pause
+  if [[ "${NODE_CONTAINERD}" != system ]]; then
+    "${ROOT_DIR}/test/cluster/containerd-build.sh" "${NODE_CONTAINERD}" >/dev/null
+    "${ROOT_DIR}/test/cluster/criu-build.sh" >/dev/null
+  fi
+}
+
 main() {
   local start release
   start=$(now_s)
+  if [[ "${1:-}" == build ]]; then
+    build_node
+    return 0
+  fi
   preflight
   if cluster_env && [[ "${MODE}" == node ]] && pid_alive kubelet && pid_alive containerd && pid_alive registry &&
     apiserver_ready; then
@@ -406,7 +422,7 @@ main() {
   # A control-plane-only cluster of this clone.
   SSO_NODE_DOWN='' "${ROOT_DIR}/test/cluster/cluster-down.sh"
 
-  need_tools etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy crane ko pause
+  build_node
   mkdir -p "${NODE_DIR}" "${PID_DIR}" "${LOG_DIR}"
   trap on_exit EXIT
   trap 'exit 130' INT TERM
