@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
-	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -48,14 +47,7 @@ import (
 func (e *testEnv) containerdState(t *testing.T) map[string][]string {
 	t.Helper()
 	ctx := e.ctrd.Ctx(context.Background())
-	ls := e.ctrd.Client.LeasesService()
-	l, err := ls.Create(ctx, leases.WithRandomID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ls.Delete(ctx, l, leases.SynchronousDelete); err != nil {
-		t.Fatal(err)
-	}
+	e.collectGarbage(t)
 	st := map[string][]string{}
 	imgs, err := e.ctrd.Client.ImageService().List(ctx)
 	if err != nil {
@@ -76,7 +68,7 @@ func (e *testEnv) containerdState(t *testing.T) map[string][]string {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	all, err := ls.List(ctx)
+	all, err := e.ctrd.Client.LeasesService().List(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

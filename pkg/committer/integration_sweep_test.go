@@ -30,7 +30,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -152,16 +151,7 @@ func TestSIGTERMDuringPushRemovesCheckpoint(t *testing.T) {
 					t.Errorf("after %s mid-push %s holds %v (%v), want nothing (the archive was %s)", sig, dir, left, err, filepath.Base(archive))
 				}
 			}
-			// A lease deleted synchronously has containerd collect its
-			// garbage at once.
-			ls := e.ctrd.Client.LeasesService()
-			l, err := ls.Create(ctx, leases.WithRandomID())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := ls.Delete(ctx, l, leases.SynchronousDelete); err != nil {
-				t.Fatal(err)
-			}
+			e.collectGarbage(t)
 			if info, err := e.ctrd.Client.ContentStore().Info(ctx, layer.Digest); !errdefs.IsNotFound(err) {
 				t.Errorf("after %s mid-push containerd holds the checkpoint's layer %s: %+v (%v)", sig, layer.Digest, info, err)
 			}

@@ -252,18 +252,11 @@ func waitThawed(t *testing.T, ns, snapshot string, pod *corev1.Pod) {
 // The thaw is retried with a growing backoff, each failure an event, until
 // the setting is fixed; then an attempt thaws the sandbox.
 func TestThawRetriedAfterFailedAttempts(t *testing.T) {
-	ns := newNamespace(t)
-	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
-	pod := createSandbox(t, ns, "sb")
-	pauseAndKill(t, ns, "sb-snap", pod, func() {
-		setConfig(t, map[string]any{"priority-class-name": "e2e-missing"}, `"priorityClass":"e2e-missing"`)
-	})
-	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	ns, pod := killWithUnpauseRefused(t)
 	eventually(t, "a second attempt to thaw", 2*time.Minute, func() (bool, error) {
 		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return err == nil && s.Annotations[sandbox.ThawAttemptAnnotation] == "2", err
 	})
-	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonThawFailed, "e2e-missing", eventTimeout)
 	if !sandboxPaused(t, pod) {
 		t.Fatal("the sandbox is not paused while every unpause pod is refused: the test proves nothing")
 	}
@@ -273,12 +266,12 @@ func TestThawRetriedAfterFailedAttempts(t *testing.T) {
 	t.Logf("thawed %v after the setting was fixed", time.Since(start).Round(time.Second))
 }
 
-// TestDeletionWaitsForThaw kills the commit step mid-pause with every
-// unpause pod refused (a PriorityClass that does not exist), then deletes the
-// snapshot, as OpenSandbox does with a Failed one before it pauses again.
-// The snapshot keeps its finalizer, saying which sandbox it waits for, and
-// goes only once a retried unpause has thawed the sandbox.
-func TestDeletionWaitsForThaw(t *testing.T) {
+// killWithUnpauseRefused snapshots a new sandbox sb, kills the commit step
+// mid-pause with the operator's PriorityClass setting naming a class that
+// does not exist, so that the apiserver refuses every unpause pod, and waits
+// for sb-snap to fail and its first thaw with it.
+func killWithUnpauseRefused(t *testing.T) (string, *corev1.Pod) {
+	t.Helper()
 	ns := newNamespace(t)
 	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
 	pod := createSandbox(t, ns, "sb")
@@ -287,6 +280,16 @@ func TestDeletionWaitsForThaw(t *testing.T) {
 	})
 	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
 	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonThawFailed, "e2e-missing", eventTimeout)
+	return ns, pod
+}
+
+// TestDeletionWaitsForThaw kills the commit step mid-pause with every
+// unpause pod refused (a PriorityClass that does not exist), then deletes the
+// snapshot, as OpenSandbox does with a Failed one before it pauses again.
+// The snapshot keeps its finalizer, saying which sandbox it waits for, and
+// goes only once a retried unpause has thawed the sandbox.
+func TestDeletionWaitsForThaw(t *testing.T) {
+	ns, pod := killWithUnpauseRefused(t)
 
 	run(t, "", "kubectl", "-n", ns, "delete", "sbxsnap", "sb-snap", "--wait=false")
 	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonDeletionWaitsForThaw, "sandbox sb (pod "+pod.Name+")", eventTimeout)
