@@ -6,7 +6,9 @@
 # Succeed. DEV_MODE=control-plane: cluster-up.sh, the controller as a local
 # process (run-controller.sh, restarted each run), the sample pod on a fake
 # node (test/cmd/samples); the snapshot goes to Committing, as no Tekton runs
-# its TaskRun. Without DEV_MODE a running cluster keeps its mode. Rerunnable:
+# its TaskRun. Without DEV_MODE a running cluster keeps its mode. Only what
+# the first snapshot needs is built before it: Tekton Chains with
+# SKIP_CHAINS=0 (node-up.sh), tkn once the snapshot runs. Rerunnable:
 # the operator is restarted or redeployed and demo-snap recreated. Tear down
 # with `make cluster-down` (it also stops the node and the local controller).
 set -euo pipefail
@@ -55,7 +57,6 @@ recreate_snapshot() {
 }
 
 up_control_plane() {
-  "${ROOT_DIR}/hack/build-tools.sh" etcd kube-apiserver kube-controller-manager kube-scheduler kubectl tkn
   "${ROOT_DIR}/test/cluster/cluster-up.sh"
   "${ROOT_DIR}/test/cluster/run-controller.sh" stop
   "${ROOT_DIR}/test/cluster/run-controller.sh" start
@@ -64,8 +65,7 @@ up_control_plane() {
 up_node() {
   local was_up=$1
   [[ -x "${ROOT_DIR}/test/cluster/node-up.sh" ]] || die "test/cluster/node-up.sh is missing; use DEV_MODE=control-plane"
-  "${ROOT_DIR}/hack/build-tools.sh"
-  "${ROOT_DIR}/test/cluster/node-up.sh"
+  SKIP_CHAINS="${SKIP_CHAINS:-1}" "${ROOT_DIR}/test/cluster/node-up.sh"
   # node-up leaves a running node as it is: deploy this tree's operator and Task again.
   if [[ "${was_up}" == node ]]; then "${ROOT_DIR}/test/cluster/deploy.sh"; fi
   kc -n "${OPERATOR_NAMESPACE}" get deployment sandbox-snapshot-controller >/dev/null 2>&1 ||
@@ -98,6 +98,8 @@ main() {
     *) die "${SNAP} did not start (phase '$(snap_phase)'); see \`kubectl describe sbxsnap ${SNAP}\` and the controller's log" ;;
   esac
   tr=$(kc -n "${NS}" get sandboxsnapshot "${SNAP}" -o jsonpath='{.status.taskRunRef.name}')
+  # Built while the snapshot runs; the output below shows the TaskRun with it.
+  need_tools tkn
 
   echo
   echo "=== ${SNAP}: the snapshot, and the TaskRun the operator made for it"
@@ -115,9 +117,9 @@ main() {
     show kubectl wait --for=jsonpath='{.status.phase}'=Succeed "sbxsnap/${SNAP}" -n "${NS}" --timeout=300s
     show tkn taskrun describe "${tr}" -n "${OPERATOR_NAMESPACE}"
     echo
-    echo "# The pushed images (manifest digests, as the registry holds them):"
+    echo "# The pushed images, pinned to the manifest digests the registry holds:"
     show kubectl get sbxsnap "${SNAP}" -n "${NS}" \
-      -o jsonpath='{range .status.containers[*]}{.containerName}{"\t"}{.imageUri}{"@"}{.imageDigest}{"\n"}{end}'
+      -o jsonpath='{range .status.containers[*]}{.containerName}{"\t"}{.imageUri}{"\n"}{end}'
   else
     show tkn taskrun describe "${tr}" -n "${OPERATOR_NAMESPACE}"
     cat <<EOF
