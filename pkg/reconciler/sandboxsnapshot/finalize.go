@@ -18,10 +18,13 @@ package sandboxsnapshot
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"knative.dev/pkg/controller"
 	pkgreconciler "knative.dev/pkg/reconciler"
@@ -41,6 +44,9 @@ const cleanupWait = 10 * time.Second
 // retrying failed unpause TaskRuns as a live snapshot does. Only then does it
 // delete the TaskRuns and the images.
 func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
+	if gone, err := r.gone(ctx, s); gone || err != nil {
+		return err
+	}
 	commit, err := r.ownTaskRun(ctx, s, names.CommitTaskRun(s))
 	if err != nil {
 		return err
@@ -67,7 +73,15 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 			"Gave up waiting for the commit TaskRun of SandboxSnapshot %s/%s after %v; pod %s may still be paused",
 			s.Namespace, s.Name, resources.UnpauseTimeout, s.Status.SourcePodName)
 	}
-	for _, tr := range []*pipelinev1.TaskRun{unpause, commit} {
+	if err := r.release(ctx, s); err != nil {
+		return err
+	}
+	if err := r.deleteImages(ctx, s, commit); err != nil {
+		return err
+	}
+	// The unpause TaskRun goes last: until the finalizer does, its success
+	// is what tells a pass that retries this one not to thaw again.
+	for _, tr := range []*pipelinev1.TaskRun{commit, unpause} {
 		if tr == nil {
 			continue
 		}
@@ -75,10 +89,21 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 			return err
 		}
 	}
-	if err := r.release(ctx, s); err != nil {
-		return err
+	return nil
+}
+
+// gone reports whether s, a cached copy, has left the API server or our
+// finalizer. The pass that the deletion of its TaskRuns queues may read such a
+// copy once the finalizer is off: acting on it would thaw, or release, again.
+func (r *Reconciler) gone(ctx context.Context, s *v1alpha1.SandboxSnapshot) (bool, error) {
+	live, err := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+	if apierrs.IsNotFound(err) {
+		return true, nil
 	}
-	return r.deleteImages(ctx, s, commit)
+	if err != nil {
+		return false, fmt.Errorf("reading SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
+	}
+	return live.UID != s.UID || !slices.Contains(live.Finalizers, FinalizerName), nil
 }
 
 // thawBeforeDeletion follows the thaw of a deleted snapshot whose commit may

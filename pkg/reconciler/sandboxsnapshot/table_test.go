@@ -1029,7 +1029,20 @@ func TestReconcile(t *testing.T) {
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
-		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName), deleteTaskRun(trNamespace, trName)},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName), deleteTaskRun(trNamespace, unpauseName)},
+	}, {
+		// The pass queued by the TaskRuns' deletion may read a cached copy
+		// of the snapshot that the finalizer's removal has already deleted.
+		Name: "a cached copy of a snapshot deleted after its thaw starts no second thaw",
+		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
+			runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{snapshotGone(ns, snapName)},
+		// The generated reconciler still tries to remove the finalizer.
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "FinalizerUpdateFailed",
+			`Failed to update finalizers for "snap": sandboxsnapshots.sandbox.opensandbox.io "snap" not found`)},
 	}, {
 		Name: "deleting a snapshot whose paused pod went away drops the finalizer: nothing is left to thaw",
 		Objects: []runtime.Object{snap(committing, WithDeletionTimestamp, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")),
@@ -1038,7 +1051,17 @@ func TestReconcile(t *testing.T) {
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
-		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, unpauseName), deleteTaskRun(trNamespace, trName)},
+		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName), deleteTaskRun(trNamespace, unpauseName)},
+	}, {
+		Name: "deleting a Succeed snapshot keeps its TaskRuns while the release cannot start",
+		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB), WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{rtesting.InduceFailure("create", "taskruns")},
+		WantErr:                 true,
+		WantCreates:             []runtime.Object{releaseTaskRun},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError",
+			"creating TaskRun %s/team-a-snap-05307b-release: inducing failure for create taskruns", trNamespace)},
 	}, {
 		Name:                    "deleting a Succeed snapshot starts the release of the images its commit kept on the node, without waiting for it",
 		Objects:                 []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB), WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
@@ -1348,6 +1371,18 @@ func getBatchSandbox(sb *v1alpha1.BatchSandbox) clientgotesting.ReactionFunc {
 			return false, nil, nil
 		}
 		return true, sb, nil
+	}
+}
+
+// snapshotGone answers every request for the named snapshot with NotFound,
+// as after its deletion, while the informer's cache still holds it.
+func snapshotGone(namespace, name string) clientgotesting.ReactionFunc {
+	return func(action clientgotesting.Action) (bool, runtime.Object, error) {
+		get, ok := action.(clientgotesting.GetAction)
+		if !ok || action.GetResource().Resource != "sandboxsnapshots" || get.GetNamespace() != namespace || get.GetName() != name {
+			return false, nil, nil
+		}
+		return true, nil, apierrs.NewNotFound(v1alpha1.Resource("sandboxsnapshots"), name)
 	}
 }
 
