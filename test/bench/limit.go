@@ -35,9 +35,10 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	sandboxinformers "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/informers/externalversions"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/proc"
 )
 
@@ -181,7 +182,7 @@ func limitOne(ctx context.Context, c *clients, ns string, i int, cfg *config.Sna
 
 	src := resources.Source{Pod: pod, Containers: make([]v1alpha1.ContainerSnapshot, len(pod.Spec.Containers))}
 	for j, ctr := range pod.Spec.Containers {
-		uri, err := resources.ImageURI(cfg.Registry, ns, s.Spec.SandboxName, ctr.Name, string(s.UID))
+		uri, err := snapshotimage.URI(cfg.Registry, ns, s.Spec.SandboxName, ctr.Name, string(s.UID))
 		if err != nil {
 			return 1, err
 		}

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 

@@ -43,9 +43,9 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
-	idresources "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
@@ -459,13 +459,13 @@ func (e *env) waitNoImageDeletions() {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		cms, err := e.c.Kube.CoreV1().ConfigMaps(test.SystemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: idresources.RecordLabel + "=true"})
+		cms, err := e.c.Kube.CoreV1().ConfigMaps(test.SystemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: snapshotimage.RecordLabel + "=true"})
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		var left []string
 		for _, cm := range cms.Items {
-			if rec, err := idresources.ParseRecord(&cm); err == nil && rec.Snapshot.Namespace == e.ns {
+			if rec, err := snapshotimage.ParseRecord(&cm); err == nil && rec.Snapshot.Namespace == e.ns {
 				left = append(left, cm.Name+" ("+rec.Image+", waiting for "+rec.WaitingFor+")")
 			}
 		}

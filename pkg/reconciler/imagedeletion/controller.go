@@ -42,8 +42,8 @@ import (
 	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/imageref"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrysecret"
 )
 
@@ -61,7 +61,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 	resync := controller.GetResyncPeriod(ctx)
 
 	records := kubeinformers.NewSharedInformerFactoryWithOptions(kube, resync, kubeinformers.WithNamespace(namespace),
-		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = resources.RecordLabel + "=true" }),
+		kubeinformers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = snapshotimage.RecordLabel + "=true" }),
 	).Core().V1().ConfigMaps()
 	pods := podinformer.Get(ctx)
 	sandboxes := batchsandboxinformer.Get(ctx)
@@ -167,7 +167,7 @@ func recordKeys(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	rec, err := resources.ParseRecord(cm)
+	rec, err := snapshotimage.ParseRecord(cm)
 	if err != nil {
 		return nil, nil
 	}

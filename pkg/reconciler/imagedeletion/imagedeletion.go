@@ -17,8 +17,8 @@ limitations under the License.
 // Package imagedeletion deletes the images of deleted snapshots under the
 // Delete image deletion policy, once nothing in the cluster refers to them.
 //
-// A snapshot's finalizer only records its images (resources.MakeRecords:
-// those resources.Ownership says are its own) and goes: OpenSandbox deletes
+// A snapshot's finalizer only records its images (snapshotimage.MakeRecords:
+// those snapshotimage.Ownership says are its own) and goes: OpenSandbox deletes
 // <sandbox>-pause right after a resume, while the resumed pod and the
 // BatchSandbox's template still name its image, and its next pause of the
 // sandbox waits for that name to be free. This reconciler holds each record
@@ -49,8 +49,8 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/imageref"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
@@ -88,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 	} else if err != nil {
 		return err
 	}
-	rec, err := resources.ParseRecord(cm)
+	rec, err := snapshotimage.ParseRecord(cm)
 	if err != nil {
 		logging.FromContext(ctx).Errorw("Dropping a broken image deletion record", "error", err)
 		return r.drop(ctx, cm)
@@ -105,7 +105,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 	// a record edited since (or made before that check) cannot name another
 	// sandbox's. The commit TaskRun, gone by now, no longer vouches for the
 	// digest: the repository alone is checked.
-	if err := (resources.Ownership{Registry: cfg.Registry}).Check(img.Digest, rec.Snapshot.Namespace, rec.Sandbox, opts...); err != nil {
+	if err := (snapshotimage.Ownership{Registry: cfg.Registry}).Check(img.Digest, rec.Snapshot.Namespace, rec.Sandbox, opts...); err != nil {
 		r.event(rec, corev1.EventTypeWarning, v1alpha1.ReasonImageDeletionRefused,
 			"Image deletion record %s/%s: image %s is not the snapshot's to delete: %v; it is left in the registry", cm.Namespace, cm.Name, img, err)
 		return r.drop(ctx, cm)
@@ -168,7 +168,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 
 // wait records what img waits for, refs, says so in an event when it starts
 // waiting, and looks again after Recheck.
-func (r *Reconciler) wait(ctx context.Context, cm *corev1.ConfigMap, rec *resources.Record, img imageref.Image, refs []string) error {
+func (r *Reconciler) wait(ctx context.Context, cm *corev1.ConfigMap, rec *snapshotimage.Record, img imageref.Image, refs []string) error {
 	waiting := strings.Join(refs, ", ")
 	if rec.WaitingFor == "" {
 		r.event(rec, corev1.EventTypeNormal, v1alpha1.ReasonImageDeletionDeferred,
@@ -193,7 +193,7 @@ func retains(cfg *config.Snapshot, s *v1alpha1.SandboxSnapshot) bool {
 
 // event reports on the snapshot that recorded the image, which is gone or
 // going.
-func (r *Reconciler) event(rec *resources.Record, eventType, reason, format string, args ...any) {
+func (r *Reconciler) event(rec *snapshotimage.Record, eventType, reason, format string, args ...any) {
 	s := &v1alpha1.SandboxSnapshot{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "SandboxSnapshot"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: rec.Snapshot.Namespace, Name: rec.Snapshot.Name, UID: rec.UID},
@@ -202,7 +202,7 @@ func (r *Reconciler) event(rec *resources.Record, eventType, reason, format stri
 }
 
 // update writes what rec reports into the record, when it changed.
-func (r *Reconciler) update(ctx context.Context, cm *corev1.ConfigMap, rec *resources.Record) error {
+func (r *Reconciler) update(ctx context.Context, cm *corev1.ConfigMap, rec *snapshotimage.Record) error {
 	want := rec.Apply(cm)
 	if maps.Equal(cm.Data, want.Data) {
 		return nil

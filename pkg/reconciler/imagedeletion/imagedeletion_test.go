@@ -44,8 +44,8 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/imageref"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrytest"
 )
@@ -73,8 +73,8 @@ func deleted() *v1alpha1.SandboxSnapshot {
 }
 
 // recordOf is the deletion record of deleted()'s image, changed by opts.
-func recordOf(opts ...func(*resources.Record)) *corev1.ConfigMap {
-	cms, _, err := resources.MakeRecords(deleted(), system.Namespace(), resources.Ownership{Registry: registryHost})
+func recordOf(opts ...func(*snapshotimage.Record)) *corev1.ConfigMap {
+	cms, _, err := snapshotimage.MakeRecords(deleted(), system.Namespace(), snapshotimage.Ownership{Registry: registryHost})
 	if err != nil || len(cms) != 1 {
 		panic(fmt.Sprintf("records %v: %v", cms, err))
 	}
@@ -83,7 +83,7 @@ func recordOf(opts ...func(*resources.Record)) *corev1.ConfigMap {
 	if len(opts) == 0 {
 		return cm
 	}
-	rec, err := resources.ParseRecord(cm)
+	rec, err := snapshotimage.ParseRecord(cm)
 	if err != nil {
 		panic(err)
 	}
@@ -93,12 +93,12 @@ func recordOf(opts ...func(*resources.Record)) *corev1.ConfigMap {
 	return rec.Apply(cm)
 }
 
-func waitingFor(who string) func(*resources.Record) {
-	return func(r *resources.Record) { r.WaitingFor = who }
+func waitingFor(who string) func(*snapshotimage.Record) {
+	return func(r *snapshotimage.Record) { r.WaitingFor = who }
 }
 
-func failing(since time.Time, last string) func(*resources.Record) {
-	return func(r *resources.Record) { r.FailingSince, r.LastError = since, last }
+func failing(since time.Time, last string) func(*snapshotimage.Record) {
+	return func(r *snapshotimage.Record) { r.FailingSince, r.LastError = since, last }
 }
 
 func podRunning(name, image string) *corev1.Pod {
@@ -334,7 +334,7 @@ func TestReconcile(t *testing.T) {
 		Name: "a record that is not one is dropped",
 		Ctx:  withRegistry(holding()),
 		Objects: []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: system.Namespace(), Name: recordOf().Name, UID: "record-uid",
-			Labels: map[string]string{resources.RecordLabel: "true"}}}},
+			Labels: map[string]string{snapshotimage.RecordLabel: "true"}}}},
 		Key:         key,
 		WantDeletes: []clientgotesting.DeleteActionImpl{deleteRecord()},
 	}}

@@ -46,7 +46,7 @@ import (
 	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrysecret"
 )
 

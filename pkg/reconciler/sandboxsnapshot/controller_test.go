@@ -42,7 +42,7 @@ import (
 	_ "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/batchsandbox/fake"
 	_ "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot/fake"
 	_ "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer/fake"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
 )

@@ -28,9 +28,9 @@ import (
 	"knative.dev/pkg/controller"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
-	idresources "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
@@ -71,7 +71,7 @@ func (r *Reconciler) deleteImages(ctx context.Context, s *v1alpha1.SandboxSnapsh
 		return nil
 	}
 	opts := registry.NameOptions(cfg.InsecureRegistry)
-	own := idresources.Ownership{Registry: cfg.Registry}
+	own := snapshotimage.Ownership{Registry: cfg.Registry}
 	if commit != nil {
 		pushed, err := resources.PushedImages(commit, opts...)
 		if err != nil {
@@ -80,7 +80,7 @@ func (r *Reconciler) deleteImages(ctx context.Context, s *v1alpha1.SandboxSnapsh
 		}
 		own.TaskRun, own.Pushed = commit.Namespace+"/"+commit.Name, pushed
 	}
-	records, refused, err := idresources.MakeRecords(s, r.namespace, own, opts...)
+	records, refused, err := snapshotimage.MakeRecords(s, r.namespace, own, opts...)
 	if err != nil {
 		recorder.Eventf(s, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind, "%v; the images are retained", err)
 		return nil

@@ -29,9 +29,9 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
-	idresources "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/imagedeletion/resources"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrytest"
@@ -95,7 +95,7 @@ func TestImageDeletion(t *testing.T) {
 	deleting := deletingWith()
 	// records are the deletion records of the deleted snapshot's images.
 	records := func(s *v1alpha1.SandboxSnapshot) []runtime.Object {
-		cms, refused, err := idresources.MakeRecords(s, f.trNamespace, idresources.Ownership{Registry: registryPrefix})
+		cms, refused, err := snapshotimage.MakeRecords(s, f.trNamespace, snapshotimage.Ownership{Registry: registryPrefix})
 		if err != nil || len(refused) > 0 {
 			t.Fatal(err, refused)
 		}

@@ -28,7 +28,7 @@ import (
 	pkgreconciler "knative.dev/pkg/reconciler"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 

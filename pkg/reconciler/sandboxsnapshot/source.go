@@ -32,8 +32,9 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 )
 
 // permanentError fails the snapshot for good, with the reason to report.
@@ -81,10 +82,10 @@ func (r *Reconciler) resolveSource(ctx context.Context, s *v1alpha1.SandboxSnaps
 			"BatchSandbox %s/%s and pod %s have no containers to commit", sb.Namespace, sb.Name, pod.Name)
 	}
 
-	tag := resources.ImageTag(s, sb)
+	tag := snapshotimage.Tag(s, sb)
 	src := resources.Source{Pod: pod, Containers: make([]v1alpha1.ContainerSnapshot, len(containers))}
 	for i, c := range containers {
-		uri, err := resources.ImageURI(cfg.Registry, sb.Namespace, sb.Name, c, tag)
+		uri, err := snapshotimage.URI(cfg.Registry, sb.Namespace, sb.Name, c, tag)
 		if err != nil {
 			return resources.Source{}, permanent(v1alpha1.ReasonInvalidImageReference, "BatchSandbox %s/%s: %v", sb.Namespace, sb.Name, err)
 		}

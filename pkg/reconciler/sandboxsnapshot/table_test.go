@@ -43,7 +43,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	fakesandboxclient "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/client/fake"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	. "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/testing"
@@ -1053,8 +1053,8 @@ func TestReconcile(t *testing.T) {
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName), deleteTaskRun(trNamespace, unpauseName)},
 	}, {
-		Name: "deleting a Succeed snapshot keeps its TaskRuns while the release cannot start",
-		Objects: []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB), WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
+		Name:                    "deleting a Succeed snapshot keeps its TaskRuns while the release cannot start",
+		Objects:                 []runtime.Object{snap(committing, WithSucceeded(412, digestA, digestB), WithDeletionTimestamp), commitTaskRun(WithTaskRunSucceeded)},
 		Key:                     key,
 		SkipNamespaceValidation: true,
 		WithReactors:            []clientgotesting.ReactionFunc{rtesting.InduceFailure("create", "taskruns")},

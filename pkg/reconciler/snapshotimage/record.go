@@ -14,12 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package resources builds and reads the records of image deletions: one
-// ConfigMap per image of a deleted snapshot under the Delete policy, in the
-// operator's namespace, that lives until the image is deleted or left
-// behind; and it decides which images are a snapshot's own to delete
-// (Ownership). Its functions are pure.
-package resources
+// Package snapshotimage holds what both reconcilers know of a snapshot's
+// images: where they go (Tag, Repository, URI), which of them a deleted
+// snapshot owns (Ownership), and the records of their deletion, one ConfigMap
+// per image in the operator's namespace that lives until the image is deleted
+// or left behind. Its functions are pure.
+package snapshotimage
 
 import (
 	"crypto/sha256"

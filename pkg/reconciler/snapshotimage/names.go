@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package resources
+package snapshotimage
 
 import (
 	"crypto/sha256"
@@ -39,13 +39,13 @@ var osbSnapshotName = regexp.MustCompile(`^osb-snap-([0-9a-f]{32})$`)
 // uidTagLength is how many characters of a UID a tag carries.
 const uidTagLength = 8
 
-// ImageTag returns the tag of a snapshot's images, OpenSandbox's where it
+// Tag returns the tag of a snapshot's images, OpenSandbox's where it
 // names one snapshot, with a UID part (uidTag) where it does not:
 //   - snap-gen<generation>-<BatchSandbox UID> when the BatchSandbox controls
 //     the snapshot, as a recreated one counts generations from 1 again;
 //   - snap-<id> for a snapshot named osb-snap-<id>, a random id;
 //   - otherwise snap-<32 hex of sha256(name)>-<snapshot UID>.
-func ImageTag(s *v1alpha1.SandboxSnapshot, sb *v1alpha1.BatchSandbox) string {
+func Tag(s *v1alpha1.SandboxSnapshot, sb *v1alpha1.BatchSandbox) string {
 	if owner := metav1.GetControllerOf(s); owner != nil && owner.UID == sb.UID {
 		return fmt.Sprintf("snap-gen%d-%s", sb.Generation, uidTag(sb.UID))
 	}
@@ -70,15 +70,15 @@ func uidTag(uid types.UID) string {
 	return string(out)
 }
 
-// ImageRepository returns <registry>/<namespace>/<sandbox>/<container>, the
+// Repository returns <registry>/<namespace>/<sandbox>/<container>, the
 // repository a container's images go to; names hold no '/', so none collide.
-func ImageRepository(registry, namespace, sandbox, container string) string {
+func Repository(registry, namespace, sandbox, container string) string {
 	return strings.Join([]string{registry, namespace, sandbox, container}, "/")
 }
 
-// ImageURI returns the valid OCI reference <repository>:<tag> of a container.
-func ImageURI(registry, namespace, sandbox, container, tag string) (string, error) {
-	uri := ImageRepository(registry, namespace, sandbox, container) + ":" + tag
+// URI returns the valid OCI reference <repository>:<tag> of a container.
+func URI(registry, namespace, sandbox, container, tag string) (string, error) {
+	uri := Repository(registry, namespace, sandbox, container) + ":" + tag
 	ref, err := name.NewTag(uri, name.StrictValidation)
 	if err != nil {
 		return "", fmt.Errorf("image %q for container %q is not a valid OCI reference: %w", uri, container, err)

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package resources
+package snapshotimage
 
 import (
 	"fmt"
@@ -22,8 +22,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/config"
-	sbresources "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 )
 
 // Ownership decides which images a deleted snapshot may have deleted: its
@@ -33,7 +32,7 @@ import (
 // own credentials.
 type Ownership struct {
 	// Registry is config-snapshot's registry: a sandbox's images go to
-	// <Registry>/<namespace>/<sandbox>/<container> (sbresources.ImageRepository).
+	// <Registry>/<namespace>/<sandbox>/<container> (Repository).
 	Registry string
 	// TaskRun names the snapshot's commit TaskRun, <namespace>/<name>, and
 	// Pushed the images it reported pushing: the TaskRun lives in the
@@ -51,10 +50,10 @@ func (o Ownership) Check(image name.Digest, namespace, sandbox string, opts ...n
 		return fmt.Errorf("config-snapshot has no %s to check its repository against", config.RegistryKey)
 	}
 	repo := image.Context()
-	own := sbresources.ImageRepository(o.Registry, namespace, sandbox, path.Base(repo.RepositoryStr()))
+	own := Repository(o.Registry, namespace, sandbox, path.Base(repo.RepositoryStr()))
 	if want, err := name.NewRepository(own, opts...); err != nil || want.Name() != repo.Name() {
 		return fmt.Errorf("repository %s is not one of sandbox %s/%s's, %s", repo.Name(), namespace, sandbox,
-			sbresources.ImageRepository(o.Registry, namespace, sandbox, "<container>"))
+			Repository(o.Registry, namespace, sandbox, "<container>"))
 	}
 	if o.TaskRun == "" {
 		return nil

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package resources
+package snapshotimage
 
 import (
 	"strings"
@@ -28,7 +28,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 )
 
-func TestImageTag(t *testing.T) {
+func TestTag(t *testing.T) {
 	sb := &v1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: "sb", UID: "5e6f0a1b-2c3d-4e5f-8a9b-0c1d2e3f4a5b", Generation: 4}}
 	owned := metav1.NewControllerRef(sb, v1alpha1.SchemeGroupVersion.WithKind("BatchSandbox"))
 	other := metav1.NewControllerRef(&v1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: "x", UID: "x-uid"}},
@@ -67,23 +67,23 @@ func TestImageTag(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Name: tc.snap, UID: snapUID, OwnerReferences: tc.owners}}
-			if got := ImageTag(s, sb); got != tc.want {
-				t.Errorf("ImageTag() = %q, want %q", got, tc.want)
+			if got := Tag(s, sb); got != tc.want {
+				t.Errorf("Tag() = %q, want %q", got, tc.want)
 			}
 		})
 	}
 }
 
-// TestImageTagOfRecreatedObjects checks that a BatchSandbox or a snapshot
+// TestTagOfRecreatedObjects checks that a BatchSandbox or a snapshot
 // deleted and created again under its name never reuses a tag.
-func TestImageTagOfRecreatedObjects(t *testing.T) {
+func TestTagOfRecreatedObjects(t *testing.T) {
 	tag := func(snapUID, sbUID types.UID, owned bool) string {
 		sb := &v1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: "sb", UID: sbUID, Generation: 1}}
 		s := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "sb-pause", UID: snapUID}}
 		if owned {
 			s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(sb, v1alpha1.SchemeGroupVersion.WithKind("BatchSandbox"))}
 		}
-		return ImageTag(s, sb)
+		return Tag(s, sb)
 	}
 	if a, b := tag("s1", "11111111-aaaa", true), tag("s2", "22222222-aaaa", true); a == b {
 		t.Errorf("two BatchSandboxes named sb, both at generation 1, share tag %q", a)
@@ -93,42 +93,42 @@ func TestImageTagOfRecreatedObjects(t *testing.T) {
 	}
 }
 
-func TestImageURI(t *testing.T) {
-	got, err := ImageURI("registry.test:5000/snapshots", "ns1", "sb", "app", "snap-gen1")
+func TestURI(t *testing.T) {
+	got, err := URI("registry.test:5000/snapshots", "ns1", "sb", "app", "snap-gen1")
 	if err != nil || got != "registry.test:5000/snapshots/ns1/sb/app:snap-gen1" {
-		t.Errorf("ImageURI() = %q, %v", got, err)
+		t.Errorf("URI() = %q, %v", got, err)
 	}
 	for _, tc := range []struct{ registry, sandbox, want string }{
 		{"registry.test/Upper", "sb", "not a valid OCI reference"},
 		{"registry.test", strings.Repeat("a", 240), "more than the 255 registries accept"},
 	} {
-		if _, err := ImageURI(tc.registry, "ns1", tc.sandbox, "app", "snap-gen1"); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("ImageURI(%q, %q...) = %v, want an error containing %q", tc.registry, tc.sandbox[:2], err, tc.want)
+		if _, err := URI(tc.registry, "ns1", tc.sandbox, "app", "snap-gen1"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("URI(%q, %q...) = %v, want an error containing %q", tc.registry, tc.sandbox[:2], err, tc.want)
 		}
 	}
 }
 
-// TestImageRepositoryIsUnambiguous checks that no two (namespace, sandbox,
+// TestRepositoryIsUnambiguous checks that no two (namespace, sandbox,
 // container) share a repository, where joining the names with '-' would:
 // sandbox a with container b-c against sandbox a-b with container c, and
 // one sandbox name in two namespaces.
-func TestImageRepositoryIsUnambiguous(t *testing.T) {
+func TestRepositoryIsUnambiguous(t *testing.T) {
 	for _, pair := range [][2][3]string{
 		{{"ns", "a", "b-c"}, {"ns", "a-b", "c"}},
 		{{"ns1", "sb", "main"}, {"ns2", "sb", "main"}},
 		{{"a", "b", "c"}, {"a-b", "c", "c"}},
 	} {
-		x := ImageRepository("registry.test/snapshots", pair[0][0], pair[0][1], pair[0][2])
-		y := ImageRepository("registry.test/snapshots", pair[1][0], pair[1][1], pair[1][2])
+		x := Repository("registry.test/snapshots", pair[0][0], pair[0][1], pair[0][2])
+		y := Repository("registry.test/snapshots", pair[1][0], pair[1][1], pair[1][2])
 		if x == y {
 			t.Errorf("%v and %v share repository %s", pair[0], pair[1], x)
 		}
 	}
 }
 
-// FuzzImageURI checks that any valid Kubernetes sandbox, container and
+// FuzzURI checks that any valid Kubernetes sandbox, container and
 // snapshot names give either a valid OCI reference or a clear error.
-func FuzzImageURI(f *testing.F) {
+func FuzzURI(f *testing.F) {
 	f.Add("sb", "app", "snap")
 	f.Add("my.sandbox", "side-car", "osb-snap-0123456789abcdef0123456789abcdef")
 	f.Add(strings.Repeat("s", 253), strings.Repeat("c", 63), strings.Repeat("n", 253))
@@ -138,8 +138,8 @@ func FuzzImageURI(f *testing.F) {
 			t.Skip("not valid Kubernetes names")
 		}
 		s := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Name: snapshot, UID: "0f1e2d3c-4b5a-4968-8776-655443322110"}}
-		tag := ImageTag(s, &v1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: sandbox}})
-		uri, err := ImageURI("registry.test:5000/snapshots", "some-namespace", sandbox, container, tag)
+		tag := Tag(s, &v1alpha1.BatchSandbox{ObjectMeta: metav1.ObjectMeta{Name: sandbox}})
+		uri, err := URI("registry.test:5000/snapshots", "some-namespace", sandbox, container, tag)
 		if err != nil {
 			if !strings.Contains(err.Error(), container) {
 				t.Fatalf("error %q does not name container %q", err, container)
@@ -148,13 +148,13 @@ func FuzzImageURI(f *testing.F) {
 		}
 		ref, err := name.ParseReference(uri, name.StrictValidation)
 		if err != nil {
-			t.Fatalf("ImageURI() = %q, which does not parse: %v", uri, err)
+			t.Fatalf("URI() = %q, which does not parse: %v", uri, err)
 		}
 		if ref.Identifier() != tag || len(tag) > 128 {
 			t.Fatalf("tag %q of %q is not the tag built or longer than 128", ref.Identifier(), uri)
 		}
 		if strings.ToLower(uri) != uri {
-			t.Fatalf("ImageURI() = %q is not lower case", uri)
+			t.Fatalf("URI() = %q is not lower case", uri)
 		}
 	})
 }
