@@ -225,8 +225,8 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 		return fmt.Errorf("invalid parameters: --keep-local-max-size %q is not a size such as 20Gi", o.keepLocalMax)
 	}
 	cfg.KeepLocalMaxBytes = q.Value()
-	if o.maxLayers < 0 {
-		return fmt.Errorf("invalid parameters: --max-layers must be 0 (never squash) or more, got %d", o.maxLayers)
+	if o.maxLayers < 0 || o.maxLayers > task.MaxMaxLayers {
+		return fmt.Errorf("invalid parameters: --max-layers must be a whole number from 0 (never squash) to %d, got %d", task.MaxMaxLayers, o.maxLayers)
 	}
 	if o.maxPause <= 0 {
 		return fmt.Errorf("invalid parameters: --max-pause must be positive, got %s", o.maxPause)

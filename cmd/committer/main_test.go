@@ -104,3 +104,32 @@ func TestRequiredIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestExecuteRefusesBadFlags checks that execute refuses each out-of-bounds
+// flag by name before it touches containerd, with the controller's bounds.
+func TestExecuteRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*options)
+		want string
+	}{
+		{"max-layers past the controller's bound", func(o *options) { o.maxLayers = task.MaxMaxLayers + 1 }, "--max-layers"},
+		{"negative max-layers", func(o *options) { o.maxLayers = -1 }, "--max-layers"},
+		{"max-pause zero", func(o *options) { o.maxPause = 0 }, "--max-pause"},
+		{"unknown differ", func(o *options) { o.differ = "fast" }, "--differ"},
+		{"keep-local not a boolean", func(o *options) { o.keepLocal = "yes" }, "--keep-local"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var o options
+			if err := newFlagSet(&o).Parse(nil); err != nil {
+				t.Fatal(err)
+			}
+			o.address = filepath.Join(t.TempDir(), "no-containerd.sock")
+			tc.set(&o)
+			err := execute(t.Context(), o, &committer.Params{Mode: committer.ModeCommit}, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("execute() = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -73,6 +73,10 @@ const DefaultCheckpointDir = "/var/lib/sandbox-snapshot-operator/checkpoints"
 // --max-layers and of config-snapshot's max-layers.
 const DefaultMaxLayers = 16
 
+// MaxMaxLayers bounds ParamMaxLayers on both sides, the controller's and the
+// committer's: it stays well within the 500 layers overlayfs stacks at most.
+const MaxMaxLayers = 128
+
 // Values of ParamMode.
 const (
 	ModeCommit  = "commit"

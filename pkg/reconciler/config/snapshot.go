@@ -70,8 +70,6 @@ const (
 	DefaultOverlayfsRoot    = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 	DefaultPriorityClass    = "sandbox-snapshot-commit"
 	DefaultMaxLayers        = task.DefaultMaxLayers
-	// MaxMaxLayers stays well within the 500 layers overlayfs stacks at most.
-	MaxMaxLayers = 128
 
 	DefaultTaskRunRetentionSucceeded = 5 * time.Minute
 	DefaultTaskRunRetentionFailed    = 24 * time.Hour
@@ -230,8 +228,8 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	}
 	if v, ok := cm.Data[MaxLayersKey]; ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 0 || n > MaxMaxLayers {
-			errs = append(errs, fmt.Errorf("key %q: %q is not a whole number from 0 (never squash) to %d", MaxLayersKey, v, MaxMaxLayers))
+		if err != nil || n < 0 || n > task.MaxMaxLayers {
+			errs = append(errs, fmt.Errorf("key %q: %q is not a whole number from 0 (never squash) to %d", MaxLayersKey, v, task.MaxMaxLayers))
 		} else {
 			s.MaxLayers = n
 		}
