@@ -3,7 +3,7 @@
 # refusals, decoys, an interrupted node-up), node-up, then, in order:
 #   1. go test ./test/e2e-node/... under the project's CRDs, but the tests of
 #      E2E_NODE_CLIENT_RUN, which run next with OpenSandbox's own controller
-#      (test/cluster/opensandbox-build.sh, its snapshot reconciler off) as the
+#      (test/cluster/opensandbox-build.sh, run with --enable-sandbox-snapshot-controller=false) as the
 #      operator's client;
 #   2. OpenSandbox's CRDs swapped in: E2E_NODE_OPENSANDBOX_RUN, then
 #      E2E_NODE_CLIENT_RUN again;

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Builds OpenSandbox's controller (cmd/controller) from a scratch copy of its
 # Kubernetes source (../shared/opensandbox/src/kubernetes, never edited in
-# place), cached under _output/tools/opensandbox-<hash of the source>/.
+# place) with hack/opensandbox/snapshot-controller-switch.patch applied,
+# cached under _output/tools/opensandbox-<hash of the source and the patch>/.
 # Prints the binary's path.
 #
-# The copy's main.go gets one change: its own SandboxSnapshot reconciler is
-# registered only when OPENSANDBOX_SNAPSHOT_CONTROLLER is not "off", so the
-# node e2e runs OpenSandbox beside this operator (off) and the control-plane
-# benchmark measures OpenSandbox's reconciler (on) with one binary.
+# The patch, meant for OpenSandbox upstream, adds the flag
+# --enable-sandbox-snapshot-controller (default true) and the chart value
+# controller.snapshot.controllerEnabled: the node e2e runs OpenSandbox beside
+# this operator with it false, the control-plane benchmark measures
+# OpenSandbox's reconciler with it true, one binary for both. It is applied
+# to the copy laid out as OpenSandbox's repository (kubernetes/, its charts
+# in kubernetes/charts), so that the build fails once it no longer applies,
+# chart included.
 #
 #   test/cluster/opensandbox-build.sh
 set -euo pipefail
@@ -16,9 +21,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 SRC="${OPENSANDBOX_SRC:-${ROOT}/../shared/opensandbox/src/kubernetes}"
 [[ -f "${SRC}/cmd/controller/main.go" ]] || { echo "opensandbox-build: no source at ${SRC}" >&2; exit 1; }
 SRC="$(cd "${SRC}" && pwd)"
+CHARTS="${OPENSANDBOX_CHARTS:-${SRC}/../../charts}"
+[[ -f "${CHARTS}/opensandbox-controller/Chart.yaml" ]] || { echo "opensandbox-build: no charts at ${CHARTS}" >&2; exit 1; }
+PATCH="${ROOT}/hack/opensandbox/snapshot-controller-switch.patch"
 
-# The cache key covers the source and this script (which holds the patch).
-HASH="$( (cd "${SRC}" && find . -type f ! -path './test/*' -print0 | sort -z | xargs -0 sha256sum; sha256sum <"${ROOT}/test/cluster/opensandbox-build.sh") | sha256sum | cut -c1-12)"
+# The cache key covers the source, the charts, the patch and this script.
+HASH="$( (cd "${SRC}" && find . -type f ! -path './test/*' -print0 | sort -z | xargs -0 sha256sum
+  cd "${CHARTS}" && find . -type f -print0 | sort -z | xargs -0 sha256sum
+  cat "${PATCH}" "${ROOT}/test/cluster/opensandbox-build.sh") | sha256sum | cut -c1-12)"
 OUT="${ROOT}/_output/tools/opensandbox-${HASH}"
 if [[ -x "${OUT}/controller" ]]; then
   echo "${OUT}/controller"
@@ -27,13 +37,14 @@ fi
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "${WORK}"' EXIT
-cp -r "${SRC}/." "${WORK}/"
-MAIN="${WORK}/cmd/controller/main.go"
-REG='	if err := (&controller.SandboxSnapshotReconciler{'
-[[ "$(grep -cxF "${REG}" "${MAIN}")" == 1 ]] ||
-  { echo "opensandbox-build: ${MAIN#"${WORK}/"} no longer registers SandboxSnapshotReconciler as expected" >&2; exit 1; }
-sed -i "s|^${REG}\$|	if os.Getenv(\"OPENSANDBOX_SNAPSHOT_CONTROLLER\") == \"off\" {\n\t\tsetupLog.Info(\"SandboxSnapshot reconciler off\")\n\t} else if err := (\&controller.SandboxSnapshotReconciler{|" "${MAIN}"
-(cd "${WORK}" && GOFLAGS=-mod=mod go build -o "${WORK}/controller" ./cmd/controller) >&2
+mkdir -p "${WORK}/kubernetes/charts"
+cp -r "${SRC}/." "${WORK}/kubernetes/"
+cp -r "${CHARTS}/." "${WORK}/kubernetes/charts/"
+# Its own repository, so that git apply looks for none above it.
+git init -q "${WORK}"
+(cd "${WORK}" && git apply "${PATCH}") ||
+  { echo "opensandbox-build: ${PATCH#"${ROOT}/"} no longer applies to OpenSandbox's source at ${SRC}" >&2; exit 1; }
+(cd "${WORK}/kubernetes" && GOFLAGS=-mod=mod go build -o "${WORK}/controller" ./cmd/controller) >&2
 mkdir -p "${OUT}.tmp"
 install -m 0755 "${WORK}/controller" "${OUT}.tmp/controller"
 rm -rf "${OUT}"

@@ -56,6 +56,11 @@ const openSandboxTimeout = 3 * time.Minute
 // openSandboxRuns is set while the suite runs OpenSandbox's controller.
 var openSandboxRuns bool
 
+// snapshotControllerOff is what OpenSandbox's controller logs when
+// --enable-sandbox-snapshot-controller=false leaves its SandboxSnapshot
+// controller out.
+const snapshotControllerOff = "SandboxSnapshot controller disabled"
+
 // startOpenSandbox starts OpenSandbox's controller when
 // E2E_NODE_OPENSANDBOX_CONTROLLER names it, logging to
 // E2E_NODE_OPENSANDBOX_LOG, and waits until it is ready. stop ends it.
@@ -78,8 +83,9 @@ func startOpenSandbox() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "--health-probe-bind-address="+probe, "--metrics-bind-address=0", "--leader-elect=false")
-	cmd.Env = append(os.Environ(), "OPENSANDBOX_SNAPSHOT_CONTROLLER=off")
+	// The switch of hack/opensandbox/snapshot-controller-switch.patch.
+	cmd := exec.Command(bin, "--health-probe-bind-address="+probe, "--metrics-bind-address=0", "--leader-elect=false",
+		"--enable-sandbox-snapshot-controller=false")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -107,6 +113,11 @@ func startOpenSandbox() (stop func(), err error) {
 		if resp, err := http.Get("http://" + probe + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				// Two controllers on one snapshot would commit it twice.
+				if b, err := os.ReadFile(logPath); logPath != os.DevNull && (err != nil || !strings.Contains(string(b), snapshotControllerOff)) {
+					stop()
+					return nil, fmt.Errorf("OpenSandbox's controller runs its own SandboxSnapshot controller: its log %s does not say %q (%v)", logPath, snapshotControllerOff, err)
+				}
 				openSandboxRuns = true
 				return stop, nil
 			}
