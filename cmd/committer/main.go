@@ -26,12 +26,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
@@ -53,10 +53,10 @@ type options struct {
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath, differ, keepLocal        string
 	keepLocalMax, copyDir, layerDir     string
+	maxPause, maxLayers                 string
 	snapshotMode, memoryFallback        string
 	checkpointDir, snapshotModePath     string
-	maxPause, timeout                   time.Duration
-	maxLayers                           int
+	timeout                             time.Duration
 }
 
 func main() {
@@ -184,13 +184,13 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.digestsPath, "digests-result", "", "file to write the DIGESTS result to")
 	fs.StringVar(&o.imgsP, "images-result", "", "file to write the IMAGES result to")
 	fs.StringVar(&o.errorPath, "error-result", "", "file to write the ERROR result (a one-line error) to on failure")
-	fs.DurationVar(&o.maxPause, "max-pause", committer.DefaultMaxPause, "bound on the pause window: past it the containers are thawed and the commit fails (exit 1)")
-	fs.IntVar(&o.maxLayers, "max-layers", task.DefaultMaxLayers, "bound on the layers a sandbox's commits stack on its base image: past it a commit squashes them and its change into one (0: never)")
+	fs.StringVar(&o.maxPause, "max-pause", task.DefaultMaxPause.String(), "bound on the pause window (a Go duration): past it the containers are thawed and the commit fails (exit 1)")
+	fs.StringVar(&o.maxLayers, "max-layers", strconv.Itoa(task.DefaultMaxLayers), fmt.Sprintf("bound on the layers a sandbox's commits stack on its base image: past it a commit squashes them and its change into one (0: never; at most %d)", task.MaxMaxLayers))
 	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
 	fs.StringVar(&o.copyDir, "copy-dir", "", "directory the overlay differ copies upper directories to inside the pause, when they are readable here (else containerd tars them in the pause)")
 	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes each new layer to as a file, instead of into containerd (unset: into containerd); the push step uploads it from there, writes it into containerd only to keep the image, and removes it; both steps must see the same one")
-	fs.StringVar(&o.keepLocal, "keep-local", "true", "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
-	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", "20Gi", "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
+	fs.StringVar(&o.keepLocal, "keep-local", strconv.FormatBool(task.DefaultKeepLocal), "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
+	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", task.DefaultKeepLocalMaxSize, "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
 	fs.StringVar(&o.snapshotMode, "snapshot-mode", task.SnapshotModeFilesystem, "Filesystem (commit the root filesystems) or Memory (checkpoint processes and memory too, through containerd's CRI and CRIU)")
 	fs.StringVar(&o.memoryFallback, "memory-fallback", task.MemoryFallbackNone, "None (a node that cannot checkpoint fails the snapshot, exit 5; one whose disk has no room for it, exit 1) or Filesystem (take a filesystem snapshot instead)")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory, at the same path for containerd, where memory snapshots are written (snapshot-mode=Memory)")
@@ -204,7 +204,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 }
 
 func execute(ctx context.Context, o options, params *committer.Params, cm *atomic.Pointer[committer.Committer]) error {
-	cfg := committer.Config{Params: params, Namespace: o.namespace, MaxPause: o.maxPause, MaxLayers: o.maxLayers,
+	cfg := committer.Config{Params: params, Namespace: o.namespace,
 		CopyDir: o.copyDir, LayerDir: o.layerDir, CheckpointDir: o.checkpointDir}
 	switch o.differ {
 	case "auto":
@@ -213,23 +213,23 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	default:
 		return fmt.Errorf("invalid parameters: --differ must be auto or walking, got %q", o.differ)
 	}
-	switch o.keepLocal {
-	case "true":
-		cfg.KeepLocal = true
-	case "false":
-	default:
-		return fmt.Errorf("invalid parameters: --keep-local must be \"true\" or \"false\", got %q", o.keepLocal)
+	// The tunable params, parsed as the controller parses config-snapshot.
+	var errs []error
+	var err error
+	if cfg.KeepLocal, err = task.ParseKeepLocal(o.keepLocal); err != nil {
+		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamKeepLocal, err))
 	}
-	q, err := resource.ParseQuantity(o.keepLocalMax)
-	if err != nil || q.Sign() < 0 {
-		return fmt.Errorf("invalid parameters: --keep-local-max-size %q is not a size such as 20Gi", o.keepLocalMax)
+	if cfg.KeepLocalMaxBytes, err = task.ParseKeepLocalMaxSize(o.keepLocalMax); err != nil {
+		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamKeepLocalMaxSize, err))
 	}
-	cfg.KeepLocalMaxBytes = q.Value()
-	if o.maxLayers < 0 || o.maxLayers > task.MaxMaxLayers {
-		return fmt.Errorf("invalid parameters: --max-layers must be a whole number from 0 (never squash) to %d, got %d", task.MaxMaxLayers, o.maxLayers)
+	if cfg.MaxLayers, err = task.ParseMaxLayers(o.maxLayers); err != nil {
+		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMaxLayers, err))
 	}
-	if o.maxPause <= 0 {
-		return fmt.Errorf("invalid parameters: --max-pause must be positive, got %s", o.maxPause)
+	if cfg.MaxPause, err = task.ParseMaxPause(o.maxPause); err != nil {
+		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMaxPause, err))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid parameters: %w", errors.Join(errs...))
 	}
 	if params.Mode == committer.ModeCommit {
 		// The push step pushes with them; the commit step reads a base image

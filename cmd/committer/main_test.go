@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -113,9 +114,11 @@ func TestExecuteRefusesBadFlags(t *testing.T) {
 		set  func(*options)
 		want string
 	}{
-		{"max-layers past the controller's bound", func(o *options) { o.maxLayers = task.MaxMaxLayers + 1 }, "--max-layers"},
-		{"negative max-layers", func(o *options) { o.maxLayers = -1 }, "--max-layers"},
-		{"max-pause zero", func(o *options) { o.maxPause = 0 }, "--max-pause"},
+		{"max-layers past the controller's bound", func(o *options) { o.maxLayers = strconv.Itoa(task.MaxMaxLayers + 1) }, "--max-layers"},
+		{"negative max-layers", func(o *options) { o.maxLayers = "-1" }, "--max-layers"},
+		{"max-pause zero", func(o *options) { o.maxPause = "0s" }, "--max-pause"},
+		{"max-pause not a duration", func(o *options) { o.maxPause = "20" }, "--max-pause"},
+		{"keep-local-max-size negative", func(o *options) { o.keepLocalMax = "-1Gi" }, "--keep-local-max-size"},
 		{"unknown differ", func(o *options) { o.differ = "fast" }, "--differ"},
 		{"keep-local not a boolean", func(o *options) { o.keepLocal = "yes" }, "--keep-local"},
 	} {

@@ -85,6 +85,15 @@ func TestTaskMatchesContract(t *testing.T) {
 	if d := params[task.ParamMaxLayers].Default; d == nil || d.StringVal != strconv.Itoa(task.DefaultMaxLayers) {
 		t.Errorf("max-layers must default to %d", task.DefaultMaxLayers)
 	}
+	for name, want := range map[string]string{
+		task.ParamMaxPause:         task.DefaultMaxPause.String(),
+		task.ParamKeepLocal:        strconv.FormatBool(task.DefaultKeepLocal),
+		task.ParamKeepLocalMaxSize: task.DefaultKeepLocalMaxSize,
+	} {
+		if d := params[name].Default; d == nil || d.StringVal != want {
+			t.Errorf("%s must default to %s, as the committer and config-snapshot do", name, want)
+		}
+	}
 	if d := params[task.ParamSnapshotMode].Default; d == nil || d.StringVal != task.SnapshotModeFilesystem {
 		t.Errorf("snapshot-mode must default to %s", task.SnapshotModeFilesystem)
 	}

@@ -33,6 +33,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/authn"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // CRI labels used to find a pod's containers in containerd.
@@ -324,7 +326,7 @@ var ErrThawFailed = errors.New("containers may still be paused")
 var ErrMaxPauseExceeded = errors.New("max-pause exceeded")
 
 // DefaultMaxPause bounds the pause window when Config.MaxPause is 0.
-const DefaultMaxPause = 20 * time.Second
+const DefaultMaxPause = task.DefaultMaxPause
 
 // begin registers a pause attempt; it fails once the freezer is closed.
 func (f *freezer) begin(l *liveContainer) error {

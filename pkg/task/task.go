@@ -38,7 +38,7 @@ const (
 	// ParamOverlayfsRoot is where the commit step mounts OverlayfsVolume.
 	ParamOverlayfsRoot = "overlayfs-root"
 	// ParamMaxLayers bounds the layers a sandbox's commits stack on its
-	// base image; past it a commit squashes them into one.
+	// base image; past it a commit squashes them into one (ParseMaxLayers).
 	ParamMaxLayers = "max-layers"
 	// ParamSnapshotMode selects what a commit captures: SnapshotModeFilesystem
 	// or SnapshotModeMemory.
@@ -50,6 +50,14 @@ const (
 	// ParamCheckpointDir is the node directory where CRIU, through
 	// containerd, writes checkpoints; CheckpointVolume is mounted at the same path.
 	ParamCheckpointDir = "checkpoint-dir"
+	// ParamMaxPause bounds the pause window (ParseMaxPause).
+	ParamMaxPause = "max-pause"
+	// ParamKeepLocal keeps pushed images in the node's containerd for a
+	// resume there (ParseKeepLocal).
+	ParamKeepLocal = "keep-local"
+	// ParamKeepLocalMaxSize bounds the node disk kept images hold
+	// (ParseKeepLocalMaxSize).
+	ParamKeepLocalMaxSize = "keep-local-max-size"
 )
 
 // Values of ParamSnapshotMode, and of the snapshot-mode annotation.

@@ -569,7 +569,8 @@ func TestConfigSnapshot(t *testing.T) {
 		config.SnapshotModeKey, config.MemoryFallbackKey, config.CheckpointDirKey,
 		config.ContainerdSocketKey, config.OverlayfsRootKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
-		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey, config.MaxLayersKey}
+		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey, config.MaxLayersKey,
+		config.MaxPauseKey, config.KeepLocalKey, config.KeepLocalMaxSizeKey}
 	if got := sets.KeySet(documented); !got.Equal(sets.New(keys...)) {
 		t.Errorf("%s documents %v, want exactly the keys %v", configmap.ExampleKey, sets.List(got), keys)
 	}

@@ -51,6 +51,9 @@ const (
 	DefaultClassKey     = "default-class"
 	PriorityClassKey    = "priority-class-name"
 	MaxLayersKey        = "max-layers"
+	MaxPauseKey         = task.ParamMaxPause
+	KeepLocalKey        = task.ParamKeepLocal
+	KeepLocalMaxSizeKey = task.ParamKeepLocalMaxSize
 	SnapshotModeKey     = "snapshot-mode"
 	MemoryFallbackKey   = "memory-fallback"
 	CheckpointDirKey    = "checkpoint-dir"
@@ -129,6 +132,12 @@ type Snapshot struct {
 	PriorityClass string
 	// MaxLayers is how many layers commits stack before one squashes; 0 never.
 	MaxLayers int
+	// MaxPause bounds how long a commit keeps the sandbox frozen.
+	MaxPause time.Duration
+	// KeepLocal keeps pushed images in the node's containerd for a resume there.
+	KeepLocal bool
+	// KeepLocalMaxSize bounds the node disk kept images hold, a quantity.
+	KeepLocalMaxSize string
 	// SnapshotMode applies to snapshots without sandbox.SnapshotModeAnnotation.
 	SnapshotMode string
 	// MemoryFallback is what a memory snapshot does where it cannot be taken.
@@ -166,6 +175,9 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		DefaultClass:     sandbox.TektonClass,
 		PriorityClass:    DefaultPriorityClass,
 		MaxLayers:        DefaultMaxLayers,
+		MaxPause:         task.DefaultMaxPause,
+		KeepLocal:        task.DefaultKeepLocal,
+		KeepLocalMaxSize: task.DefaultKeepLocalMaxSize,
 		SnapshotMode:     task.SnapshotModeFilesystem,
 		MemoryFallback:   task.MemoryFallbackNone,
 		CheckpointDir:    task.DefaultCheckpointDir,
@@ -226,12 +238,35 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		}
 		s.PriorityClass = v
 	}
+	// The Task's tunable params, bounded as the committer bounds them.
 	if v, ok := cm.Data[MaxLayersKey]; ok {
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < 0 || n > task.MaxMaxLayers {
-			errs = append(errs, fmt.Errorf("key %q: %q is not a whole number from 0 (never squash) to %d", MaxLayersKey, v, task.MaxMaxLayers))
+		if n, err := task.ParseMaxLayers(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", MaxLayersKey, err))
 		} else {
 			s.MaxLayers = n
+		}
+	}
+	if v, ok := cm.Data[MaxPauseKey]; ok {
+		if d, err := task.ParseMaxPause(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", MaxPauseKey, err))
+		} else if d >= s.CommitTimeout {
+			errs = append(errs, fmt.Errorf("key %q: %q is not shorter than %s %s", MaxPauseKey, v, CommitTimeoutKey, s.CommitTimeout))
+		} else {
+			s.MaxPause = d
+		}
+	}
+	if v, ok := cm.Data[KeepLocalKey]; ok {
+		if b, err := task.ParseKeepLocal(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", KeepLocalKey, err))
+		} else {
+			s.KeepLocal = b
+		}
+	}
+	if v, ok := cm.Data[KeepLocalMaxSizeKey]; ok {
+		if _, err := task.ParseKeepLocalMaxSize(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", KeepLocalMaxSizeKey, err))
+		} else {
+			s.KeepLocalMaxSize = strings.TrimSpace(v)
 		}
 	}
 	if v, ok := cm.Data[SnapshotModeKey]; ok {

@@ -43,6 +43,9 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		DefaultClass:     "tekton",
 		PriorityClass:    "sandbox-snapshot-commit",
 		MaxLayers:        16,
+		MaxPause:         20 * time.Second,
+		KeepLocal:        true,
+		KeepLocalMaxSize: "20Gi",
 		SnapshotMode:     "Filesystem",
 		MemoryFallback:   "None",
 		CheckpointDir:    "/var/lib/sandbox-snapshot-operator/checkpoints",
@@ -72,13 +75,15 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: " -1 ", ImageDeletionPolicyKey: "Delete",
 		ImageDeletionTimeoutKey: "30m ", ImageCheckIntervalKey: " 0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
 		SnapshotModeKey: " Memory ", MemoryFallbackKey: "Filesystem", CheckpointDirKey: "/srv/checkpoints",
+		MaxPauseKey: " 45s ", KeepLocalKey: "false", KeepLocalMaxSizeKey: " 5Gi ",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
 		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
 		OverlayfsRoot:             "/data/containerd/io.containerd.snapshotter.v1.overlayfs",
 		TaskRunRetentionSucceeded: 0, TaskRunRetentionFailed: KeepTaskRuns, ImageDeletionPolicy: ImageDeletionDelete,
 		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5,
-		SnapshotMode: "Memory", MemoryFallback: "Filesystem", CheckpointDir: "/srv/checkpoints"}
+		SnapshotMode: "Memory", MemoryFallback: "Filesystem", CheckpointDir: "/srv/checkpoints",
+		MaxPause: 45 * time.Second, KeepLocal: false, KeepLocalMaxSize: "5Gi"}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
 	}
@@ -118,6 +123,11 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"relative overlayfs root", map[string]string{RegistryKey: "r", OverlayfsRootKey: "containerd/overlayfs"}, `key "containerd-overlayfs-root": "containerd/overlayfs" is not an absolute path`},
 		{"bad max-layers", map[string]string{RegistryKey: "r", MaxLayersKey: "16 layers"}, `key "max-layers": "16 layers" is not a whole number from 0 (never squash) to 128`},
 		{"max-layers past overlayfs", map[string]string{RegistryKey: "r", MaxLayersKey: "600"}, `key "max-layers": "600" is not a whole number from 0`},
+		{"bad max-pause", map[string]string{RegistryKey: "r", MaxPauseKey: "20"}, `key "max-pause": "20" is not a positive duration such as 20s`},
+		{"zero max-pause", map[string]string{RegistryKey: "r", MaxPauseKey: "0s"}, `key "max-pause": "0s" is not a positive duration`},
+		{"max-pause past the commit's timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "1m", MaxPauseKey: "2m"}, `key "max-pause": "2m" is not shorter than commit-timeout 1m0s`},
+		{"bad keep-local", map[string]string{RegistryKey: "r", KeepLocalKey: "yes"}, `key "keep-local": "yes" is neither "true" nor "false"`},
+		{"bad keep-local-max-size", map[string]string{RegistryKey: "r", KeepLocalMaxSizeKey: "-1Gi"}, `key "keep-local-max-size": "-1Gi" is not a size such as 20Gi`},
 		{"bad priority class", map[string]string{RegistryKey: "r", PriorityClassKey: "High_Priority"}, `key "priority-class-name": "High_Priority" is not a PriorityClass name`},
 		// A tag can be pushed again: the Task could change under the operator.
 		{"bundle by tag", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1" is not a bundle pinned by digest`},

@@ -63,6 +63,9 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 		pipelinev1.Param{Name: task.ParamContainers, Value: pipelinev1.ParamValue{Type: pipelinev1.ParamTypeArray, ArrayVal: items}},
 		pipelinev1.Param{Name: task.ParamInsecureRegistry, Value: *pipelinev1.NewStructuredValues(strconv.FormatBool(cfg.InsecureRegistry))},
 		pipelinev1.Param{Name: task.ParamMaxLayers, Value: *pipelinev1.NewStructuredValues(strconv.Itoa(cfg.MaxLayers))},
+		pipelinev1.Param{Name: task.ParamMaxPause, Value: *pipelinev1.NewStructuredValues(cfg.MaxPause.String())},
+		pipelinev1.Param{Name: task.ParamKeepLocal, Value: *pipelinev1.NewStructuredValues(strconv.FormatBool(cfg.KeepLocal))},
+		pipelinev1.Param{Name: task.ParamKeepLocalMaxSize, Value: *pipelinev1.NewStructuredValues(cfg.KeepLocalMaxSize)},
 	)
 	if src.Mode == task.SnapshotModeMemory {
 		tr.Spec.Params = append(tr.Spec.Params,

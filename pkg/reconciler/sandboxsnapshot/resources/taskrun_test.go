@@ -59,6 +59,7 @@ func TestMakeTaskRun(t *testing.T) {
 		config.RegistryKey: "r.test/s", config.PushSecretKey: "push", config.InsecureRegistryKey: "true",
 		config.CommitTimeoutKey: "90s", config.ContainerdSocketKey: "/run/k3s/containerd/containerd.sock",
 		config.OverlayfsRootKey: "/data/ctrd/io.containerd.snapshotter.v1.overlayfs",
+		config.MaxPauseKey:      "45s", config.KeepLocalKey: "false", config.KeepLocalMaxSizeKey: "5Gi",
 	}})
 	tr := MakeTaskRun(s, src, cfg, "sandbox-snapshot-system")
 
@@ -89,8 +90,13 @@ func TestMakeTaskRun(t *testing.T) {
 		"containers":        {Type: pipelinev1.ParamTypeArray, ArrayVal: []string{"app=r.test/s/sb-app:snap-gen1", "sidecar=r.test/s/sb-sidecar:snap-gen1"}},
 		"insecure-registry": *pipelinev1.NewStructuredValues("true"),
 		"max-layers":        *pipelinev1.NewStructuredValues("16"),
-		"overlayfs-root":    *pipelinev1.NewStructuredValues("/data/ctrd/io.containerd.snapshotter.v1.overlayfs"),
-		"checkpoint-dir":    *pipelinev1.NewStructuredValues("/var/lib/sandbox-snapshot-operator/checkpoints"),
+		// The Task's tunable params, from config-snapshot: with the Task
+		// pinned in a bundle, nothing else can change them.
+		"max-pause":           *pipelinev1.NewStructuredValues("45s"),
+		"keep-local":          *pipelinev1.NewStructuredValues("false"),
+		"keep-local-max-size": *pipelinev1.NewStructuredValues("5Gi"),
+		"overlayfs-root":      *pipelinev1.NewStructuredValues("/data/ctrd/io.containerd.snapshotter.v1.overlayfs"),
+		"checkpoint-dir":      *pipelinev1.NewStructuredValues("/var/lib/sandbox-snapshot-operator/checkpoints"),
 	}
 	gotParams := map[string]pipelinev1.ParamValue{}
 	for _, p := range tr.Spec.Params {

@@ -1,0 +1,76 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package task
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// The tunable params that config-snapshot sets and the committer reads. Each
+// is parsed here, so that the controller refuses what the committer would.
+
+// Defaults of the tunable params, of the committer's flags and of the
+// config-snapshot keys of the same names.
+const (
+	DefaultMaxPause         = 20 * time.Second
+	DefaultKeepLocal        = true
+	DefaultKeepLocalMaxSize = "20Gi"
+)
+
+// ParseMaxPause parses ParamMaxPause: a positive Go duration.
+func ParseMaxPause(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration such as 20s", v)
+	}
+	return d, nil
+}
+
+// ParseMaxLayers parses ParamMaxLayers: a whole number from 0 to MaxMaxLayers.
+func ParseMaxLayers(v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 || n > MaxMaxLayers {
+		return 0, fmt.Errorf("%q is not a whole number from 0 (never squash) to %d", v, MaxMaxLayers)
+	}
+	return n, nil
+}
+
+// ParseKeepLocal parses ParamKeepLocal: "true" or "false".
+func ParseKeepLocal(v string) (bool, error) {
+	switch strings.TrimSpace(v) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("%q is neither \"true\" nor \"false\"", v)
+}
+
+// ParseKeepLocalMaxSize parses ParamKeepLocalMaxSize, a Kubernetes quantity
+// of zero or more bytes, into bytes.
+func ParseKeepLocalMaxSize(v string) (int64, error) {
+	q, err := resource.ParseQuantity(strings.TrimSpace(v))
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("%q is not a size such as 20Gi", v)
+	}
+	return q.Value(), nil
+}

@@ -1,0 +1,72 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package task
+
+import (
+	"testing"
+	"time"
+)
+
+// TestParseTunableParams pins the bounds both the controller and the
+// committer hold the tunable params to.
+func TestParseTunableParams(t *testing.T) {
+	for _, tc := range []struct {
+		param, value string
+		parse        func(string) (any, error)
+		want         any // nil: refused
+	}{
+		{ParamMaxPause, "20s", maxPause, 20 * time.Second},
+		{ParamMaxPause, " 1m30s ", maxPause, 90 * time.Second},
+		{ParamMaxPause, "0s", maxPause, nil},
+		{ParamMaxPause, "-5s", maxPause, nil},
+		{ParamMaxPause, "20", maxPause, nil},
+		{ParamMaxLayers, "0", maxLayers, 0},
+		{ParamMaxLayers, "128", maxLayers, 128},
+		{ParamMaxLayers, "129", maxLayers, nil},
+		{ParamMaxLayers, "-1", maxLayers, nil},
+		{ParamMaxLayers, "four", maxLayers, nil},
+		{ParamKeepLocal, "true", keepLocal, true},
+		{ParamKeepLocal, "false", keepLocal, false},
+		{ParamKeepLocal, "yes", keepLocal, nil},
+		{ParamKeepLocal, "True", keepLocal, nil},
+		{ParamKeepLocalMaxSize, "20Gi", keepLocalMaxSize, int64(20 << 30)},
+		{ParamKeepLocalMaxSize, "0", keepLocalMaxSize, int64(0)},
+		{ParamKeepLocalMaxSize, "-1Gi", keepLocalMaxSize, nil},
+		{ParamKeepLocalMaxSize, "lots", keepLocalMaxSize, nil},
+	} {
+		got, err := tc.parse(tc.value)
+		switch {
+		case tc.want == nil && err == nil:
+			t.Errorf("%s %q = %v, want it refused", tc.param, tc.value, got)
+		case tc.want != nil && err != nil:
+			t.Errorf("%s %q refused: %v", tc.param, tc.value, err)
+		case tc.want != nil && got != tc.want:
+			t.Errorf("%s %q = %v, want %v", tc.param, tc.value, got, tc.want)
+		}
+	}
+	if _, err := ParseMaxPause(DefaultMaxPause.String()); err != nil {
+		t.Errorf("the default max-pause is refused: %v", err)
+	}
+	if _, err := ParseKeepLocalMaxSize(DefaultKeepLocalMaxSize); err != nil {
+		t.Errorf("the default keep-local-max-size is refused: %v", err)
+	}
+}
+
+func maxPause(v string) (any, error)         { return ParseMaxPause(v) }
+func maxLayers(v string) (any, error)        { return ParseMaxLayers(v) }
+func keepLocal(v string) (any, error)        { return ParseKeepLocal(v) }
+func keepLocalMaxSize(v string) (any, error) { return ParseKeepLocalMaxSize(v) }
