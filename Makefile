@@ -80,7 +80,7 @@ e2e-node: ## Node e2e: snapshot a live pod with real Tekton and resume from it (
 release: ## Images for linux/amd64 and arm64, release.yaml and the Task bundle (KO_DOCKER_REPO=...; docs/release.md).
 	hack/release.sh
 
-.PHONY: bench-committer bench-control-plane bench-cycles bench-hibernate
+.PHONY: bench-committer bench-control-plane bench-cycles bench-hibernate bench-latency
 bench-committer: ## Pause window and commit+push time against nerdctl.
 	test/bench-committer.sh
 bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000, beside OpenSandbox's controller.
@@ -89,6 +89,8 @@ bench-cycles: ## 200 pause -> resume cycles of one sandbox on the real node (roo
 	test/bench-cycles.sh
 bench-hibernate: ## Memory snapshots of 64 MiB, 256 MiB and 1 GiB: freeze, size, restore (root).
 	test/bench-hibernate.sh
+bench-latency: ## A snapshot's create -> Succeed on the real node, stage by stage, against a no-op TaskRun (root).
+	test/bench-latency.sh
 
 .PHONY: ci-timing
 ci-timing: ## .ci/run in a fresh clone with empty Go and tool caches; prints each tier's time (root; about an hour).
