@@ -68,10 +68,13 @@ type Options struct {
 // header) and resends only what is missing of the current chunk; only that
 // chunk, and the next one read ahead, are held in memory.
 type Chunked struct {
-	client  *http.Client
-	repo    name.Repository
-	chunk   int
+	client *http.Client
+	repo   name.Repository
+	chunk  int
+	// backoff spaces a request's attempts (Step, jittered), and sleep waits
+	// between them.
 	backoff remote.Backoff
+	sleep   func(context.Context, time.Duration) error
 	logf    func(format string, a ...any)
 }
 
@@ -100,7 +103,7 @@ func NewChunked(ctx context.Context, repo name.Repository, sources []name.Reposi
 	if chunk <= 0 {
 		chunk = DefaultChunkSize
 	}
-	return &Chunked{client: &http.Client{Transport: rt}, repo: repo, chunk: chunk, backoff: retryBackoff, logf: opts.Logf}, nil
+	return &Chunked{client: &http.Client{Transport: rt}, repo: repo, chunk: chunk, backoff: retryBackoff, sleep: sleep, logf: opts.Logf}, nil
 }
 
 // Upload puts the blob d, read from open, into the repository: nothing when
@@ -169,16 +172,15 @@ func (u *Chunked) blobsURL(rest string) string {
 // retry runs one registry request until it succeeds, fails permanently or
 // the retry policy's attempts are spent.
 func (u *Chunked) retry(ctx context.Context, do func() error) error {
-	delay := u.backoff.Duration
-	for attempt := 1; ; attempt++ {
+	b := u.backoff
+	for {
 		err := do()
-		if err == nil || !isTransient(err) || attempt >= u.backoff.Steps {
+		if err == nil || !isTransient(err) || b.Steps <= 1 {
 			return err
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := u.sleep(ctx, b.Step()); err != nil {
 			return err
 		}
-		delay = time.Duration(float64(delay) * u.backoff.Factor)
 	}
 }
 
@@ -427,7 +429,7 @@ func isRangeError(err error) bool {
 func (u *Chunked) patch(ctx context.Context, loc string, chunk []byte, off int64) (string, error) {
 	end := off + int64(len(chunk))
 	var sent int64 // bytes of chunk the registry holds
-	delay := u.backoff.Duration
+	b := u.backoff
 	for attempt := 1; ; attempt++ {
 		hdr := http.Header{
 			"Content-Type":  {"application/octet-stream"},
@@ -451,13 +453,12 @@ func (u *Chunked) patch(ctx context.Context, loc string, chunk []byte, off int64
 		} else if !isTransient(err) && !isRangeError(err) {
 			return loc, err
 		}
-		if attempt >= u.backoff.Steps {
+		if b.Steps <= 1 {
 			return loc, err
 		}
-		if serr := sleep(ctx, delay); serr != nil {
+		if serr := u.sleep(ctx, b.Step()); serr != nil {
 			return loc, serr
 		}
-		delay = time.Duration(float64(delay) * u.backoff.Factor)
 		got, next, serr := u.status(ctx, loc)
 		switch {
 		case serr == nil:

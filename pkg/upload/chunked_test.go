@@ -31,6 +31,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -151,4 +152,64 @@ func TestUploadStream(t *testing.T) {
 			t.Fatalf("the registry holds the failed stream's bytes as a blob: %v, %v", held, err)
 		}
 	})
+}
+
+// TestRetryWaitsAreJittered checks that a request's retries, of the upload's
+// start (retry) and of a chunk (patch), wait as retryBackoff says: longer
+// each time, each up to its Jitter longer at random, so that pushes a
+// registry's restart failed together do not come back together.
+func TestRetryWaitsAreJittered(t *testing.T) {
+	for _, method := range []string{http.MethodPost, http.MethodPatch} {
+		t.Run(method, func(t *testing.T) {
+			reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+			failures := retryBackoff.Steps - 1
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == method && strings.Contains(r.URL.Path, "/blobs/uploads/") && failures > 0 {
+					failures--
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				reg.ServeHTTP(w, r)
+			}))
+			t.Cleanup(srv.Close)
+			repo, err := name.NewRepository(strings.TrimPrefix(srv.URL, "http://")+"/sb/jitter", name.Insecure)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, err := NewChunked(context.Background(), repo, nil, Options{Insecure: true, ChunkSize: 1 << 10, Logf: t.Logf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var waits []time.Duration
+			u.sleep = func(_ context.Context, d time.Duration) error {
+				waits = append(waits, d)
+				return nil
+			}
+			data := make([]byte, 3<<10)
+			if _, err := rand.Read(data); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := u.UploadStream(context.Background(), "application/vnd.test", func() (io.ReadCloser, error) {
+				return io.NopCloser(bytes.NewReader(data)), nil
+			}); err != nil {
+				t.Fatalf("UploadStream after %d transient failures: %v", retryBackoff.Steps-1, err)
+			}
+			if len(waits) != retryBackoff.Steps-1 {
+				t.Fatalf("waited %d times (%v), want %d", len(waits), waits, retryBackoff.Steps-1)
+			}
+			base, jittered := retryBackoff.Duration, 0
+			for i, d := range waits {
+				if limit := time.Duration(float64(base) * (1 + retryBackoff.Jitter)); d < base || d > limit {
+					t.Errorf("wait %d is %v, want from %v to %v", i+1, d, base, limit)
+				}
+				if d != base {
+					jittered++
+				}
+				base = time.Duration(float64(base) * retryBackoff.Factor)
+			}
+			if jittered == 0 {
+				t.Errorf("waits %v: none jittered", waits)
+			}
+		})
+	}
 }

@@ -46,7 +46,9 @@ var (
 		http.StatusServiceUnavailable,
 		http.StatusGatewayTimeout,
 	}
-	// retryBackoff makes at most 4 attempts, 0.5 s, 1 s and 2 s apart.
+	// retryBackoff makes at most 4 attempts, 0.5 s, 1 s and 2 s apart, each
+	// wait up to a tenth longer at random, so that the pushes a registry's
+	// restart failed together do not retry together.
 	retryBackoff = remote.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 4}
 )
 
