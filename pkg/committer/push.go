@@ -132,9 +132,14 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 	}
 	// Containers are pushed concurrently; each bounds its own blob uploads.
 	// The first failure cancels the others, and all are waited for: no
-	// upload goes on once Push returns.
+	// upload goes on once Push returns. It cancels with context.Canceled,
+	// not as errgroup.WithContext does, with the failure as the cause:
+	// net/http wraps the cause into each request it cuts short, where it
+	// would read as that request's own answer from the registry.
 	out := make([]Pushed, len(c.cfg.Params.Targets))
-	g, gctx := errgroup.WithContext(ctx)
+	gctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var g errgroup.Group
 	for i, t := range c.cfg.Params.Targets {
 		g.Go(func() error {
 			var err error
@@ -147,6 +152,7 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 				p, err = c.pushOne(gctx, committed[i], pusher, puller, opts, stats)
 			}
 			if err != nil {
+				cancel()
 				return fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
 			}
 			out[i] = *p
