@@ -38,8 +38,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/klauspost/pgzip"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -504,7 +504,8 @@ func writeBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor
 	return err
 }
 
-// gzipBlock is the input block size of the parallel gzip writer.
+// gzipBlock is the block size of the gzip compressor: each core compresses
+// one block at a time.
 const gzipBlock = 1 << 20
 
 // copyBlob writes a blob of the content store to w.
@@ -588,12 +589,20 @@ func writeLayer(w io.Writer, write func(io.Writer) error, mediaType string) (oci
 }
 
 // compressor returns the writer that compresses a layer of mediaType: zstd
-// at its fastest level for a "+zstd" type, parallel gzip otherwise.
+// at its fastest level for a "+zstd" type, otherwise gzip in blocks of
+// gzipBlock on every core (pgzip, a standard gzip stream).
 func compressor(w io.Writer, mediaType string) (io.WriteCloser, error) {
 	if strings.HasSuffix(mediaType, "+zstd") {
 		return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
 	}
-	return newParallelGzip(w, gzip.DefaultCompression, gzipBlock, runtime.GOMAXPROCS(0)), nil
+	zw, err := pgzip.NewWriterLevel(w, pgzip.DefaultCompression)
+	if err != nil {
+		return nil, err
+	}
+	if err := zw.SetConcurrency(gzipBlock, runtime.GOMAXPROCS(0)); err != nil {
+		return nil, err
+	}
+	return zw, nil
 }
 
 type countingWriter struct{ n int64 }
