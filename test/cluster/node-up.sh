@@ -14,7 +14,9 @@
 #
 # env: SKIP_DEPLOY=1, SKIP_TEKTON=1 (and Chains), SKIP_CHAINS=1 skip those steps;
 #      SNAPSHOT_CRDS (lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs;
-#      NODE_CONTAINERD=v2.1.3 (default) or system.
+#      NODE_CONTAINERD=v2.1.3 (default) or system;
+#      KUBELET_FEATURE_GATES, e.g. EventedPLEG=true, the kubelet's feature
+#      gates (comma-separated name=bool; none by default).
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -260,6 +262,16 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
+  if [[ -n "${KUBELET_FEATURE_GATES:-}" ]]; then
+    local gate
+    echo "featureGates:" >>"${d}/config.yaml"
+    for gate in ${KUBELET_FEATURE_GATES//,/ }; do
+      [[ "${gate}" =~ ^[A-Za-z0-9]+=(true|false)$ ]] ||
+        die "KUBELET_FEATURE_GATES: ${gate} is not <name>=true or <name>=false"
+      echo "  ${gate%%=*}: ${gate#*=}" >>"${d}/config.yaml"
+    done
+    log "kubelet feature gates: ${KUBELET_FEATURE_GATES}"
+  fi
   start_daemon kubelet "$(tool_bin kubelet)" \
     --config "${d}/config.yaml" \
     --kubeconfig "${d}/kubeconfig" \
