@@ -42,7 +42,8 @@ const cleanupWait = 10 * time.Second
 // paused: it cancels a running commit, and keeps the finalizer while a commit
 // may have left the pod paused until a thaw has succeeded or the pod is gone,
 // retrying failed unpause TaskRuns as a live snapshot does. Only then does it
-// delete the TaskRuns and the images.
+// release the images kept on the node, delete those in the registry and,
+// last, the TaskRuns. A cached copy of a snapshot already gone is left alone.
 func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
 	if gone, err := r.gone(ctx, s); gone || err != nil {
 		return err
