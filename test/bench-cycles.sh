@@ -20,7 +20,7 @@ REPORT="${OUTPUT_DIR}/bench-cycles.tsv"
 main() {
   cd "${ROOT_DIR}"
   rm -f "${REPORT}"
-  E2E_NODE_RUN='^TestPauseResumeCycles$' E2E_NODE_OPENSANDBOX_RUN='' E2E_NODE_RELEASE_RUN='' \
+  E2E_NODE_RUN='^TestPauseResumeCycles$' E2E_NODE_CLIENT_RUN='' E2E_NODE_OPENSANDBOX_RUN='' E2E_NODE_RELEASE_RUN='' \
     E2E_CYCLES="${CYCLES}" E2E_CYCLES_MAX_LAYERS="${MAX_LAYERS}" E2E_CYCLES_REPORT="${REPORT}" \
     E2E_NODE_TIMEOUT="$((CYCLES / 2 + 30))m" test/e2e-node.sh
   summarize "${REPORT}"
