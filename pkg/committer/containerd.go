@@ -74,7 +74,7 @@ type Config struct {
 	Namespace string
 	// Keychain resolves registry credentials (push only). Anonymous when nil.
 	Keychain authn.Keychain
-	// MaxPause bounds the time containers stay frozen; 0 means DefaultMaxPause.
+	// MaxPause bounds the time containers stay frozen; 0 means task.DefaultMaxPause.
 	MaxPause time.Duration
 	// WalkingDiffer forces containerd's walking differ (which compares the
 	// whole image) even where the overlay differ applies.
@@ -125,7 +125,7 @@ func New(c *client.Client, cfg Config) *Committer {
 		cfg.Namespace = DefaultNamespace
 	}
 	if cfg.MaxPause == 0 {
-		cfg.MaxPause = DefaultMaxPause
+		cfg.MaxPause = task.DefaultMaxPause
 	}
 	if cfg.Keychain == nil {
 		cfg.Keychain = authn.NewMultiKeychain()
@@ -324,9 +324,6 @@ var ErrThawFailed = errors.New("containers may still be paused")
 // ErrMaxPauseExceeded is wrapped by the error of a commit whose pause window
 // reached Config.MaxPause; the containers are thawed before it is returned.
 var ErrMaxPauseExceeded = errors.New("max-pause exceeded")
-
-// DefaultMaxPause bounds the pause window when Config.MaxPause is 0.
-const DefaultMaxPause = task.DefaultMaxPause
 
 // begin registers a pause attempt; it fails once the freezer is closed.
 func (f *freezer) begin(l *liveContainer) error {

@@ -38,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -475,12 +476,12 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		t.Errorf("the checkpoint directory holds %v (%v) after the failed checkpoint, want nothing", left, err)
 	}
 
-	cm.cfg.MaxPause = DefaultMaxPause
+	cm.cfg.MaxPause = task.DefaultMaxPause
 	res, err := cm.Checkpoint(ctx)
 	if err != nil {
 		t.Fatalf("checkpoint under the default max-pause: %v", err)
 	}
-	t.Logf("under max-pause %s: pause window %d ms", DefaultMaxPause, res.PauseWindow.Milliseconds())
+	t.Logf("under max-pause %s: pause window %d ms", task.DefaultMaxPause, res.PauseWindow.Milliseconds())
 	rec, err := cm.readCheckpointRecord(res.Images[0].Target)
 	if err != nil || rec == nil {
 		t.Fatalf("the checkpoint left no record for the push step: %v", err)
