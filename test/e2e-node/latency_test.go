@@ -78,7 +78,7 @@ func TestSnapshotLatency(t *testing.T) {
 	fmt.Fprintf(&out, "bench-latency: %d snapshots a mode, 1 MiB written before each; medians of snapshots 2-%d (%s, %d cores)\n\n",
 		n, n, time.Now().UTC().Format("2006-01-02T15:04Z"), runtime.NumCPU())
 	var node string
-	var floors [][]time.Duration
+	var floors []time.Duration
 	totals := map[string]time.Duration{}
 	for _, mode := range modes {
 		var podName string
@@ -103,20 +103,20 @@ func TestSnapshotLatency(t *testing.T) {
 			if i > 0 {
 				floor := noopTaskRun(t, ns, node)
 				t.Logf("floor after it: %v", floor)
-				floors = append(floors, []time.Duration{floor})
+				floors = append(floors, floor)
 			}
 		}
 		fmt.Fprintf(&out, "| %s | ms from creation | ms from the stage before |\n|---|---:|---:|\n", mode)
 		var before time.Duration
 		for s, stage := range latencyStages {
-			m := median(runs[1:], s)
+			m := median(column(runs[1:], s))
 			fmt.Fprintf(&out, "| %s | %d | %d |\n", stage, m.Milliseconds(), (m - before).Milliseconds())
 			before = m
 		}
 		totals[mode] = before
 		fmt.Fprintln(&out)
 	}
-	floor := median(floors, 0)
+	floor := median(floors)
 	fmt.Fprintf(&out, "floor: a TaskRun of one no-op step on the same node, created -> Succeeded: %d ms (median of %d, one after each snapshot counted)\n",
 		floor.Milliseconds(), len(floors))
 	for _, mode := range modes {
@@ -287,20 +287,25 @@ func noopTaskRun(t *testing.T, ns, node string) time.Duration {
 	return 0
 }
 
-// median returns the median of column i of runs.
-func median(runs [][]time.Duration, i int) time.Duration {
+// column returns stage i of each run.
+func column(runs [][]time.Duration, i int) []time.Duration {
 	col := make([]time.Duration, len(runs))
 	for r, run := range runs {
 		col[r] = run[i]
 	}
-	slices.Sort(col)
-	if len(col) == 0 {
+	return col
+}
+
+// median returns the median of ds, which it sorts; 0 for none.
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	switch {
+	case len(ds) == 0:
 		return 0
+	case len(ds)%2 == 1:
+		return ds[len(ds)/2]
 	}
-	if len(col)%2 == 1 {
-		return col[len(col)/2]
-	}
-	return (col[len(col)/2-1] + col[len(col)/2]) / 2
+	return (ds[len(ds)/2-1] + ds[len(ds)/2]) / 2
 }
 
 // nodeOf returns the node of the first pod in ns.
