@@ -25,6 +25,12 @@ IMAGES_DIR="${OUTPUT_DIR}/images"       # OCI layouts re-pushed at every start (
 REGISTRY_DIR="${OUTPUT_DIR}/registry"   # registry blobs, kept as a cache across node-down
 TEKTON_SRC="${OUTPUT_DIR}/src/pipeline-${TEKTON_VERSION}"
 NODE_CONTAINERD="${NODE_CONTAINERD:-v2.1.3}"
+KUBELET_FEATURE_GATES="${KUBELET_FEATURE_GATES:-}"
+# Checked before anything on the host changes.
+for gate in ${KUBELET_FEATURE_GATES//,/ }; do
+  [[ "${gate}" =~ ^[A-Za-z0-9]+=(true|false)$ ]] ||
+    die "KUBELET_FEATURE_GATES: ${gate} is not <name>=true or <name>=false"
+done
 CTR_SOCK="${NODE_RUN_DIR}/containerd.sock"
 
 preflight() {
@@ -262,12 +268,10 @@ evictionHard:
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 EOF
-  if [[ -n "${KUBELET_FEATURE_GATES:-}" ]]; then
+  if [[ -n "${KUBELET_FEATURE_GATES}" ]]; then
     local gate
     echo "featureGates:" >>"${d}/config.yaml"
     for gate in ${KUBELET_FEATURE_GATES//,/ }; do
-      [[ "${gate}" =~ ^[A-Za-z0-9]+=(true|false)$ ]] ||
-        die "KUBELET_FEATURE_GATES: ${gate} is not <name>=true or <name>=false"
       echo "  ${gate%%=*}: ${gate#*=}" >>"${d}/config.yaml"
     done
     log "kubelet feature gates: ${KUBELET_FEATURE_GATES}"
