@@ -120,6 +120,31 @@ func counterLines(t *testing.T, ctx context.Context, cri *ctrharness.Containerd,
 	if err != nil {
 		t.Fatalf("reading the counter: %v", err)
 	}
+	return parseCounter(t, out)
+}
+
+// waitCounting waits up to a minute until the counter of container id,
+// which may not have started it yet, has at least lines lines, and returns
+// its mark.
+func waitCounting(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, id string, lines int) string {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		out, err := cri.ExecSync(ctx, id, "cat", "/tmp/counter")
+		if err == nil && strings.TrimSpace(out) != "" {
+			if mark, n := parseCounter(t, out); n >= lines {
+				return mark
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("container %s did not count to %d within a minute: %v", id, lines, err)
+		}
+	}
+}
+
+// parseCounter reads the lines of a counter file: its mark, and how many,
+// which must count 1, 2, 3, ... under that one mark.
+func parseCounter(t *testing.T, out string) (string, int) {
+	t.Helper()
 	mark, n := "", 0
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		m, count, _ := strings.Cut(line, " ")
@@ -221,16 +246,10 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n0 int
-	deadline := time.Now().Add(20 * time.Second)
-	for n0 < 10 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-		_, n0 = counterLines(t, ctx, cri, id)
-	}
+	mark := waitCounting(t, ctx, cri, id, 10)
 	if got, err := ping(port); err != nil || got != "pong" {
 		t.Fatalf("before the checkpoint the server answers %q, %v", got, err)
 	}
-	mark, _ := counterLines(t, ctx, cri, id)
 	noise, err := cri.ExecSync(ctx, id, "sha256sum", "/noise")
 	if err != nil {
 		t.Fatal(err)
@@ -361,9 +380,8 @@ func TestCheckpointRestoreSidecar(t *testing.T) {
 		}
 		targets = append(targets, tgt)
 	}
-	time.Sleep(time.Second)
 	for _, c := range names {
-		marks[c], _ = counterLines(t, ctx, cri, ids[c])
+		marks[c] = waitCounting(t, ctx, cri, ids[c], 1)
 	}
 	cm := e.checkpointer(t, cri, pod, targets[0].Image)
 	cm.cfg.Params.Targets = targets
@@ -424,14 +442,8 @@ func (e *testEnv) counting(t *testing.T, ctx context.Context, cri *ctrharness.Co
 		t.Fatal(err)
 	}
 	// The counter starts once the prelude is done.
-	for deadline := time.Now().Add(time.Minute); ; {
-		if _, err := cri.ExecSync(ctx, id, "test", "-s", "/tmp/counter"); err == nil {
-			return pod, id
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the counter did not start: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitCounting(t, ctx, cri, id, 1)
+	return pod, id
 }
 
 // TestCheckpointPastMaxPause bounds the pause of a memory snapshot below
@@ -604,7 +616,7 @@ func TestCheckpointRefusedByCRIU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	waitCounting(t, ctx, cri, id, 1)
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/refused/app:mem")
 	_, err = cm.Checkpoint(ctx)
 	if !errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), "criu-dump.log") {
