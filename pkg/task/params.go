@@ -32,7 +32,7 @@ import (
 // config-snapshot keys of the same names.
 const (
 	DefaultMaxPause         = 20 * time.Second
-	DefaultKeepLocal        = true
+	DefaultKeepLocal        = false
 	DefaultKeepLocalMaxSize = "20Gi"
 )
 

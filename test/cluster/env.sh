@@ -6,6 +6,8 @@
 #   LOCAL_REGISTRY  host:port of the loopback registry, when test/cluster/node-up.sh runs it
 #   KO_DOCKER_REPO, KO_DEFAULTBASEIMAGE  ko settings for that registry
 #   CONTAINERD_ADDRESS  the node's containerd socket, when the node is up
+#   CONTAINERD_HOSTS_DIR  the node's containerd registry host configuration
+#                   (config_path: <host:port>/hosts.toml), when the node is up
 #   CHAINS_PUBLIC_KEY   the PEM public key Tekton Chains signs with, when the node runs Chains
 # It does not set shell options (no `set -e` leaks into an interactive shell).
 
@@ -31,6 +33,7 @@ sso_env() {
   fi
   if [[ -S "${NODE_RUN_DIR}/containerd.sock" ]]; then
     export CONTAINERD_ADDRESS="${NODE_RUN_DIR}/containerd.sock"
+    export CONTAINERD_HOSTS_DIR="${NODE_DIR}/containerd/certs.d"
   fi
   if [[ -f "${CHAINS_PUBLIC_KEY}" ]]; then
     export CHAINS_PUBLIC_KEY

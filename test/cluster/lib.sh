@@ -244,9 +244,10 @@ node_daemons_recorded() {
 # local_node_config prints config-snapshot data, as a merge patch, that points
 # the operator at this machine's node: snapshots go to $1/snapshots over plain
 # HTTP, through the node's containerd socket, with upper directories read from
-# the node's overlayfs snapshots (node-up.sh: containerd's root).
+# the node's overlayfs snapshots (node-up.sh: containerd's root), and are kept
+# on the node for a resume (its kubelet verifies pull credentials).
 local_node_config() {
-  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "containerd-socket": "%s", "containerd-overlayfs-root": "%s"}}' \
+  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "keep-local": "true", "containerd-socket": "%s", "containerd-overlayfs-root": "%s"}}' \
     "$1" "${NODE_RUN_DIR}/containerd.sock" "${NODE_DIR}/containerd/root/io.containerd.snapshotter.v1.overlayfs"
 }
 

@@ -16,7 +16,11 @@
 #      SNAPSHOT_CRDS (lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs;
 #      NODE_CONTAINERD=v2.1.3 (default) or system;
 #      KUBELET_FEATURE_GATES, e.g. EventedPLEG=true, the kubelet's feature
-#      gates (comma-separated name=bool; none by default).
+#      gates (comma-separated name=bool; none by default);
+#      KUBELET_IMAGE_VERIFICATION, the kubelet's
+#      imagePullCredentialsVerificationPolicy: AlwaysVerify (default, what
+#      keep-local needs; docs/security.md) or NeverVerifyPreloadedImages
+#      (the kubelet's own default).
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -31,6 +35,11 @@ for gate in ${KUBELET_FEATURE_GATES//,/ }; do
   [[ "${gate}" =~ ^[A-Za-z0-9]+=(true|false)$ ]] ||
     die "KUBELET_FEATURE_GATES: ${gate} is not <name>=true or <name>=false"
 done
+KUBELET_IMAGE_VERIFICATION="${KUBELET_IMAGE_VERIFICATION:-AlwaysVerify}"
+case "${KUBELET_IMAGE_VERIFICATION}" in
+  AlwaysVerify | NeverVerifyPreloadedImages) ;;
+  *) die "KUBELET_IMAGE_VERIFICATION: ${KUBELET_IMAGE_VERIFICATION} is neither AlwaysVerify nor NeverVerifyPreloadedImages" ;;
+esac
 CTR_SOCK="${NODE_RUN_DIR}/containerd.sock"
 
 preflight() {
@@ -267,7 +276,9 @@ evictionHard:
   imagefs.available: 1%
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+imagePullCredentialsVerificationPolicy: ${KUBELET_IMAGE_VERIFICATION}
 EOF
+  log "kubelet image pull credentials verification: ${KUBELET_IMAGE_VERIFICATION}"
   if [[ -n "${KUBELET_FEATURE_GATES}" ]]; then
     local gate
     echo "featureGates:" >>"${d}/config.yaml"

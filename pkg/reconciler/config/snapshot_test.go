@@ -44,7 +44,7 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		PriorityClass:    "sandbox-snapshot-commit",
 		MaxLayers:        16,
 		MaxPause:         20 * time.Second,
-		KeepLocal:        true,
+		KeepLocal:        false,
 		KeepLocalMaxSize: "20Gi",
 		SnapshotMode:     "Filesystem",
 		MemoryFallback:   "None",
@@ -75,7 +75,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: " -1 ", ImageDeletionPolicyKey: "Delete",
 		ImageDeletionTimeoutKey: "30m ", ImageCheckIntervalKey: " 0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
 		SnapshotModeKey: " Memory ", MemoryFallbackKey: "Filesystem", CheckpointDirKey: "/srv/checkpoints",
-		MaxPauseKey: " 45s ", KeepLocalKey: "false", KeepLocalMaxSizeKey: " 5Gi ",
+		MaxPauseKey: " 45s ", KeepLocalKey: "true", KeepLocalMaxSizeKey: " 5Gi ",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
 		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
@@ -83,7 +83,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		TaskRunRetentionSucceeded: 0, TaskRunRetentionFailed: KeepTaskRuns, ImageDeletionPolicy: ImageDeletionDelete,
 		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5,
 		SnapshotMode: "Memory", MemoryFallback: "Filesystem", CheckpointDir: "/srv/checkpoints",
-		MaxPause: 45 * time.Second, KeepLocal: false, KeepLocalMaxSize: "5Gi"}
+		MaxPause: 45 * time.Second, KeepLocal: true, KeepLocalMaxSize: "5Gi"}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
 	}
