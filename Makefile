@@ -31,12 +31,13 @@ codegen: ## Regenerate pkg/client and the deepcopy code.
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## gofmt, go vet and stale generated code.
+verify: ## gofmt, go vet, stale generated code, and the Helm chart (lint; renders config/).
 	@out=$$(gofmt -l cmd pkg test hack/tools.go) || { echo "gofmt failed"; exit 1; }; \
 	if [[ -n "$$out" ]]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration,e2e,e2e_node,tierfail ./...
 	hack/verify-codegen.sh
+	hack/verify-chart.sh
 
 .PHONY: verify-tiers
 verify-tiers: ## Prove that a failing test fails each tier's target (seconds, no cluster).
@@ -47,7 +48,7 @@ test-integration: ## The committer against real containerd and a loopback regist
 	test/test-integration.sh
 
 .PHONY: tools
-tools: ## Build and cache the cluster binaries and tkn, ko, crane.
+tools: ## Build and cache the cluster binaries and tkn, ko, crane, helm.
 	hack/build-tools.sh
 
 .PHONY: cluster-up cluster-down node-up node-down

@@ -8,13 +8,13 @@
 #
 # usage: hack/build-tools.sh [tool...]
 # tools: etcd kube-apiserver kube-controller-manager kube-scheduler kubelet
-#        kube-proxy kubectl tkn ko crane pause, and on request only: kwok,
+#        kube-proxy kubectl tkn ko crane helm pause, and on request only: kwok,
 #        distribution (distribution's registry, for make test-integration)
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ALL_TOOLS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl tkn ko crane pause)
+ALL_TOOLS=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl tkn ko crane helm pause)
 KUBE_TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 HELPERS="${ROOT_DIR}/hack/tools"
 
@@ -95,6 +95,8 @@ build_one() {
       github.com/tektoncd/cli/cmd/tkn ;;
     ko) go_build ko "${tmp}" "-s -w -X github.com/google/ko/pkg/commands.Version=${KO_VERSION}" github.com/google/ko ;;
     crane) go_build crane "${tmp}" "-s -w" github.com/google/go-containerregistry/cmd/crane ;;
+    helm) go_build helm "${tmp}" "-s -w -X helm.sh/helm/v4/internal/version.version=${HELM_VERSION} -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+      helm.sh/helm/v4/cmd/helm ;;
     pause) build_pause "${tmp}" ;;
     kwok) go_build kwok "${tmp}" "-s -w" sigs.k8s.io/kwok/cmd/kwok ;;
     distribution) go_build distribution "${tmp}" "-s -w" github.com/distribution/distribution/v3/cmd/registry ;;

@@ -24,6 +24,7 @@ CRANE_VERSION="v0.22.1"
 PAUSE_VERSION="3.10.1"
 KWOK_VERSION="v0.8.0"
 DISTRIBUTION_VERSION="v3.0.0"
+HELM_VERSION="v4.3.2"
 TEKTON_VERSION="v1.15.1"
 CHAINS_VERSION="v0.28.1" # github.com/tektoncd/chains, the newest the module proxy serves here (test/cluster/chains.sh)
 
@@ -60,6 +61,7 @@ tool_dir() {
     pause) version=${PAUSE_VERSION} ;;
     kwok) version=${KWOK_VERSION} ;;
     distribution) version=${DISTRIBUTION_VERSION} ;;
+    helm) version=${HELM_VERSION} ;;
     *) die "unknown tool ${name}" ;;
   esac
   echo "${TOOLS_DIR}/${name}-${version}"
@@ -77,6 +79,17 @@ need_tools() {
   if ((${#missing[@]})); then
     "${ROOT_DIR}/hack/build-tools.sh" "${missing[@]}"
   fi
+}
+
+# CHART_DIR is the operator's Helm chart. release.yaml is rendered from it
+# (hack/release.sh); hack/verify-chart.sh checks it against config/.
+CHART_DIR="${ROOT_DIR}/charts/sandbox-snapshot-operator"
+
+# helm_ ARGS... runs the cached helm (need_tools helm first) with its cache,
+# config and data under _output/helm, so that it writes nothing in $HOME.
+helm_() {
+  HELM_CACHE_HOME="${OUTPUT_DIR}/helm/cache" HELM_CONFIG_HOME="${OUTPUT_DIR}/helm/config" \
+    HELM_DATA_HOME="${OUTPUT_DIR}/helm/data" "$(tool_bin helm)" "$@"
 }
 
 # kubectl_bin prints the kubectl to use: the built one if present, else the system one.

@@ -2,7 +2,9 @@
 # Builds a release (make release): the operator's images for every platform
 # of RELEASE_PLATFORMS pushed to KO_DOCKER_REPO, the commit Task as a Tekton
 # bundle, and release.yaml, sandbox-commit.yaml and task-bundle.txt in
-# RELEASE_DIR. docs/release.md describes the files, the checks and the env:
+# RELEASE_DIR. release.yaml is the Helm chart (charts/sandbox-snapshot-operator)
+# rendered with the release's controller image and bundle, both by digest.
+# docs/release.md describes the files, the checks and the env:
 #
 #   KO_DOCKER_REPO=registry.example.com/sandbox-snapshot-operator make release
 set -euo pipefail
@@ -29,6 +31,18 @@ ko_resolve() {
     }
 }
 
+# ko_build IMPORTPATH builds and pushes the image of IMPORTPATH for every
+# platform, tagged VERSION, and prints its reference,
+# KO_DOCKER_REPO/<command name>:VERSION@sha256:<hex>.
+ko_build() {
+  "$(tool_bin ko)" build --platform="${PLATFORMS}" --base-import-paths --tags="${VERSION}" --sbom=none \
+    --image-label="org.opencontainers.image.version=${VERSION}" "$1" 2>>"${WORK}/ko.log" ||
+    {
+      tail -n 20 "${WORK}/ko.log" >&2
+      die "ko build $1 failed (log: ${WORK#"${ROOT_DIR}"/}/ko.log)"
+    }
+}
+
 # push_bundle pushes the resolved Task as a Tekton bundle and prints its reference by digest.
 push_bundle() {
   local out ref
@@ -45,20 +59,20 @@ push_bundle() {
   echo "${ref}"
 }
 
-# stage_config copies config/'s manifests (but samples/ and kustomization
-# files) to DIR, with config-snapshot's task-bundle set to BUNDLE.
-stage_config() {
-  local dir=$1 bundle=$2 f cm
-  cm="${dir}/config-snapshot.yaml"
-  mkdir -p "${dir}"
-  for f in config/*.yaml; do
-    [[ "$(basename "${f}")" == kustomization.yaml ]] || cp "${f}" "${dir}/"
-  done
-  [[ -f "${cm}" ]] || die "config/config-snapshot.yaml not found"
-  [[ "$(grep -c '^data:$' "${cm}")" == 1 ]] || die "${cm#"${ROOT_DIR}"/}: want exactly one 'data:' line"
-  sed -i "/^data:\$/a\\
-  # The commit Task of this release (make release), pinned by digest.\\
-  task-bundle: \"${bundle}\"" "${cm}"
+# render_chart IMAGE BUNDLE renders the chart as release.yaml's body: the
+# namespace and the CRD included, without Helm's labels (kubectl applies it),
+# the controller image IMAGE (<repository>:VERSION@sha256:<hex>) and
+# config-snapshot's task-bundle BUNDLE.
+render_chart() {
+  local image=$1 bundle=$2 repository digest
+  [[ "${image}" =~ ^([^@]+)@(sha256:[0-9a-f]{64})$ && "${BASH_REMATCH[1]}" == *":${VERSION}" ]] ||
+    die "ko build printed ${image}, not <repository>:${VERSION}@sha256:<hex>"
+  repository=${BASH_REMATCH[1]%":${VERSION}"}
+  digest=${BASH_REMATCH[2]}
+  helm_ template sandbox-snapshot-operator "${CHART_DIR}" \
+    --set crds.install=true --set namespace.create=true --set helmLabels=false \
+    --set-string image.repository="${repository}" --set-string image.tag="${VERSION}" \
+    --set-string image.digest="${digest}" --set-string snapshot.taskBundle="${bundle}"
 }
 
 # check_platforms BUNDLE FILE... fails unless every image FILE names by
@@ -81,12 +95,12 @@ check_platforms() {
 }
 
 main() {
-  local start bundle commit
+  local start bundle commit image
   start=$(now_s)
   [[ -n "${KO_DOCKER_REPO:-}" ]] ||
     die "KO_DOCKER_REPO is not set: name the repository to push the images and the Task bundle under, e.g. KO_DOCKER_REPO=registry.example.com/sandbox-snapshot-operator make release"
   cd "${ROOT_DIR}"
-  need_tools ko tkn crane
+  need_tools ko tkn crane helm
   VERSION="${VERSION:-$(git describe --tags --always --dirty)}"
   [[ "${VERSION}" =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$ ]] || die "VERSION=${VERSION} is not a valid image tag"
   commit=$(git rev-parse HEAD)
@@ -103,14 +117,17 @@ main() {
   bundle=$(push_bundle)
   log "commit Task bundle: ${bundle}"
 
-  stage_config "${WORK}/config" "${bundle}"
+  image=$(ko_build ./cmd/controller)
+  log "controller image: ${image}"
   {
     echo "# sandbox-snapshot-operator ${VERSION} (commit ${commit}), images for ${PLATFORMS}."
     echo "# The commit Task is the Tekton bundle ${bundle}"
     echo "# (config-snapshot's task-bundle). Set config-snapshot's registry after installing: docs/release.md."
-    ko_resolve "${WORK}/config/"
+    echo "# Rendered from charts/sandbox-snapshot-operator (helm template), which make verify checks against config/."
+    render_chart "${image}" "${bundle}"
   } >"${WORK}/release.yaml"
   grep -q "task-bundle: \"${bundle}\"" "${WORK}/release.yaml" || die "release.yaml lost config-snapshot's task-bundle"
+  grep -q "image: ${image}\$" "${WORK}/release.yaml" || die "release.yaml does not name the controller image ${image}"
   mv "${WORK}/release.yaml" "${RELEASE_DIR}/release.yaml"
   echo "${bundle}" >"${RELEASE_DIR}/task-bundle.txt"
 

@@ -106,7 +106,7 @@ main() {
   trap finish EXIT
   trap 'exit 130' INT TERM
 
-  need_tools kubectl tkn
+  need_tools kubectl tkn helm
   "${ROOT_DIR}/test/cluster/cluster-up.sh"
   lease_patch "${LEASE_VALUES[@]}"
   log "config-leader-election: ${LEASE_KEYS[*]} = ${LEASE_VALUES[*]} (for the failover tests)"

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Source it (`source test/cluster/env.sh`) to use the local cluster from a shell:
 #   KUBECONFIG      _output/cluster/kubeconfig
-#   PATH            the built kubectl, tkn, crane and ko first (when built);
+#   PATH            the built kubectl, tkn, crane, ko and helm first (when built);
 #                   kubectl falls back to the system one
 #   LOCAL_REGISTRY  host:port of the loopback registry, when test/cluster/node-up.sh runs it
 #   KO_DOCKER_REPO, KO_DEFAULTBASEIMAGE  ko settings for that registry
@@ -17,7 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 sso_env() {
   local t d
   export KUBECONFIG="${KUBECONFIG_PATH}"
-  for t in kubectl tkn crane ko; do
+  for t in kubectl tkn crane ko helm; do
     d=$(tool_dir "${t}")
     if [[ -x "${d}/${t}" && ":${PATH}:" != *":${d}:"* ]]; then
       PATH="${d}:${PATH}"

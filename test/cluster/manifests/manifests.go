@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package manifests prepares the YAML the local control plane applies:
 // Tekton's CRDs without their webhook conversion, and the project's config/
-// without what a control plane without nodes cannot run.
+// without what a control plane without nodes cannot run. It also reads
+// config/'s objects, which the Helm chart is checked against (test/chart).
 package manifests
 
 import (
@@ -79,6 +80,29 @@ func TektonCRDs(dir string) ([]byte, error) {
 // CustomResourceDefinitions: the local control plane runs the controller as
 // a process, and installs the CRDs itself.
 func Config(root string) ([]byte, error) {
+	docs, err := ConfigDocuments(root)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	for _, doc := range docs {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			return nil, err
+		}
+		switch meta.Kind {
+		case "Deployment", "CustomResourceDefinition":
+			continue
+		}
+		fmt.Fprintf(&out, "---\n%s\n", bytes.TrimRight(doc, "\n"))
+	}
+	return out.Bytes(), nil
+}
+
+// ConfigDocuments returns every object's YAML document in the files under
+// root/config but config/samples and kustomization files, in file order;
+// documents without a kind (comments only) are left out.
+func ConfigDocuments(root string) ([][]byte, error) {
 	dir := filepath.Join(root, "config")
 	var files []string
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -98,7 +122,7 @@ func Config(root string) ([]byte, error) {
 		return nil, err
 	}
 	sort.Strings(files)
-	var out bytes.Buffer
+	var out [][]byte
 	for _, f := range files {
 		docs, err := documents(f)
 		if err != nil {
@@ -109,14 +133,12 @@ func Config(root string) ([]byte, error) {
 			if err := yaml.Unmarshal(doc, &meta); err != nil {
 				return nil, fmt.Errorf("%s: %w", f, err)
 			}
-			switch meta.Kind {
-			case "", "Deployment", "CustomResourceDefinition":
-				continue
+			if meta.Kind != "" {
+				out = append(out, doc)
 			}
-			fmt.Fprintf(&out, "---\n%s\n", bytes.TrimRight(doc, "\n"))
 		}
 	}
-	return out.Bytes(), nil
+	return out, nil
 }
 
 // documents splits a YAML file into its documents.
