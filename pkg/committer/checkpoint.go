@@ -94,9 +94,6 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 		return nil, err
 	}
 
-	if err := c.checkRoom(ctx, live); err != nil {
-		return nil, err
-	}
 	preps := make([]*prepared, len(live))
 	defer func() {
 		for _, p := range preps {
@@ -125,6 +122,9 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 			return nil, fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
 		}
 		preps[i] = &prepared{live: l, overlay: plan}
+	}
+	if err := c.checkRoom(ctx, preps, true); err != nil {
+		return nil, err
 	}
 	res = &CommitResult{}
 	var at time.Time

@@ -120,6 +120,9 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 			return nil, err
 		}
 	}
+	if err := c.checkRoom(ctx, preps, false); err != nil {
+		return nil, err
+	}
 
 	res = &CommitResult{}
 	if res.PauseWindow, err = c.whileFrozen(ctx, live, func(pctx context.Context) error { return c.diffAll(pctx, preps) }); err != nil {
