@@ -34,6 +34,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
@@ -289,6 +290,8 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 		}
 	}
 	if o.step == stepPush || o.step == stepAll {
+		// Once pushed (or not), the layer files and archives are gone.
+		defer c.ReleaseRoom(ctx)
 		pushed, _, err := c.Push(ctx)
 		if err != nil {
 			return err
@@ -323,6 +326,6 @@ func commit(ctx context.Context, c *committer.Committer, params *committer.Param
 // a filesystem one under fallback: when the node cannot checkpoint or has no
 // disk room for the memory, and everything was thawed.
 func fallsBack(err error, fallback string) bool {
-	return (errors.Is(err, committer.ErrMemorySnapshotUnsupported) || errors.Is(err, committer.ErrNoRoom)) &&
+	return (errors.Is(err, committer.ErrMemorySnapshotUnsupported) || errors.Is(err, diskbudget.ErrNoRoom)) &&
 		!errors.Is(err, committer.ErrThawFailed) && fallback == task.MemoryFallbackFilesystem
 }

@@ -26,6 +26,7 @@ import (
 	"testing"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -41,7 +42,7 @@ func TestFailExitCodes(t *testing.T) {
 		{"thaw failed", fmt.Errorf("diff: %w", committer.ErrThawFailed), 3},
 		{"frozen elsewhere", fmt.Errorf("pod a/b: %w", committer.ErrFrozenElsewhere), task.ExitCodeFrozenElsewhere},
 		{"memory unsupported", fmt.Errorf("pod a/b: %w: criu failed", committer.ErrMemorySnapshotUnsupported), task.ExitCodeMemoryUnsupported},
-		{"no room for the memory", fmt.Errorf("pod a/b: %w: 256 MiB in checkpoint-dir /c", committer.ErrNoRoom), task.ExitCodeThawed},
+		{"no room for the memory", fmt.Errorf("pod a/b: %w: 256 MiB in checkpoint-dir /c", diskbudget.ErrNoRoom), task.ExitCodeThawed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ERROR")
@@ -60,7 +61,7 @@ func TestFailExitCodes(t *testing.T) {
 // for the memory, with everything thawed, and only when asked.
 func TestFallsBack(t *testing.T) {
 	unsupported := fmt.Errorf("pod a/b: %w: criu failed", committer.ErrMemorySnapshotUnsupported)
-	noRoom := fmt.Errorf("pod a/b: %w", committer.ErrNoRoom)
+	noRoom := fmt.Errorf("pod a/b: %w", diskbudget.ErrNoRoom)
 	for _, tc := range []struct {
 		name     string
 		err      error

@@ -91,8 +91,9 @@ func sweepCheckpoints(dir string, runs func(taskPodUID string) (bool, error), lo
 		return
 	}
 	for _, e := range entries {
-		// Earlier versions left archives as .tar files.
-		if !e.IsDir() && filepath.Ext(e.Name()) != ".tar" {
+		// Earlier versions left archives as .tar files; the disk ledger is
+		// a dot directory.
+		if !e.IsDir() && filepath.Ext(e.Name()) != ".tar" || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())

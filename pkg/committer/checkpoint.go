@@ -41,6 +41,7 @@ import (
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -126,6 +127,11 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	if err := c.checkRoom(ctx, preps, true); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			c.ReleaseRoom(ctx)
+		}
+	}()
 	res = &CommitResult{}
 	var at time.Time
 	res.PauseWindow, err = c.whileFrozen(ctx, live, func(pctx context.Context) error {
@@ -214,7 +220,7 @@ func (c *Committer) dump(ctx context.Context, l *liveContainer, dir string) erro
 	})
 	if err != nil {
 		if full, free := dumpFull(dir); full {
-			return fmt.Errorf("pod %s %s: %w: checkpoint-dir %s filled up while CRIU dumped (%s free): %v", c.podRef(), l, ErrNoRoom, c.cfg.CheckpointDir, mib(free), err)
+			return fmt.Errorf("pod %s %s: %w: checkpoint-dir %s filled up while CRIU dumped (%s free): %v", c.podRef(), l, diskbudget.ErrNoRoom, c.cfg.CheckpointDir, diskbudget.Size(free), err)
 		}
 		return c.checkpointError(l, err)
 	}

@@ -123,6 +123,11 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	if err := c.checkRoom(ctx, preps, false); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			c.ReleaseRoom(ctx)
+		}
+	}()
 
 	res = &CommitResult{}
 	if res.PauseWindow, err = c.whileFrozen(ctx, live, func(pctx context.Context) error { return c.diffAll(pctx, preps) }); err != nil {

@@ -38,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -502,8 +503,8 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 }
 
 // TestCheckpointNoRoom fails a memory snapshot that the node's disk has no
-// room for as ErrNoRoom, not as unsupported: when the checkpoint directory
-// is too small for the container's memory, before freezing it; when CRIU
+// room for as diskbudget.ErrNoRoom, not as unsupported: when the
+// checkpoint directory is too small for the container's memory, before freezing it; when CRIU
 // fills it all the same, once CRIU is done. Either way the container runs
 // on.
 func TestCheckpointNoRoom(t *testing.T) {
@@ -526,8 +527,8 @@ func TestCheckpointNoRoom(t *testing.T) {
 
 	t.Run("before freezing", func(t *testing.T) {
 		_, err := cm.Checkpoint(ctx)
-		if !errors.Is(err, ErrNoRoom) || errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), small) {
-			t.Fatalf("checkpoint into 64 MiB of 256 MiB: got %v, want %v alone, naming %s", err, ErrNoRoom, small)
+		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), small) {
+			t.Fatalf("checkpoint into 64 MiB of 256 MiB: got %v, want %v alone, naming %s", err, diskbudget.ErrNoRoom, small)
 		}
 		t.Logf("refused: %v", err)
 		if strings.Contains(logged.String(), "frozen") {
@@ -549,8 +550,8 @@ func TestCheckpointNoRoom(t *testing.T) {
 		}
 		dir := filepath.Join(small, "dump")
 		err = cm.dump(cctx, live[0], dir)
-		if !errors.Is(err, ErrNoRoom) || errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), small) {
-			t.Fatalf("a dump of 256 MiB into 64 MiB: got %v, want %v alone, naming %s", err, ErrNoRoom, small)
+		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), small) {
+			t.Fatalf("a dump of 256 MiB into 64 MiB: got %v, want %v alone, naming %s", err, diskbudget.ErrNoRoom, small)
 		}
 		t.Logf("as expected: %v", err)
 		os.RemoveAll(dir)

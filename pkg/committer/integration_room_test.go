@@ -26,6 +26,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 )
 
 // TestCommitNoRoom commits a container whose filesystem change (48 MiB) is
@@ -49,8 +51,8 @@ func TestCommitNoRoom(t *testing.T) {
 	c.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
 
 	_, err := c.Commit(context.Background())
-	if !errors.Is(err, ErrNoRoom) || !strings.Contains(err.Error(), small) || !strings.Contains(err.Error(), `layer of container "app" 48 MiB`) {
-		t.Fatalf("a 48 MiB change copied and layered into 64 MiB: got %v, want %v naming %s and the layer's size", err, ErrNoRoom, small)
+	if !errors.Is(err, diskbudget.ErrNoRoom) || !strings.Contains(err.Error(), small) || !strings.Contains(err.Error(), `layer of container "app" 48 MiB`) {
+		t.Fatalf("a 48 MiB change copied and layered into 64 MiB: got %v, want %v naming %s and the layer's size", err, diskbudget.ErrNoRoom, small)
 	}
 	t.Logf("refused: %v", err)
 	if strings.Contains(logged.String(), "frozen") {
@@ -60,4 +62,63 @@ func TestCommitNoRoom(t *testing.T) {
 		t.Errorf("%s holds %v (%v), want nothing", small, left, err)
 	}
 	e.assertAllRunning(t, p)
+}
+
+// TestConcurrentSnapshotsShareRoom commits two pods on one node at once,
+// each with a 24 MiB change that fits the shared 64 MiB scratch alone
+// (copy and layer, 48 MiB, beside the tenth kept free) but not beside the
+// other: the second, checked while the first is frozen, is refused before
+// freezing anything, naming what the first reserved, and the first
+// succeeds. Once the first's push is over (ReleaseRoom), its reservation
+// no longer counts.
+func TestConcurrentSnapshotsShareRoom(t *testing.T) {
+	e := requireEnv(t)
+	pa := e.startPod(t, podContainer{"app", e.ociBase})
+	pb := e.startPod(t, podContainer{"app", e.ociBase})
+	pa.writeBig(t, "app", "/big", 24<<20)
+	pb.writeBig(t, "app", "/big", 24<<20)
+	small := t.TempDir()
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, 0) })
+	node := t.TempDir() // checkpoint-dir, which holds the node's disk ledger
+	committerOf := func(p *runningPod, repo string) *Committer {
+		c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/"+repo+":1"))
+		// The Task pod of each run is the sandbox's own here: it runs.
+		c.cfg.Params.TaskPodUID = p.uid
+		c.cfg.CopyDir, c.cfg.LayerDir, c.cfg.CheckpointDir = small, small, node
+		return c
+	}
+	ca, cb := committerOf(pa, "shared-a"), committerOf(pb, "shared-b")
+	var errB error
+	ca.hookInPause = func(ctx context.Context) error {
+		var logged strings.Builder
+		cb.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
+		_, errB = cb.Commit(context.Background())
+		if strings.Contains(logged.String(), "frozen") {
+			t.Errorf("the second pod was frozen before the refusal:\n%s", logged.String())
+		}
+		return nil
+	}
+	res, err := ca.Commit(context.Background())
+	if err != nil {
+		t.Fatalf("the first snapshot: %v", err)
+	}
+	if !errors.Is(errB, diskbudget.ErrNoRoom) || !strings.Contains(errB.Error(), "other snapshots running on the node have reserved 48 MiB") {
+		t.Fatalf("the second snapshot beside the first: got %v, want %v naming the first's 48 MiB", errB, diskbudget.ErrNoRoom)
+	}
+	t.Logf("refused: %v", errB)
+	e.assertAllRunning(t, pb)
+
+	// The first's push is over: its layer file and reservation go.
+	ca.removeImages(context.Background(), res.Images)
+	ca.ReleaseRoom(context.Background())
+	cb.hookInPause = nil
+	res, err = cb.Commit(context.Background())
+	if err != nil {
+		t.Fatalf("the second snapshot once the first is over: %v", err)
+	}
+	cb.removeImages(context.Background(), res.Images)
+	cb.ReleaseRoom(context.Background())
 }

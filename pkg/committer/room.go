@@ -18,26 +18,17 @@ package committer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
+	"path/filepath"
 
 	v1stats "github.com/containerd/cgroups/v3/cgroup1/stats"
 	v2stats "github.com/containerd/cgroups/v3/cgroup2/stats"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/typeurl/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 )
-
-// ErrNoRoom reports a snapshot that the node's disk has no room for. It is
-// not ErrMemorySnapshotUnsupported: the node can take it, only not this
-// much now; the error says where and by how much.
-var ErrNoRoom = errors.New("not enough disk space for the snapshot")
-
-// reserveFraction is the part of a filesystem a snapshot leaves free:
-// kubelet's default hard eviction threshold (nodefs.available<10%), below
-// which it evicts the node's pods.
-const reserveFraction = 10
 
 // fullBelow is the free space under which a filesystem that a failed dump
 // wrote to is taken to have filled up: more than CRIU writes at a time.
@@ -47,61 +38,9 @@ const fullBelow = 16 << 20
 // block and the padding of the entry's content to a whole block.
 const tarEntryBytes = 1024
 
-// diskUse adds up, by filesystem, what a snapshot will write on the node.
-type diskUse struct {
-	byDev map[uint64]*fsUse
-	devs  []uint64
-}
-
-// fsUse is what a snapshot writes to one filesystem: where, and how much.
-type fsUse struct {
-	dir   string
-	what  []string
-	bytes uint64
-}
-
-// add counts n bytes written to dir for what. It fails, counting nothing,
-// where dir cannot be found; an empty dir counts nothing.
-func (u *diskUse) add(dir string, n uint64, what string) error {
-	if dir == "" || n == 0 {
-		return nil
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(dir, &st); err != nil {
-		return fmt.Errorf("not counting %s against the disk: %w", what, err)
-	}
-	if u.byDev == nil {
-		u.byDev = map[uint64]*fsUse{}
-	}
-	f := u.byDev[st.Dev]
-	if f == nil {
-		f = &fsUse{dir: dir}
-		u.byDev[st.Dev] = f
-		u.devs = append(u.devs, st.Dev)
-	}
-	f.bytes += n
-	f.what = append(f.what, fmt.Sprintf("%s %s", what, mib(n)))
-	return nil
-}
-
-// check fails with ErrNoRoom when a filesystem has no room for what the
-// snapshot writes to it above reserveFraction of it.
-func (u *diskUse) check() error {
-	var errs []error
-	for _, dev := range u.devs {
-		f := u.byDev[dev]
-		var fs unix.Statfs_t
-		if err := unix.Statfs(f.dir, &fs); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		what := f.dir + " (" + strings.Join(f.what, ", ") + ")"
-		if err := room(what, f.bytes, fs.Bavail*uint64(fs.Bsize), fs.Blocks*uint64(fs.Bsize)); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
+// ledgerDir is the directory of CheckpointDir that holds the disk ledger
+// every snapshot on the node shares (diskbudget.Ledger).
+const ledgerDir = ".disk-ledger"
 
 // change is the size of a container's filesystem change, as its snapshotter
 // counts the active snapshot (the upper directory), and a bound on its tar.
@@ -119,20 +58,24 @@ func (c *Committer) changeOf(ctx context.Context, l *liveContainer) (change, err
 	return change{bytes: n, tarBytes: n + uint64(max(u.Inodes, 0))*tarEntryBytes + tarEntryBytes}, nil
 }
 
-// checkRoom fails with ErrNoRoom, before anything is frozen, when the
-// node's disk has no room for what the snapshot of preps writes: the copy
-// of each upper directory (CopyDir), each layer file (LayerDir) or, with
-// memory, each checkpoint (its dump and rootfs-diff.tar in CheckpointDir),
-// and with KeepLocal the kept copy in containerd (the filesystem of the
-// upper directory). Each filesystem must keep reserveFraction of it free.
-// Memory is the containers' anonymous (and, on cgroup v2, shared) memory as
-// their cgroups count it; a container whose count cannot be read is logged
-// and left out, and a dump that fills the disk all the same is told apart
-// afterwards (dumpFull).
+// checkRoom fails with diskbudget.ErrNoRoom, before anything is frozen,
+// when the node's disk has no room for what the snapshot of preps writes:
+// the copy of each upper directory (CopyDir), each layer file (LayerDir)
+// or, with memory, each checkpoint (its dump and rootfs-diff.tar in
+// CheckpointDir), and with KeepLocal the kept copy in containerd (the
+// filesystem of the upper directory). Each filesystem must keep a tenth of
+// it free, beyond what the other snapshots running on the node reserved:
+// with CheckpointDir, which every run on the node mounts, this run's plan is
+// checked and reserved in the node's disk ledger there, until the push step
+// releases it (ReleaseRoom) or the Task pod is over. Memory is the
+// containers' anonymous (and, on cgroup v2, shared) memory as their cgroups
+// count it; a container whose count cannot be read is logged and left out,
+// and a dump that fills the disk all the same is told apart afterwards
+// (dumpFull).
 func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory bool) error {
-	var u diskUse
+	var plan diskbudget.Plan
 	add := func(dir string, n uint64, what string) {
-		if err := u.add(dir, n, what); err != nil {
+		if err := plan.Add(dir, n, what); err != nil {
 			c.log.Printf("pod %s: %v", c.podRef(), err)
 		}
 	}
@@ -162,22 +105,38 @@ func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory boo
 			add(p.overlay.upper, 2*image, "kept copy of "+name)
 		}
 	}
-	if err := u.check(); err != nil {
+	var err error
+	if c.cfg.CheckpointDir == "" {
+		err = plan.Check(nil)
+	} else {
+		err = c.ledger(ctx).Reserve(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, &plan)
+	}
+	if err != nil {
 		return fmt.Errorf("pod %s: %w", c.podRef(), err)
 	}
 	return nil
 }
 
-// room fails with ErrNoRoom when writing need bytes to where, on a
-// filesystem of total bytes with free of them free, would leave less than
-// reserveFraction of it free.
-func room(where string, need, free, total uint64) error {
-	reserve := total / reserveFraction
-	if free >= reserve && free-reserve >= need {
-		return nil
+// ReleaseRoom gives back what this run reserved in the node's disk ledger
+// (checkRoom): the push step calls it once its layer files and archives are
+// gone, a failed commit step once it has removed what it wrote.
+func (c *Committer) ReleaseRoom(ctx context.Context) {
+	if c.cfg.CheckpointDir == "" {
+		return
 	}
-	return fmt.Errorf("%w: the snapshot writes about %s to %s, whose filesystem has %s free of %s and must keep %s (a tenth, kubelet's default eviction threshold) free",
-		ErrNoRoom, mib(need), where, mib(free), mib(total), mib(reserve))
+	if err := c.ledger(ctx).Release(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID); err != nil {
+		c.log.Printf("pod %s: releasing its disk reservation: %v", c.podRef(), err)
+	}
+}
+
+// ledger is the node's disk ledger in CheckpointDir, whose runs are over
+// once their Task pod is (podRuns).
+func (c *Committer) ledger(ctx context.Context) diskbudget.Ledger {
+	return diskbudget.Ledger{
+		Dir:  filepath.Join(c.cfg.CheckpointDir, ledgerDir),
+		Runs: func(owner string) (bool, error) { return c.podRuns(ctx, owner) },
+		Logf: c.log.Printf,
+	}
 }
 
 // memoryOf returns the bytes of memory CRIU dumps of task, as its cgroup
@@ -215,12 +174,4 @@ func dumpFull(dir string) (bool, uint64) {
 	}
 	free := fs.Bfree * uint64(fs.Bsize)
 	return free < fullBelow, free
-}
-
-// mib formats n bytes in MiB, or KiB below one MiB.
-func mib(n uint64) string {
-	if n < 1<<20 {
-		return fmt.Sprintf("%d KiB", (n+1023)>>10)
-	}
-	return fmt.Sprintf("%d MiB", n>>20)
 }
