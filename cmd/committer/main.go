@@ -54,6 +54,7 @@ type options struct {
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath, differ, keepLocal        string
 	keepLocalMax, copyDir, layerDir     string
+	scratchLimit                        string
 	maxPause, maxLayers                 string
 	snapshotMode, memoryFallback        string
 	checkpointDir, snapshotModePath     string
@@ -189,6 +190,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.maxLayers, "max-layers", strconv.Itoa(task.DefaultMaxLayers), fmt.Sprintf("bound on the layers a sandbox's commits stack on its base image: past it a commit squashes them and its change into one (0: never; at most %d)", task.MaxMaxLayers))
 	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
 	fs.StringVar(&o.copyDir, "copy-dir", "", "directory the overlay differ copies upper directories to inside the pause, when they are readable here (else containerd tars them in the pause)")
+	fs.StringVar(&o.scratchLimit, "scratch-limit", "", "bytes the commit step may write to --copy-dir and --layer-dir together, its pod's ephemeral-storage limit (empty or 0: no bound); a snapshot that would write more fails before the freeze")
 	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes each new layer to as a file, instead of into containerd (unset: into containerd); the push step uploads it from there, writes it into containerd only to keep the image, and removes it; both steps must see the same one")
 	fs.StringVar(&o.keepLocal, "keep-local", strconv.FormatBool(task.DefaultKeepLocal), "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", task.DefaultKeepLocalMaxSize, "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
@@ -228,6 +230,11 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	}
 	if cfg.MaxPause, err = task.ParseMaxPause(o.maxPause); err != nil {
 		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMaxPause, err))
+	}
+	if o.scratchLimit != "" {
+		if cfg.ScratchLimit, err = strconv.ParseUint(o.scratchLimit, 10, 64); err != nil {
+			errs = append(errs, fmt.Errorf("--scratch-limit: %q is not a number of bytes", o.scratchLimit))
+		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid parameters: %w", errors.Join(errs...))
@@ -290,8 +297,6 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 		}
 	}
 	if o.step == stepPush || o.step == stepAll {
-		// Once pushed (or not), the layer files and archives are gone.
-		defer c.ReleaseRoom(ctx)
 		pushed, _, err := c.Push(ctx)
 		if err != nil {
 			return err

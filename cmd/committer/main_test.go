@@ -122,6 +122,7 @@ func TestExecuteRefusesBadFlags(t *testing.T) {
 		{"keep-local-max-size negative", func(o *options) { o.keepLocalMax = "-1Gi" }, "--keep-local-max-size"},
 		{"unknown differ", func(o *options) { o.differ = "fast" }, "--differ"},
 		{"keep-local not a boolean", func(o *options) { o.keepLocal = "yes" }, "--keep-local"},
+		{"scratch-limit not a number of bytes", func(o *options) { o.scratchLimit = "20Gi" }, "--scratch-limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var o options

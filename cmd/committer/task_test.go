@@ -186,11 +186,15 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 	)
 	for _, s := range tk.Spec.Steps {
 		// Kubernetes expands $(VAR) of the step's own env in its args; the
-		// Task pod's UID comes from the downward API.
+		// Task pod's UID and the step's ephemeral-storage limit (in bytes)
+		// come from the downward API.
 		var envRepl []string
 		for _, ev := range s.Env {
-			if ev.ValueFrom != nil && ev.ValueFrom.FieldRef != nil && ev.ValueFrom.FieldRef.FieldPath == "metadata.uid" {
+			switch {
+			case ev.ValueFrom != nil && ev.ValueFrom.FieldRef != nil && ev.ValueFrom.FieldRef.FieldPath == "metadata.uid":
 				envRepl = append(envRepl, "$("+ev.Name+")", taskPodUID)
+			case ev.ValueFrom != nil && ev.ValueFrom.ResourceFieldRef != nil && ev.ValueFrom.ResourceFieldRef.Resource == "limits.ephemeral-storage":
+				envRepl = append(envRepl, "$("+ev.Name+")", "21474836480")
 			}
 		}
 		var args []string

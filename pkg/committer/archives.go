@@ -189,7 +189,8 @@ func (c *Committer) own(t Target, rec *checkpointRecord) {
 // Discard is meant for a signal handler, after Abort: it removes the
 // checkpoint archives this process was writing or pushing and had not
 // removed yet, and their records, and returns how many archives it
-// removed; they hold a sandbox's memory, and the run is over.
+// removed; they hold a sandbox's memory, and the run is over. It gives back
+// the run's disk reservation too.
 func (c *Committer) Discard() int {
 	c.owned.mu.Lock()
 	defer c.owned.mu.Unlock()
@@ -201,5 +202,6 @@ func (c *Committer) Discard() int {
 		c.removeCheckpoint(o.target, o.rec)
 	}
 	c.owned.list = nil
+	c.releaseRoom()
 	return n
 }

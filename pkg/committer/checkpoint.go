@@ -129,7 +129,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	}
 	defer func() {
 		if err != nil {
-			c.ReleaseRoom(ctx)
+			c.releaseRoom()
 		}
 	}()
 	res = &CommitResult{}

@@ -125,7 +125,7 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	}
 	defer func() {
 		if err != nil {
-			c.ReleaseRoom(ctx)
+			c.releaseRoom()
 		}
 	}()
 

@@ -88,6 +88,10 @@ type Config struct {
 	// containerd when it keeps the image, and removes it (see layerdir.go).
 	// Both steps must see the same directory.
 	LayerDir string
+	// ScratchLimit, when not zero, bounds what a commit writes to CopyDir
+	// and LayerDir, the commit pod's own disk: its ephemeral-storage limit,
+	// past which the kubelet would evict it.
+	ScratchLimit uint64
 	// CheckpointDir is where CRIU, through containerd, writes memory snapshots
 	// for Checkpoint; containerd and this process must both see it at
 	// this path.

@@ -291,7 +291,7 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		// The push built the image from the commit step's archive, and left
 		// nothing of it on the node.
 		for _, dir := range []string{cm.cfg.CheckpointDir, cm.cfg.LayerDir} {
-			if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+			if left, err := leftIn(dir); err != nil || len(left) > 0 {
 				t.Errorf("cycle %d: after the push %s holds %v (%v), want nothing", cycle, dir, left, err)
 			}
 		}
@@ -485,7 +485,7 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		}
 		countsOn(t, ctx, cri, id, "after the failed checkpoint")
 	}
-	if left, err := os.ReadDir(cm.cfg.CheckpointDir); err != nil || len(left) > 0 {
+	if left, err := leftIn(cm.cfg.CheckpointDir); err != nil || len(left) > 0 {
 		t.Errorf("the checkpoint directory holds %v (%v) after the failed checkpoint, want nothing", left, err)
 	}
 
@@ -534,7 +534,7 @@ func TestCheckpointNoRoom(t *testing.T) {
 		if strings.Contains(logged.String(), "frozen") {
 			t.Errorf("the container was frozen before the refusal:\n%s", logged.String())
 		}
-		if left, err := os.ReadDir(small); err != nil || len(left) > 0 {
+		if left, err := leftIn(small); err != nil || len(left) > 0 {
 			t.Errorf("the checkpoint directory holds %v (%v), want nothing", left, err)
 		}
 		countsOn(t, ctx, cri, id, "after the refusal")

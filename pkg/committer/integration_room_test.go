@@ -23,6 +23,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -113,12 +114,64 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 
 	// The first's push is over: its layer file and reservation go.
 	ca.removeImages(context.Background(), res.Images)
-	ca.ReleaseRoom(context.Background())
+	ca.releaseRoom()
 	cb.hookInPause = nil
 	res, err = cb.Commit(context.Background())
 	if err != nil {
 		t.Fatalf("the second snapshot once the first is over: %v", err)
 	}
 	cb.removeImages(context.Background(), res.Images)
-	cb.ReleaseRoom(context.Background())
+	cb.releaseRoom()
+	if left, err := leftIn(node); err != nil || len(left) > 0 {
+		t.Errorf("the node's checkpoint-dir holds %v (%v), want no reservation", left, err)
+	}
+}
+
+// leftIn lists what dir holds but the node's disk ledger, and the
+// reservations that ledger still holds.
+func leftIn(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var left []string
+	for _, e := range entries {
+		if e.Name() != ledgerDir {
+			left = append(left, e.Name())
+			continue
+		}
+		held, err := os.ReadDir(filepath.Join(dir, ledgerDir))
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range held {
+			if h.Name() != ".lock" {
+				left = append(left, filepath.Join(ledgerDir, h.Name()))
+			}
+		}
+	}
+	return left, nil
+}
+
+// TestCommitPastScratchLimit commits a 48 MiB change with room on the disk
+// but a 64 MiB scratch limit (the commit pod's ephemeral-storage): the copy
+// and the layer would pass it, so the commit fails before the freeze,
+// naming the limit, rather than the kubelet evicting the pod mid-pause.
+func TestCommitPastScratchLimit(t *testing.T) {
+	e := requireEnv(t)
+	p := e.startPod(t, podContainer{"app", e.ociBase})
+	p.writeBig(t, "app", "/big", 48<<20)
+	c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/limit:1"))
+	c.cfg.ScratchLimit = 64 << 20
+	var logged strings.Builder
+	c.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
+	_, err := c.Commit(context.Background())
+	if !errors.Is(err, diskbudget.ErrNoRoom) || !strings.Contains(err.Error(), "commit-ephemeral-storage") || !strings.Contains(err.Error(), "writes about 96 MiB to the commit pod's scratch") {
+		t.Fatalf("a 48 MiB change under a 64 MiB scratch limit: got %v, want %v naming the limit and the size", err, diskbudget.ErrNoRoom)
+	}
+	t.Logf("refused: %v", err)
+	if strings.Contains(logged.String(), "frozen") {
+		t.Errorf("the container was frozen before the refusal:\n%s", logged.String())
+	}
+	e.assertAllRunning(t, p)
 }

@@ -147,7 +147,7 @@ func TestSIGTERMDuringPushRemovesCheckpoint(t *testing.T) {
 				t.Errorf("ERROR result %q", msg)
 			}
 			for _, dir := range []string{checkpointDir, layerDir} {
-				if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+				if left, err := leftIn(dir); err != nil || len(left) > 0 {
 					t.Errorf("after %s mid-push %s holds %v (%v), want nothing (the archive was %s)", sig, dir, left, err, filepath.Base(archive))
 				}
 			}

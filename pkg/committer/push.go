@@ -73,6 +73,8 @@ func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 // what it put there (takeBack). Results are in the order of the containers
 // param.
 func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
+	// Pushed or not, the layer files and archives are gone at the end.
+	defer c.releaseRoom()
 	ctx = c.nsCtx(ctx)
 	opts := c.remoteOptions(ctx)
 	pusher, err := remote.NewPusher(opts...)

@@ -38,6 +38,10 @@ const fullBelow = 16 << 20
 // block and the padding of the entry's content to a whole block.
 const tarEntryBytes = 1024
 
+// scratchMarginFraction is the part of Config.ScratchLimit left to the
+// rest of the commit pod's disk use: its logs and containers' layers.
+const scratchMarginFraction = 20
+
 // ledgerDir is the directory of CheckpointDir that holds the disk ledger
 // every snapshot on the node shares (diskbudget.Ledger).
 const ledgerDir = ".disk-ledger"
@@ -63,20 +67,25 @@ func (c *Committer) changeOf(ctx context.Context, l *liveContainer) (change, err
 // the copy of each upper directory (CopyDir), each layer file (LayerDir)
 // or, with memory, each checkpoint (its dump and rootfs-diff.tar in
 // CheckpointDir), and with KeepLocal the kept copy in containerd (the
-// filesystem of the upper directory). Each filesystem must keep a tenth of
+// filesystem of the upper directory). What it writes to CopyDir and LayerDir
+// must stay within ScratchLimit. Each filesystem must keep a tenth of
 // it free, beyond what the other snapshots running on the node reserved:
 // with CheckpointDir, which every run on the node mounts, this run's plan is
 // checked and reserved in the node's disk ledger there, until the push step
-// releases it (ReleaseRoom) or the Task pod is over. Memory is the
+// releases it (releaseRoom) or the Task pod is over. Memory is the
 // containers' anonymous (and, on cgroup v2, shared) memory as their cgroups
 // count it; a container whose count cannot be read is logged and left out,
 // and a dump that fills the disk all the same is told apart afterwards
 // (dumpFull).
 func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory bool) error {
 	var plan diskbudget.Plan
+	var scratch uint64
 	add := func(dir string, n uint64, what string) {
 		if err := plan.Add(dir, n, what); err != nil {
 			c.log.Printf("pod %s: %v", c.podRef(), err)
+		}
+		if dir != "" && (dir == c.cfg.CopyDir || dir == c.cfg.LayerDir) {
+			scratch += n
 		}
 	}
 	for _, p := range preps {
@@ -105,6 +114,10 @@ func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory boo
 			add(p.overlay.upper, 2*image, "kept copy of "+name)
 		}
 	}
+	if limit := c.cfg.ScratchLimit; limit > 0 && scratch > limit-limit/scratchMarginFraction {
+		return fmt.Errorf("pod %s: %w: the snapshot writes about %s to the commit pod's scratch, more than the pod may write there: %s, its ephemeral-storage limit (config-snapshot commit-ephemeral-storage) less a twentieth",
+			c.podRef(), diskbudget.ErrNoRoom, diskbudget.Size(scratch), diskbudget.Size(limit-limit/scratchMarginFraction))
+	}
 	var err error
 	if c.cfg.CheckpointDir == "" {
 		err = plan.Check(nil)
@@ -117,14 +130,14 @@ func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory boo
 	return nil
 }
 
-// ReleaseRoom gives back what this run reserved in the node's disk ledger
-// (checkRoom): the push step calls it once its layer files and archives are
-// gone, a failed commit step once it has removed what it wrote.
-func (c *Committer) ReleaseRoom(ctx context.Context) {
+// releaseRoom gives back what this run reserved in the node's disk ledger
+// (checkRoom): Push once its layer files and archives are gone, a failed
+// commit once it has removed what it wrote, Discard on a signal.
+func (c *Committer) releaseRoom() {
 	if c.cfg.CheckpointDir == "" {
 		return
 	}
-	if err := c.ledger(ctx).Release(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID); err != nil {
+	if err := c.ledger(context.Background()).Release(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID); err != nil {
 		c.log.Printf("pod %s: releasing its disk reservation: %v", c.podRef(), err)
 	}
 }

@@ -245,10 +245,12 @@ node_daemons_recorded() {
 # the operator at this machine's node: snapshots go to $1/snapshots over plain
 # HTTP, through the node's containerd socket, with upper directories read from
 # the node's overlayfs snapshots (node-up.sh: containerd's root), and are kept
-# on the node for a resume (its kubelet verifies pull credentials).
+# on the node for a resume (its kubelet verifies pull credentials). Memory
+# snapshots and the node's disk ledger go to a checkpoint-dir in the node's
+# own directory, which node-down.sh removes with it.
 local_node_config() {
-  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "keep-local": "true", "containerd-socket": "%s", "containerd-overlayfs-root": "%s"}}' \
-    "$1" "${NODE_RUN_DIR}/containerd.sock" "${NODE_DIR}/containerd/root/io.containerd.snapshotter.v1.overlayfs"
+  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "keep-local": "true", "containerd-socket": "%s", "containerd-overlayfs-root": "%s", "checkpoint-dir": "%s"}}' \
+    "$1" "${NODE_RUN_DIR}/containerd.sock" "${NODE_DIR}/containerd/root/io.containerd.snapshotter.v1.overlayfs" "${NODE_DIR}/checkpoints"
 }
 
 # node_present succeeds when this clone's test/cluster/node-up.sh may have left something.

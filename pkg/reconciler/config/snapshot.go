@@ -27,6 +27,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"knative.dev/pkg/configmap"
 
@@ -57,6 +58,8 @@ const (
 	SnapshotModeKey     = "snapshot-mode"
 	MemoryFallbackKey   = "memory-fallback"
 	CheckpointDirKey    = "checkpoint-dir"
+	// CommitEphemeralStorageKey sets the commit step's ephemeral-storage.
+	CommitEphemeralStorageKey = "commit-ephemeral-storage"
 
 	TaskRunRetentionSucceededKey = "taskrun-retention-succeeded"
 	TaskRunRetentionFailedKey    = "taskrun-retention-failed"
@@ -73,6 +76,10 @@ const (
 	DefaultOverlayfsRoot    = "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs"
 	DefaultPriorityClass    = "sandbox-snapshot-commit"
 	DefaultMaxLayers        = task.DefaultMaxLayers
+	// DefaultCommitEphemeralStorage is what a commit step may write to its
+	// pod's own disk: a copy of the change and its layer, so changes up to
+	// about half of it.
+	DefaultCommitEphemeralStorage = "20Gi"
 
 	DefaultTaskRunRetentionSucceeded = 5 * time.Minute
 	DefaultTaskRunRetentionFailed    = 24 * time.Hour
@@ -138,6 +145,9 @@ type Snapshot struct {
 	KeepLocal bool
 	// KeepLocalMaxSize bounds the node disk kept images hold, a quantity.
 	KeepLocalMaxSize string
+	// CommitEphemeralStorage is the commit step's ephemeral-storage request
+	// and limit, a quantity; empty for none.
+	CommitEphemeralStorage string
 	// SnapshotMode applies to snapshots without sandbox.SnapshotModeAnnotation.
 	SnapshotMode string
 	// MemoryFallback is what a memory snapshot does where it cannot be taken.
@@ -165,22 +175,23 @@ type Snapshot struct {
 // to Snapshot.Err, and snapshots fail with it while the controller runs on.
 func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	s := &Snapshot{
-		Registry:         strings.TrimSuffix(strings.TrimSpace(cm.Data[RegistryKey]), "/"),
-		PushSecret:       strings.TrimSpace(cm.Data[PushSecretKey]),
-		RegistrySecret:   strings.TrimSpace(cm.Data[RegistrySecretKey]),
-		CommitTimeout:    DefaultCommitTimeout,
-		ContainerdSocket: DefaultContainerdSocket,
-		OverlayfsRoot:    DefaultOverlayfsRoot,
-		TaskName:         task.Name,
-		DefaultClass:     sandbox.TektonClass,
-		PriorityClass:    DefaultPriorityClass,
-		MaxLayers:        DefaultMaxLayers,
-		MaxPause:         task.DefaultMaxPause,
-		KeepLocal:        task.DefaultKeepLocal,
-		KeepLocalMaxSize: task.DefaultKeepLocalMaxSize,
-		SnapshotMode:     task.SnapshotModeFilesystem,
-		MemoryFallback:   task.MemoryFallbackNone,
-		CheckpointDir:    task.DefaultCheckpointDir,
+		Registry:               strings.TrimSuffix(strings.TrimSpace(cm.Data[RegistryKey]), "/"),
+		PushSecret:             strings.TrimSpace(cm.Data[PushSecretKey]),
+		RegistrySecret:         strings.TrimSpace(cm.Data[RegistrySecretKey]),
+		CommitTimeout:          DefaultCommitTimeout,
+		ContainerdSocket:       DefaultContainerdSocket,
+		OverlayfsRoot:          DefaultOverlayfsRoot,
+		TaskName:               task.Name,
+		DefaultClass:           sandbox.TektonClass,
+		PriorityClass:          DefaultPriorityClass,
+		MaxLayers:              DefaultMaxLayers,
+		MaxPause:               task.DefaultMaxPause,
+		KeepLocal:              task.DefaultKeepLocal,
+		KeepLocalMaxSize:       task.DefaultKeepLocalMaxSize,
+		CommitEphemeralStorage: DefaultCommitEphemeralStorage,
+		SnapshotMode:           task.SnapshotModeFilesystem,
+		MemoryFallback:         task.MemoryFallbackNone,
+		CheckpointDir:          task.DefaultCheckpointDir,
 
 		TaskRunRetentionSucceeded: DefaultTaskRunRetentionSucceeded,
 		TaskRunRetentionFailed:    DefaultTaskRunRetentionFailed,
@@ -267,6 +278,13 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 			errs = append(errs, fmt.Errorf("key %q: %w", KeepLocalMaxSizeKey, err))
 		} else {
 			s.KeepLocalMaxSize = strings.TrimSpace(v)
+		}
+	}
+	if v, ok := cm.Data[CommitEphemeralStorageKey]; ok {
+		if q, err := parseEphemeralStorage(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", CommitEphemeralStorageKey, err))
+		} else {
+			s.CommitEphemeralStorage = q
 		}
 	}
 	if v, ok := cm.Data[SnapshotModeKey]; ok {
@@ -424,4 +442,18 @@ func (s *Snapshot) Handles(annotations map[string]string) bool {
 		class = s.DefaultClass
 	}
 	return class == sandbox.TektonClass
+}
+
+// parseEphemeralStorage parses a commit-ephemeral-storage value: a size
+// such as 20Gi, or "" or "0" for none.
+func parseEphemeralStorage(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "0" {
+		return "", nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() <= 0 {
+		return "", fmt.Errorf("%q is not a size such as 20Gi (or \"0\" for none)", v)
+	}
+	return q.String(), nil
 }

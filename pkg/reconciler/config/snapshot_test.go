@@ -35,20 +35,21 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		t.Fatalf("NewSnapshotFromConfigMap() = %v, %v", err, s.Err)
 	}
 	want := Snapshot{
-		Registry:         "registry.test/snaps",
-		CommitTimeout:    10 * time.Minute,
-		ContainerdSocket: "/var/run/containerd/containerd.sock",
-		OverlayfsRoot:    "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs",
-		TaskName:         "sandbox-commit",
-		DefaultClass:     "tekton",
-		PriorityClass:    "sandbox-snapshot-commit",
-		MaxLayers:        16,
-		MaxPause:         20 * time.Second,
-		KeepLocal:        false,
-		KeepLocalMaxSize: "20Gi",
-		SnapshotMode:     "Filesystem",
-		MemoryFallback:   "None",
-		CheckpointDir:    "/var/lib/sandbox-snapshot-operator/checkpoints",
+		Registry:               "registry.test/snaps",
+		CommitTimeout:          10 * time.Minute,
+		ContainerdSocket:       "/var/run/containerd/containerd.sock",
+		OverlayfsRoot:          "/var/lib/containerd/io.containerd.snapshotter.v1.overlayfs",
+		TaskName:               "sandbox-commit",
+		DefaultClass:           "tekton",
+		PriorityClass:          "sandbox-snapshot-commit",
+		MaxLayers:              16,
+		MaxPause:               20 * time.Second,
+		KeepLocal:              false,
+		KeepLocalMaxSize:       "20Gi",
+		CommitEphemeralStorage: "20Gi",
+		SnapshotMode:           "Filesystem",
+		MemoryFallback:         "None",
+		CheckpointDir:          "/var/lib/sandbox-snapshot-operator/checkpoints",
 
 		TaskRunRetentionSucceeded: 5 * time.Minute,
 		TaskRunRetentionFailed:    24 * time.Hour,
@@ -75,7 +76,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		TaskRunRetentionSucceededKey: "0", TaskRunRetentionFailedKey: " -1 ", ImageDeletionPolicyKey: "Delete",
 		ImageDeletionTimeoutKey: "30m ", ImageCheckIntervalKey: " 0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
 		SnapshotModeKey: " Memory ", MemoryFallbackKey: "Filesystem", CheckpointDirKey: "/srv/checkpoints",
-		MaxPauseKey: " 45s ", KeepLocalKey: "true", KeepLocalMaxSizeKey: " 5Gi ",
+		MaxPauseKey: " 45s ", KeepLocalKey: "true", KeepLocalMaxSizeKey: " 5Gi ", CommitEphemeralStorageKey: " 512Mi ",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
 		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
@@ -83,7 +84,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		TaskRunRetentionSucceeded: 0, TaskRunRetentionFailed: KeepTaskRuns, ImageDeletionPolicy: ImageDeletionDelete,
 		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5,
 		SnapshotMode: "Memory", MemoryFallback: "Filesystem", CheckpointDir: "/srv/checkpoints",
-		MaxPause: 45 * time.Second, KeepLocal: true, KeepLocalMaxSize: "5Gi"}
+		MaxPause: 45 * time.Second, KeepLocal: true, KeepLocalMaxSize: "5Gi", CommitEphemeralStorage: "512Mi"}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
 	}
@@ -127,6 +128,7 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"zero max-pause", map[string]string{RegistryKey: "r", MaxPauseKey: "0s"}, `key "max-pause": "0s" is not a positive duration`},
 		{"max-pause past the commit's timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "1m", MaxPauseKey: "2m"}, `key "max-pause": "2m" is not shorter than commit-timeout 1m0s`},
 		{"bad keep-local", map[string]string{RegistryKey: "r", KeepLocalKey: "yes"}, `key "keep-local": "yes" is neither "true" nor "false"`},
+		{"bad commit-ephemeral-storage", map[string]string{RegistryKey: "r", CommitEphemeralStorageKey: "-1Gi"}, `key "commit-ephemeral-storage": "-1Gi" is not a size such as 20Gi`},
 		{"bad keep-local-max-size", map[string]string{RegistryKey: "r", KeepLocalMaxSizeKey: "-1Gi"}, `key "keep-local-max-size": "-1Gi" is not a size such as 20Gi`},
 		{"bad priority class", map[string]string{RegistryKey: "r", PriorityClassKey: "High_Priority"}, `key "priority-class-name": "High_Priority" is not a PriorityClass name`},
 		// A tag can be pushed again: the Task could change under the operator.
@@ -227,6 +229,21 @@ func TestControllerSecret(t *testing.T) {
 		s, _ := NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: tc.data})
 		if s.Err != nil || s.ControllerSecret() != tc.want {
 			t.Errorf("ControllerSecret() of %v = %q (%v), want %q", tc.data, s.ControllerSecret(), s.Err, tc.want)
+		}
+	}
+}
+
+// TestParseEphemeralStorage checks commit-ephemeral-storage: a size, or
+// none for "" and "0".
+func TestParseEphemeralStorage(t *testing.T) {
+	for in, want := range map[string]string{"20Gi": "20Gi", " 512Mi ": "512Mi", "": "", "0": "", "1e9": "1e9"} {
+		if got, err := parseEphemeralStorage(in); err != nil || got != want {
+			t.Errorf("parseEphemeralStorage(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"-1Gi", "lots", "0.5.5"} {
+		if got, err := parseEphemeralStorage(in); err == nil {
+			t.Errorf("parseEphemeralStorage(%q) = %q, want an error", in, got)
 		}
 	}
 }

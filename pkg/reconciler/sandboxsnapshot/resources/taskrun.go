@@ -25,6 +25,7 @@ import (
 	pipelinepod "github.com/tektoncd/pipeline/pkg/apis/pipeline/pod"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -72,6 +73,16 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 			pipelinev1.Param{Name: task.ParamSnapshotMode, Value: *pipelinev1.NewStructuredValues(task.SnapshotModeMemory)},
 			pipelinev1.Param{Name: task.ParamMemoryFallback, Value: *pipelinev1.NewStructuredValues(cfg.MemoryFallback)},
 		)
+	}
+	if cfg.CommitEphemeralStorage != "" {
+		// The scratch the commit step copies and layers the change into is
+		// the pod's own disk: the kubelet and the scheduler count it.
+		q := resource.MustParse(cfg.CommitEphemeralStorage)
+		rl := corev1.ResourceList{corev1.ResourceEphemeralStorage: q}
+		tr.Spec.StepSpecs = []pipelinev1.TaskRunStepSpec{{
+			Name:             task.StepCommit,
+			ComputeResources: corev1.ResourceRequirements{Requests: rl, Limits: rl},
+		}}
 	}
 	if cfg.PushSecret != "" {
 		tr.Spec.Workspaces = []pipelinev1.WorkspaceBinding{{

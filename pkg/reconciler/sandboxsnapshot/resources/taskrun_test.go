@@ -23,6 +23,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -202,6 +203,44 @@ func TestMakeTaskRunWithoutPushSecret(t *testing.T) {
 	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
 	if ws := MakeTaskRun(s, src, cfg, "ns").Spec.Workspaces; len(ws) != 0 {
 		t.Errorf("workspaces = %+v, want none without a push Secret", ws)
+	}
+}
+
+// TestMakeTaskRunEphemeralStorage: the commit step requests and is limited
+// to commit-ephemeral-storage (20Gi by default), so that the scheduler and
+// the kubelet count the scratch it writes; "0" declares none, and the
+// unpause and release TaskRuns, which write nothing, declare none either.
+func TestMakeTaskRunEphemeralStorage(t *testing.T) {
+	s, src := testSource()
+	for _, tc := range []struct {
+		value, want string
+	}{{"", "20Gi"}, {"512Mi", "512Mi"}, {"0", ""}} {
+		data := map[string]string{config.RegistryKey: "r.test/s"}
+		if tc.value != "" {
+			data[config.CommitEphemeralStorageKey] = tc.value
+		}
+		cfg, err := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := MakeTaskRun(s, src, cfg, "ns")
+		if tc.want == "" {
+			if len(tr.Spec.StepSpecs) != 0 {
+				t.Errorf("commit-ephemeral-storage %q: step specs %v, want none", tc.value, tr.Spec.StepSpecs)
+			}
+			continue
+		}
+		q := resource.MustParse(tc.want)
+		rl := corev1.ResourceList{corev1.ResourceEphemeralStorage: q}
+		want := []pipelinev1.TaskRunStepSpec{{Name: "commit", ComputeResources: corev1.ResourceRequirements{Requests: rl, Limits: rl}}}
+		if d := cmp.Diff(want, tr.Spec.StepSpecs); d != "" {
+			t.Errorf("commit-ephemeral-storage %q: step specs (-want +got):\n%s", tc.value, d)
+		}
+		for _, other := range []*pipelinev1.TaskRun{MakeUnpauseTaskRun(s, src.Pod, cfg, "ns"), MakeReleaseTaskRun(s, cfg, "ns")} {
+			if len(other.Spec.StepSpecs) != 0 {
+				t.Errorf("TaskRun %s declares %v, want nothing", other.Name, other.Spec.StepSpecs)
+			}
+		}
 	}
 }
 
