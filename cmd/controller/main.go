@@ -18,6 +18,7 @@ limitations under the License.
 package main
 
 import (
+	filteredinformerfactory "knative.dev/pkg/client/injection/kube/informers/factory/filtered"
 	"knative.dev/pkg/injection/sharedmain"
 	"knative.dev/pkg/signals"
 
@@ -26,5 +27,6 @@ import (
 )
 
 func main() {
-	sharedmain.MainWithContext(signals.NewContext(), "sandbox-snapshot-controller", sandboxsnapshot.NewController, imagedeletion.NewController)
+	ctx := filteredinformerfactory.WithSelectors(signals.NewContext(), sandboxsnapshot.OpenSandboxJobSelector)
+	sharedmain.MainWithContext(ctx, "sandbox-snapshot-controller", sandboxsnapshot.NewController, imagedeletion.NewController)
 }

@@ -231,6 +231,17 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 	removed.MarkTaskRunRemoved(later, tr)
 	removed.MarkImagesMissing([]string{"registry.example.com/snap/team-a/demo/app@sha256:" + strings.Repeat("a", 64)})
 
+	// A commit that OpenSandbox's own controller started before the switch.
+	openSandboxCommitting := v1alpha1.SandboxSnapshotStatus{ObservedGeneration: 1, Phase: v1alpha1.PhaseCommitting,
+		SourcePodName: "demo-0", SourceNodeName: "node-1",
+		Containers: []v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: "registry.example.com/snap/demo-app:snap-gen3-5e6f0a1b"}}}
+	openSandboxJob := "Job team-a/demo-pause-commit, the commit that OpenSandbox's own controller started before the switch to this operator"
+	waitingForOpenSandboxJob := *openSandboxCommitting.DeepCopy()
+	waitingForOpenSandboxJob.MarkWaitingForOpenSandboxJob(now, "Waiting for %s, to end", openSandboxJob)
+	openSandboxJobEnded := *waitingForOpenSandboxJob.DeepCopy()
+	openSandboxJobEnded.MarkFailed(later, v1alpha1.ReasonOpenSandboxJobEnded,
+		"%s, failed (BackoffLimitExceeded: Job has reached the specified backoff limit); this operator does not take its result over", openSandboxJob)
+
 	configFailed := v1alpha1.SandboxSnapshotStatus{ObservedGeneration: 1}
 	configFailed.InitializeConditions(now)
 	configFailed.MarkFailed(now, v1alpha1.ReasonRegistryNotConfigured, "the snapshot registry is not configured")
@@ -246,6 +257,9 @@ func statuses() map[string]v1alpha1.SandboxSnapshotStatus {
 		"podPending":   podPending,
 		"configFailed": configFailed,
 		"removed":      removed,
+
+		"waitingForOpenSandboxJob": waitingForOpenSandboxJob,
+		"openSandboxJobEnded":      openSandboxJobEnded,
 	}
 }
 

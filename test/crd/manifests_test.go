@@ -267,6 +267,7 @@ func TestRBACGrantsExactlyWhatTheCodeCalls(t *testing.T) {
 	add("cluster", "sandbox.opensandbox.io", "sandboxsnapshots/status", "update")
 	add("cluster", "sandbox.opensandbox.io", "batchsandboxes", "get", "list", "watch")
 	add("cluster", "", "pods", "get", "list", "watch")
+	add("cluster", "batch", "jobs", "get", "list", "watch")
 	add("cluster", "", "events", "create", "patch")
 	add(systemNamespace, "tekton.dev", "taskruns", "get", "list", "watch", "create", "patch", "delete")
 	add(systemNamespace, "", "secrets", "get")

@@ -67,4 +67,7 @@ const (
 	AllocStatusAnnotation = GroupName + "/alloc-status"
 	// BatchSandboxPodLabel labels the pods OpenSandbox creates for a BatchSandbox.
 	BatchSandboxPodLabel = "batch-sandbox." + GroupName + "/name"
+	// OpenSandboxSnapshotFinalizer is the finalizer OpenSandbox's own
+	// SandboxSnapshot controller puts on every snapshot it reconciles.
+	OpenSandboxSnapshotFinalizer = "sandboxsnapshot." + GroupName + "/cleanup"
 )

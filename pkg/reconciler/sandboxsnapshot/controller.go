@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	kubeclient "knative.dev/pkg/client/injection/kube/client"
+	filteredjobinformer "knative.dev/pkg/client/injection/kube/informers/batch/v1/job/filtered"
 	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/injection/sharedmain"
@@ -45,6 +46,7 @@ import (
 	batchsandboxinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/batchsandbox"
 	snapshotinformer "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/informers/sandbox/v1alpha1/sandboxsnapshot"
 	snapshotreconciler "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/injection/reconciler/sandbox/v1alpha1/sandboxsnapshot"
+	snapshotlisters "github.com/opensandbox-group/sandbox-snapshot-operator/pkg/client/listers/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/podinformer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry/registrysecret"
@@ -58,6 +60,13 @@ const AgentName = "sandbox-snapshot-controller"
 
 // TaskRunSelector selects the TaskRuns this operator makes.
 var TaskRunSelector = labels.SelectorFromSet(labels.Set{sandbox.ManagedByLabel: sandbox.ManagedByValue}).String()
+
+// OpenSandboxJobSelector selects the Jobs of OpenSandbox's own SandboxSnapshot
+// controller, which label each with its snapshot's name. Read only: a commit
+// it started before the switch to this operator is waited for (switchover.go).
+// The command passes it to knative's filtered informer factory
+// (filteredinformerfactory.WithSelectors).
+const OpenSandboxJobSelector = sandbox.SnapshotNameLabel
 
 // NewController wires the reconciler to its informers and config.
 func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl {
@@ -88,6 +97,8 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		logger.Fatalw("Failed to index the snapshots by sandbox", zap.Error(err))
 	}
 
+	jobs := filteredjobinformer.Get(ctx, OpenSandboxJobSelector)
+
 	r := &Reconciler{
 		kubeClient:     kubeclient.Get(ctx),
 		sandboxClient:  sandboxclient.Get(ctx),
@@ -96,6 +107,7 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		snapshotLister: snapshots.Lister(),
 		sandboxLister:  batchsandboxinformer.Get(ctx).Lister(),
 		podLister:      podinformer.Get(ctx).Lister(),
+		jobLister:      jobs.Lister(),
 		clock:          clock.RealClock{},
 		namespace:      namespace,
 		commits:        newCommitGate(),
@@ -187,11 +199,43 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 		},
 	})
 
+	// A commit Job of OpenSandbox's that ends (or goes) ends its snapshot's
+	// wait; snapshots of another class are left alone here too.
+	jobs.Informer().AddEventHandler(cache.FilteringResourceEventHandler{
+		FilterFunc: controller.FilterControllerGVK(v1alpha1.SchemeGroupVersion.WithKind("SandboxSnapshot")),
+		Handler: controller.HandleAll(func(obj any) {
+			if s := controllingSnapshot(snapshots.Lister(), obj); s != nil && ours(s) {
+				impl.Enqueue(s)
+			}
+		}),
+	})
+
 	go taskRuns.Informer().Run(ctx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), taskRuns.Informer().HasSynced) {
 		logger.Fatal("Failed to sync the TaskRun informer")
 	}
 	return impl
+}
+
+// controllingSnapshot returns the cached snapshot that controls obj, a Job,
+// or nil.
+func controllingSnapshot(snapshots snapshotlisters.SandboxSnapshotLister, obj any) *v1alpha1.SandboxSnapshot {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return nil
+	}
+	ref := metav1.GetControllerOf(o)
+	if ref == nil {
+		return nil
+	}
+	s, err := snapshots.SandboxSnapshots(o.GetNamespace()).Get(ref.Name)
+	if err != nil || s.UID != ref.UID {
+		return nil
+	}
+	return s
 }
 
 // taskRunDone reports whether obj is a finished TaskRun.

@@ -24,12 +24,16 @@ import (
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	fakepipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client/fake"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
-	_ "knative.dev/pkg/client/injection/kube/client/fake"
+	fakekubeclient "knative.dev/pkg/client/injection/kube/client/fake"
+	_ "knative.dev/pkg/client/injection/kube/informers/batch/v1/job/filtered/fake"
+	filteredinformerfactory "knative.dev/pkg/client/injection/kube/informers/factory/filtered"
+	_ "knative.dev/pkg/client/injection/kube/informers/factory/filtered/fake"
 	"knative.dev/pkg/configmap"
 	"knative.dev/pkg/controller"
 	"knative.dev/pkg/reconciler"
@@ -100,11 +104,68 @@ func TestNewControllerEnqueuesOnlyItsClass(t *testing.T) {
 	}
 }
 
+// TestNewControllerWakesTheSnapshotOfAnOpenSandboxJob checks that a commit
+// Job of OpenSandbox's own controller queues the snapshot controlling it when
+// it changes: a snapshot waits for such a Job to end.
+func TestNewControllerWakesTheSnapshotOfAnOpenSandboxJob(t *testing.T) {
+	ctx, impl := startController(t, map[string]string{config.RegistryKey: "r.test"})
+
+	s := Snapshot("team-a", "sb-pause", "sb", WithFinalizers(FinalizerName, sandbox.OpenSandboxSnapshotFinalizer))
+	if _, err := fakesandboxclient.Get(ctx).SandboxV1alpha1().SandboxSnapshots("team-a").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	drainQueue(t, impl, 1)
+
+	jobs := fakekubeclient.Get(ctx).BatchV1().Jobs("team-a")
+	job, err := jobs.Create(ctx, OpenSandboxCommitJob(s), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := drainQueue(t, impl, 1), []string{"team-a/sb-pause"}; !slices.Equal(got, want) {
+		t.Errorf("a new Job enqueued %v, want its snapshot %v", got, want)
+	}
+	if _, err := jobs.Update(ctx, OpenSandboxCommitJob(s, WithJobComplete), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := drainQueue(t, impl, 1), []string{"team-a/sb-pause"}; !slices.Equal(got, want) {
+		t.Errorf("a Job that ended enqueued %v, want its snapshot %v", got, want)
+	}
+
+	// A Job no snapshot controls, or one of a snapshot of another class,
+	// queues nothing: of these three, only the last queues its snapshot (an
+	// informer hands its events over in order). (The fake client's watch
+	// ignores the informer's label selector, which the API server applies.)
+	foreign := Snapshot("team-a", "foreign", "sb", WithAnnotation(sandbox.ClassAnnotation, "opensandbox"),
+		WithFinalizers(sandbox.OpenSandboxSnapshotFinalizer))
+	last := Snapshot("team-a", "last", "sb", WithFinalizers(FinalizerName, sandbox.OpenSandboxSnapshotFinalizer))
+	for _, s := range []*v1alpha1.SandboxSnapshot{foreign, last} {
+		if _, err := fakesandboxclient.Get(ctx).SandboxV1alpha1().SandboxSnapshots("team-a").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	drainQueue(t, impl, 1)
+	stray := job.DeepCopy()
+	stray.Name, stray.OwnerReferences = "stray", nil
+	for _, j := range []*batchv1.Job{stray, OpenSandboxCommitJob(foreign), OpenSandboxCommitJob(last)} {
+		if _, err := jobs.Create(ctx, j, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := drainQueue(t, impl, 1), []string{"team-a/last"}; !slices.Equal(got, want) {
+		t.Errorf("Jobs enqueued %v, want only %v", got, want)
+	}
+	if n := impl.WorkQueue().Len(); n != 0 {
+		t.Errorf("%d more key(s) queued", n)
+	}
+}
+
 // startController starts NewController on fake clients and informers, with
 // config-snapshot holding data, until the test ends.
 func startController(t *testing.T, data map[string]string) (context.Context, *controller.Impl) {
 	t.Helper()
-	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t)
+	ctx, cancel, informers := rtesting.SetupFakeContextWithCancel(t, func(ctx context.Context) context.Context {
+		return filteredinformerfactory.WithSelectors(ctx, OpenSandboxJobSelector)
+	})
 	cmw := configmap.NewStaticWatcher(&corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: config.SnapshotConfigName, Namespace: system.Namespace()},
 		Data:       data,

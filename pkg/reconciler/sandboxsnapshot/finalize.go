@@ -44,9 +44,20 @@ const cleanupWait = 10 * time.Second
 // retrying failed unpause TaskRuns as a live snapshot does. Only then does it
 // release the images kept on the node, delete those in the registry and,
 // last, the TaskRuns. A cached copy of a snapshot already gone is left alone.
+//
+// OpenSandbox's own finalizer, on snapshots its controller reconciled before
+// the switch to this operator, goes with ours: nothing else removes it once
+// that controller is off. Its handleDeletion only deleted the snapshot's
+// Jobs, which the garbage collector deletes anyway (the snapshot controls
+// them), so nothing of it is owed.
 func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapshot) pkgreconciler.Event {
-	if gone, err := r.gone(ctx, s); gone || err != nil {
+	live, err := r.live(ctx, s)
+	switch {
+	case live == nil || err != nil:
 		return err
+	case !slices.Contains(live.Finalizers, FinalizerName):
+		// Ours is off already (s is a stale copy), or was never on.
+		return r.dropOpenSandboxFinalizer(ctx, live)
 	}
 	commit, err := r.ownTaskRun(ctx, s, names.CommitTaskRun(s))
 	if err != nil {
@@ -90,21 +101,26 @@ func (r *Reconciler) FinalizeKind(ctx context.Context, s *v1alpha1.SandboxSnapsh
 			return err
 		}
 	}
+	// The generated reconciler removes ours from s's finalizers, in one patch
+	// that holds s's resource version.
+	s.Finalizers = withoutOpenSandboxFinalizer(s.Finalizers)
 	return nil
 }
 
-// gone reports whether s, a cached copy, has left the API server or our
-// finalizer. The pass that the deletion of its TaskRuns queues may read such a
+// live reads s from the API server, or returns nil if s, a cached copy, has
+// left it. The pass that the deletion of its TaskRuns queues may read such a
 // copy once the finalizer is off: acting on it would thaw, or release, again.
-func (r *Reconciler) gone(ctx context.Context, s *v1alpha1.SandboxSnapshot) (bool, error) {
+func (r *Reconciler) live(ctx context.Context, s *v1alpha1.SandboxSnapshot) (*v1alpha1.SandboxSnapshot, error) {
 	live, err := r.sandboxClient.SandboxV1alpha1().SandboxSnapshots(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
-	if apierrs.IsNotFound(err) {
-		return true, nil
+	switch {
+	case apierrs.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
+	case live.UID != s.UID:
+		return nil, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("reading SandboxSnapshot %s/%s: %w", s.Namespace, s.Name, err)
-	}
-	return live.UID != s.UID || !slices.Contains(live.Finalizers, FinalizerName), nil
+	return live, nil
 }
 
 // thawBeforeDeletion follows the thaw of a deleted snapshot whose commit may

@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	batchv1listers "k8s.io/client-go/listers/batch/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -60,7 +61,8 @@ type Reconciler struct {
 	taskRunIndex   cache.Indexer // the TaskRun informer's, with taskRunIndexers
 	snapshotLister snapshotlisters.SandboxSnapshotLister
 	sandboxLister  snapshotlisters.BatchSandboxLister
-	podLister      corev1listers.PodLister // slimmed: see podinformer
+	podLister      corev1listers.PodLister  // slimmed: see podinformer
+	jobLister      batchv1listers.JobLister // OpenSandbox's Jobs only: OpenSandboxJobSelector
 	clock          clock.PassiveClock
 	// namespace holds the TaskRuns, the commit Task and the push Secret.
 	namespace string
@@ -141,6 +143,15 @@ func (r *Reconciler) reconcile(ctx context.Context, s *v1alpha1.SandboxSnapshot)
 			return nil
 		}
 		tr = nil
+	}
+	if tr == nil {
+		job, err := r.openSandboxCommit(ctx, s)
+		if err != nil {
+			return err
+		}
+		if job != nil {
+			return r.awaitOpenSandboxJob(ctx, s, job, now)
+		}
 	}
 	switch {
 	case tr != nil:

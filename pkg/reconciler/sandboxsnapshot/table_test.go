@@ -18,6 +18,7 @@ package sandboxsnapshot
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -26,6 +27,7 @@ import (
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	fakepipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client/fake"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,6 +126,19 @@ func TestReconcile(t *testing.T) {
 	}
 	otherUnpauseMessage := func(namespace string) string {
 		return waitingMessage(namespace, names.UnpauseTaskRun(otherSnap))
+	}
+	// osbFinalizers are those of a snapshot that OpenSandbox's own controller
+	// reconciled before the switch, and this operator since.
+	osbFinalizers := WithFinalizers(FinalizerName, sandbox.OpenSandboxSnapshotFinalizer)
+	osbCommitting := WithOpenSandboxCommitting("sb-0", node, []v1alpha1.ContainerSnapshot{
+		{ContainerName: "app", ImageURI: registryPrefix + "/sb-app:snap-gen1-sbuid"},
+		{ContainerName: "sidecar", ImageURI: registryPrefix + "/sb-sidecar:snap-gen1-sbuid"},
+	})
+	osbJob := func(opts ...JobOption) *batchv1.Job { return OpenSandboxCommitJob(snap(), opts...) }
+	osbWaiting := "Waiting for Job team-a/snap-commit, the commit that OpenSandbox's own controller started before the switch to this operator, to end"
+	osbEnded := func(how string) string {
+		return "Job team-a/snap-commit, the commit that OpenSandbox's own controller started before the switch to this operator, " + how +
+			"; this operator does not take its result over: snapshot the sandbox again (OpenSandbox's pause deletes this snapshot and does so by itself)"
 	}
 	unschedulable := `pod status "PodScheduled":"False"; message: "0/1 nodes are available: 1 Insufficient cpu."`
 	notReady := `pod status "PodReadyToStartContainers":"False"; message: ""`
@@ -756,6 +771,87 @@ func TestReconcile(t *testing.T) {
 			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitTaskRunMissing, "TaskRun %s/%s was deleted before it completed", trNamespace, trName),
 		},
 	}, {
+		Name:                    "a Committing snapshot whose commit OpenSandbox's Job runs waits for that Job, naming it, instead of reporting its TaskRun missing",
+		Objects:                 []runtime.Object{snap(osbFinalizers, osbCommitting), osbJob(), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(osbFinalizers, osbCommitting, WithWaitingForOpenSandboxJob(osbWaiting))}},
+		WantEvents:              []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonWaitingForOpenSandboxJob, "%s", osbWaiting)},
+	}, {
+		Name:              "a Pending snapshot whose commit OpenSandbox's Job runs waits for that Job rather than commit the sandbox a second time",
+		Objects:           []runtime.Object{snap(osbFinalizers, WithPending), BatchSandbox(ns, sbName, 1), runningPod, osbJob()},
+		Key:               key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(osbFinalizers, WithPending, WithWaitingForOpenSandboxJob(osbWaiting))}},
+		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonWaitingForOpenSandboxJob, "%s", osbWaiting)},
+	}, {
+		Name:    "a snapshot waiting for OpenSandbox's Job writes nothing while the Job runs",
+		Objects: []runtime.Object{snap(osbFinalizers, osbCommitting, WithWaitingForOpenSandboxJob(osbWaiting)), osbJob(), runningPod},
+		Key:     key,
+	}, {
+		Name:    "OpenSandbox's Job the informer has not seen yet is read from the API, not taken for absent",
+		Objects: []runtime.Object{snap(osbFinalizers, osbCommitting), runningPod},
+		Key:     key,
+		WithReactors: []clientgotesting.ReactionFunc{func(action clientgotesting.Action) (bool, runtime.Object, error) {
+			return action.GetVerb() == "get" && action.GetResource().Resource == "jobs", osbJob(), nil
+		}},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(osbFinalizers, osbCommitting, WithWaitingForOpenSandboxJob(osbWaiting))}},
+		WantEvents:        []string{rtesting.Eventf(corev1.EventTypeNormal, v1alpha1.ReasonWaitingForOpenSandboxJob, "%s", osbWaiting)},
+	}, {
+		Name:         "a failed read of OpenSandbox's Job is retried, the snapshot left as it is",
+		Objects:      []runtime.Object{snap(osbFinalizers, osbCommitting), runningPod},
+		Key:          key,
+		WithReactors: []clientgotesting.ReactionFunc{rtesting.InduceFailure("get", "jobs")},
+		WantErr:      true,
+		WantEvents:   []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError", "getting Job team-a/snap-commit: inducing failure for get jobs")},
+	}, {
+		Name:    "OpenSandbox's commit Job that succeeded fails the snapshot with OpenSandboxJobEnded, naming the Job, and starts no unpause",
+		Objects: []runtime.Object{snap(osbFinalizers, osbCommitting, WithWaitingForOpenSandboxJob(osbWaiting)), osbJob(WithJobComplete), runningPod},
+		Key:     key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(osbFinalizers, osbCommitting, WithFailed(v1alpha1.ReasonOpenSandboxJobEnded, osbEnded("succeeded"))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonOpenSandboxJobEnded, "%s", osbEnded("succeeded"))},
+	}, {
+		Name: "OpenSandbox's commit Job that failed fails the snapshot with OpenSandboxJobEnded and the Job's own reason",
+		Objects: []runtime.Object{snap(osbFinalizers, osbCommitting, WithWaitingForOpenSandboxJob(osbWaiting)), runningPod,
+			osbJob(WithJobFailed("BackoffLimitExceeded", "Job has reached the specified backoff limit"))},
+		Key: key,
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(osbFinalizers, osbCommitting, WithFailed(v1alpha1.ReasonOpenSandboxJobEnded,
+				osbEnded("failed (BackoffLimitExceeded: Job has reached the specified backoff limit)"))),
+		}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonOpenSandboxJobEnded, "%s",
+			osbEnded("failed (BackoffLimitExceeded: Job has reached the specified backoff limit)"))},
+	}, {
+		Name: "a commit Job OpenSandbox left for an earlier snapshot of the same name is not waited for",
+		Objects: []runtime.Object{snap(osbFinalizers, committing), runningPod,
+			osbJob(WithJobControlledBy(Snapshot(ns, snapName, sbName, func(s *v1alpha1.SandboxSnapshot) { s.UID = "old-uid" })))},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{unpauseTaskRun},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{
+			Object: snap(osbFinalizers, committing, WithUnpauseTaskRun(trNamespace, unpauseName),
+				WithFailed(v1alpha1.ReasonCommitTaskRunMissing, "TaskRun "+trNamespace+"/"+trName+" was deleted before it completed")),
+		}},
+		WantEvents: []string{
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonThawing, "The commit pod may have left pod sb-0 paused; TaskRun %s/%s is unpausing it (attempt 1)", trNamespace, unpauseName),
+			rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonCommitTaskRunMissing, "TaskRun %s/%s was deleted before it completed", trNamespace, trName),
+		},
+	}, {
+		Name:         "a Job of a snapshot without OpenSandbox's finalizer is not looked for: OpenSandbox's controller never started its commit",
+		Objects:      []runtime.Object{snap(WithPending), BatchSandbox(ns, sbName, 1), runningPod, osbJob()},
+		Key:          key,
+		WithReactors: []clientgotesting.ReactionFunc{rtesting.InduceFailure("get", "jobs")},
+		// As any snapshot: the TaskRun is created.
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name:         "a snapshot committing with its own TaskRun since the switch looks for no Job of OpenSandbox's",
+		Objects:      []runtime.Object{snap(osbFinalizers, committing), commitTaskRun(WithTaskRunRunning), osbJob()},
+		Key:          key,
+		WithReactors: []clientgotesting.ReactionFunc{rtesting.InduceFailure("get", "jobs")},
+	}, {
 		Name:    "a running unpause TaskRun keeps the thaw pending",
 		Objects: []runtime.Object{snap(committing, WithUnpauseTaskRun(trNamespace, unpauseName), WithFailed(v1alpha1.ReasonCommitJobFailed, "killed")), TaskRun(unpauseTaskRun, WithTaskRunRunning)},
 		Key:     key,
@@ -959,6 +1055,30 @@ func TestReconcile(t *testing.T) {
 		SkipNamespaceValidation: true,
 		WantPatches:             []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
 		WantDeletes:             []clientgotesting.DeleteActionImpl{deleteTaskRun(trNamespace, trName), deleteTaskRun(trNamespace, unpauseName)},
+	}, {
+		Name:        "deleting a snapshot OpenSandbox's controller also finalized drops OpenSandbox's finalizer with ours",
+		Objects:     []runtime.Object{snap(osbFinalizers, WithDeletionTimestamp)},
+		Key:         key,
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName)},
+	}, {
+		Name:        "deleting a snapshot keeps the finalizers that are neither ours nor OpenSandbox's",
+		Objects:     []runtime.Object{snap(WithFinalizers("example.com/keep", FinalizerName, sandbox.OpenSandboxSnapshotFinalizer), WithDeletionTimestamp)},
+		Key:         key,
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName, "example.com/keep")},
+	}, {
+		Name:    "deleting a snapshot keeps OpenSandbox's finalizer while its own finalization waits",
+		Objects: []runtime.Object{snap(osbFinalizers, committing, WithDeletionTimestamp), commitTaskRun(WithTaskRunRunning, WithCancelled)},
+		Key:     key,
+		WantErr: true,
+	}, {
+		Name:        "deleting a snapshot that only OpenSandbox's controller finalized drops OpenSandbox's finalizer, and only that",
+		Objects:     []runtime.Object{Snapshot(ns, snapName, sbName, WithFinalizers(sandbox.OpenSandboxSnapshotFinalizer, "example.com/keep"), WithDeletionTimestamp)},
+		Key:         key,
+		WantPatches: []clientgotesting.PatchActionImpl{removeFinalizers(ns, snapName, "example.com/keep")},
+	}, {
+		Name:    "deleting a snapshot with neither our finalizer nor OpenSandbox's leaves it alone",
+		Objects: []runtime.Object{Snapshot(ns, snapName, sbName, WithFinalizers("example.com/keep"), WithDeletionTimestamp)},
+		Key:     key,
 	}, {
 		Name:        "deleting a snapshot without TaskRuns drops the finalizer",
 		Objects:     []runtime.Object{snap(WithDeletionTimestamp)},
@@ -1236,6 +1356,7 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 		snapshotLister: ls.GetSandboxSnapshotLister(),
 		sandboxLister:  ls.GetBatchSandboxLister(),
 		podLister:      ls.GetPodLister(),
+		jobLister:      ls.GetJobLister(),
 		clock:          clocktesting.NewFakePassiveClock(Now.Time),
 		namespace:      system.Namespace(),
 		commits:        newCommitGate(),
@@ -1288,11 +1409,14 @@ func patchFinalizers(namespace, name string, resourceVersion ...string) clientgo
 	}
 }
 
-func removeFinalizers(namespace, name string) clientgotesting.PatchActionImpl {
+// removeFinalizers is the patch that leaves the named snapshot with only the
+// kept finalizers.
+func removeFinalizers(namespace, name string, kept ...string) clientgotesting.PatchActionImpl {
+	finalizers, _ := json.Marshal(append([]string{}, kept...))
 	return clientgotesting.PatchActionImpl{
 		ActionImpl: clientgotesting.ActionImpl{Namespace: namespace},
 		Name:       name,
-		Patch:      []byte(`{"metadata":{"finalizers":[],"resourceVersion":""}}`),
+		Patch:      []byte(`{"metadata":{"finalizers":` + string(finalizers) + `,"resourceVersion":""}}`),
 	}
 }
 

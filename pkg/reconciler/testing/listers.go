@@ -22,9 +22,11 @@ import (
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	fakepipelineclientset "github.com/tektoncd/pipeline/pkg/client/clientset/versioned/fake"
 	pipelinelisters "github.com/tektoncd/pipeline/pkg/client/listers/pipeline/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	fakekubeclientset "k8s.io/client-go/kubernetes/fake"
+	batchv1listers "k8s.io/client-go/listers/batch/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	rtesting "knative.dev/pkg/reconciler/testing"
@@ -124,6 +126,11 @@ func (l *Listers) GetPodLister() corev1listers.PodLister {
 // GetTaskRunLister returns a lister of the row's TaskRuns.
 func (l *Listers) GetTaskRunLister() pipelinelisters.TaskRunLister {
 	return pipelinelisters.NewTaskRunLister(l.sorter.IndexerForObjectType(&pipelinev1.TaskRun{}))
+}
+
+// GetJobLister returns a lister of the row's Jobs.
+func (l *Listers) GetJobLister() batchv1listers.JobLister {
+	return batchv1listers.NewJobLister(l.sorter.IndexerForObjectType(&batchv1.Job{}))
 }
 
 // GetConfigMapLister returns a lister of the row's ConfigMaps.

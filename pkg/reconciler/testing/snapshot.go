@@ -19,6 +19,7 @@ package testing
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -155,4 +156,25 @@ func WithThawed(s *v1alpha1.SandboxSnapshot) {
 // WithThawFailed records that the sandbox may still be paused.
 func WithThawFailed(message string) SnapshotOption {
 	return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkThawFailed(s.Status.Thaw.TaskRunRef, "%s", message) }
+}
+
+// WithWaitingForOpenSandboxJob sets the Ready condition as
+// MarkWaitingForOpenSandboxJob does, keeping the phase.
+func WithWaitingForOpenSandboxJob(message string) SnapshotOption {
+	return func(s *v1alpha1.SandboxSnapshot) { s.Status.MarkWaitingForOpenSandboxJob(Now, "%s", message) }
+}
+
+// WithOpenSandboxCommitting gives the snapshot the status OpenSandbox's own
+// controller writes once its commit Job is created: Committing, with the
+// source and the images, and no TaskRun.
+func WithOpenSandboxCommitting(pod, node string, containers []v1alpha1.ContainerSnapshot) SnapshotOption {
+	return func(s *v1alpha1.SandboxSnapshot) {
+		s.Status.ObservedGeneration = s.Generation
+		s.Status.Phase = v1alpha1.PhaseCommitting
+		s.Status.SourcePodName = pod
+		s.Status.SourceNodeName = node
+		s.Status.Containers = containers
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: v1alpha1.ReasonCommitting, Message: "Snapshot commit job is running", LastTransitionTime: Now})
+	}
 }

@@ -44,6 +44,12 @@ const (
 	ReasonCommitTaskRunMissing   = "CommitTaskRunMissing"
 	ReasonCommitResultsInvalid   = "CommitResultsInvalid"
 	ReasonCommitConflict         = "CommitConflict"
+	// ReasonWaitingForOpenSandboxJob keeps a snapshot whose commit
+	// OpenSandbox's own controller started, before the switch to this
+	// operator, as it is while that commit Job runs;
+	// ReasonOpenSandboxJobEnded fails it once the Job has ended.
+	ReasonWaitingForOpenSandboxJob = "WaitingForOpenSandboxJob"
+	ReasonOpenSandboxJobEnded      = "OpenSandboxJobEnded"
 	// ReasonMemorySnapshotUnsupported fails a memory snapshot on a node
 	// that cannot take one; ReasonMemorySnapshotFellBack marks a Succeed
 	// one that took a filesystem snapshot there instead.
@@ -98,6 +104,13 @@ func (s *SandboxSnapshotStatus) InitializeConditions(now metav1.Time) {
 func (s *SandboxSnapshotStatus) MarkWaiting(now metav1.Time, messageFormat string, args ...any) {
 	s.Phase = PhasePending
 	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonWaitingForCommit, fmt.Sprintf(messageFormat, args...), now)
+}
+
+// MarkWaitingForOpenSandboxJob keeps the snapshot in its phase, Pending or
+// Committing, while the commit Job that OpenSandbox's own controller started
+// for it runs; message names that Job.
+func (s *SandboxSnapshotStatus) MarkWaitingForOpenSandboxJob(now metav1.Time, messageFormat string, args ...any) {
+	s.setCondition(ConditionReady, metav1.ConditionFalse, ReasonWaitingForOpenSandboxJob, fmt.Sprintf(messageFormat, args...), now)
 }
 
 // MarkCommitting records the source and the TaskRun committing it, created

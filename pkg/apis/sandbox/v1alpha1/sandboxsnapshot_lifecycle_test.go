@@ -105,6 +105,7 @@ func TestConditionsFitOpenSandboxSchema(t *testing.T) {
 	}{
 		{"InitializeConditions", func() { s.InitializeConditions(now) }},
 		{"MarkWaiting", func() { s.MarkWaiting(now, "waiting for %s", "other") }},
+		{"MarkWaitingForOpenSandboxJob", func() { s.MarkWaitingForOpenSandboxJob(now, "waiting for Job %s", "ns/snap-commit") }},
 		{"MarkCommitting", func() { s.MarkCommitting(now, "sb-0", "node-1", nil, ref, now) }},
 		{"MarkCommitPodPending", func() { s.MarkCommitPodPending(now, "unschedulable") }},
 		{"MarkCommitRunning", func() { s.MarkCommitRunning(now, ref) }},
@@ -142,5 +143,16 @@ func TestWaitingAndPodPending(t *testing.T) {
 	s.MarkCommitRunning(now, TaskRunReference{Namespace: "sys", Name: "tr"})
 	if c := s.GetCondition(ConditionReady); c.Reason != ReasonCommitting || c.Message != "TaskRun sys/tr is committing pod sb-0 on node node-1" {
 		t.Errorf("after MarkCommitRunning: Ready %+v", c)
+	}
+}
+
+func TestWaitingForOpenSandboxJobKeepsThePhase(t *testing.T) {
+	for _, phase := range []SandboxSnapshotPhase{PhasePending, PhaseCommitting} {
+		s := SandboxSnapshotStatus{Phase: phase}
+		s.MarkWaitingForOpenSandboxJob(now, "Waiting for Job %s", "ns/snap-commit")
+		if c := s.GetCondition(ConditionReady); s.Phase != phase || c.Status != metav1.ConditionFalse ||
+			c.Reason != ReasonWaitingForOpenSandboxJob || c.Message != "Waiting for Job ns/snap-commit" {
+			t.Errorf("after MarkWaitingForOpenSandboxJob in %s: phase %q, Ready %+v", phase, s.Phase, c)
+		}
 	}
 }

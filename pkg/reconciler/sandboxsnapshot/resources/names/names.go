@@ -41,6 +41,12 @@ func ReleaseTaskRun(s *v1alpha1.SandboxSnapshot) string {
 	return taskRun(s, "release")
 }
 
+// OpenSandboxCommitJob is the name of the commit Job that OpenSandbox's own
+// SandboxSnapshot controller makes for a snapshot, in its namespace.
+func OpenSandboxCommitJob(s *v1alpha1.SandboxSnapshot) string {
+	return s.Name + "-commit"
+}
+
 // taskRun names a TaskRun <namespace>-<name>-<hash>-<purpose>: the hash of
 // namespace/name keeps team/a-b and team-a/b apart in the one namespace.
 func taskRun(s *v1alpha1.SandboxSnapshot, purpose string) string {
