@@ -19,6 +19,7 @@ limitations under the License.
 package e2enode
 
 import (
+	"io/fs"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -318,10 +319,13 @@ func TestMemorySnapshotNoRoom(t *testing.T) {
 	})
 	refusedAs(t, ns, "big", "big-pause", v1alpha1.ReasonCommitJobFailed, "not enough disk space for the snapshot", dir+" (memory of container \"app\"")
 	// Nothing but the node's disk ledger, which holds no reservation.
-	left, err := filepath.Glob(filepath.Join(dir, "*"))
-	if more, gerr := filepath.Glob(filepath.Join(dir, ".disk-ledger", "*")); gerr == nil {
-		left = append(left, more...)
-	}
+	var left []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && p != dir && p != filepath.Join(dir, ".disk-ledger") && p != filepath.Join(dir, ".disk-ledger", ".lock") {
+			left = append(left, p)
+		}
+		return err
+	})
 	if err != nil || len(left) > 0 {
 		t.Errorf("checkpoint-dir %s holds %v (%v), want nothing", dir, left, err)
 	}
