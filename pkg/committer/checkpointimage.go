@@ -140,7 +140,19 @@ func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pus
 	}
 	c.log.Printf("pod %s container %q: uploaded the checkpoint's layer %s (%d bytes, %s) in %s",
 		c.podRef(), ci.target.Container, layer.Digest, layer.Size, layer.MediaType, time.Since(start).Round(time.Millisecond))
-	m, err := c.writeCheckpointConfig(ctx, rec, layer, diffID)
+	// The config and manifest are referenced by nothing until the image
+	// record names them: a lease keeps containerd's garbage collector off
+	// them till then.
+	lctx, done, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	if err != nil {
+		return fmt.Errorf("creating containerd lease: %w", err)
+	}
+	defer func() {
+		if derr := done(context.WithoutCancel(lctx)); derr != nil {
+			c.log.Printf("pod %s container %q: deleting lease: %v", c.podRef(), ci.target.Container, derr)
+		}
+	}()
+	m, err := c.writeCheckpointConfig(lctx, rec, layer, diffID)
 	if err != nil {
 		return err
 	}
@@ -149,7 +161,7 @@ func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pus
 	for k, v := range rec.Labels {
 		labels[k] = v
 	}
-	mdesc, raw, err := c.saveImage(ctx, ci.target, m, labels)
+	mdesc, raw, err := c.saveImage(lctx, ci.target, m, labels)
 	if err != nil {
 		return err
 	}

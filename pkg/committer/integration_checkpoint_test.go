@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -737,5 +738,56 @@ func TestCheckpointPushedInChunks(t *testing.T) {
 			}
 			countsOn(t, ctx, cri, id, "after the push")
 		})
+	}
+}
+
+// TestCheckpointPushUnderGarbageCollection pushes memory snapshots while
+// containerd collects garbage without pause, as a busy node's containerd
+// may at any moment: the image the push builds (its config and manifest,
+// written into containerd before an image record names them) survives to
+// be pushed, every time.
+func TestCheckpointPushUnderGarbageCollection(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRI(t, criuDir(t))
+	if !checkpoints(cri) {
+		t.Skipf("%s refuses memory snapshots before freezing (TestCheckpointRestore)", cri.Version)
+	}
+	ctx := context.Background()
+	pod, _ := e.counting(t, ctx, cri, "")
+	ls := cri.Client.LeasesService()
+	for i := 1; i <= 5; i++ {
+		cm := e.checkpointer(t, cri, pod, fmt.Sprintf("%s/hibernate/%s/app:gc-%d", e.regB.Host, pod.Config.Metadata.Name, i))
+		if _, err := cm.Checkpoint(ctx); err != nil {
+			t.Fatalf("checkpoint %d: %v", i, err)
+		}
+		stop := make(chan struct{})
+		collected := make(chan int)
+		go func() {
+			n := 0
+			defer func() { collected <- n }()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := ls.Create(cri.Ctx(ctx), leases.WithRandomID())
+				if err == nil {
+					err = ls.Delete(cri.Ctx(ctx), l, leases.SynchronousDelete)
+				}
+				if err != nil {
+					t.Errorf("collecting garbage: %v", err)
+					return
+				}
+				n++
+			}
+		}()
+		_, _, err := cm.Push(ctx)
+		close(stop)
+		n := <-collected
+		if err != nil {
+			t.Fatalf("push %d, under %d garbage collections: %v", i, n, err)
+		}
+		t.Logf("push %d: pushed under %d garbage collections", i, n)
 	}
 }
