@@ -60,9 +60,10 @@ push_bundle() {
 }
 
 # render_chart IMAGE BUNDLE renders the chart as release.yaml's body: the
-# namespace and the CRD included, without Helm's labels (kubectl applies it),
-# the controller image IMAGE (<repository>:VERSION@sha256:<hex>) and
-# config-snapshot's task-bundle BUNDLE.
+# namespace included, without Helm's labels (kubectl applies it), the
+# controller image IMAGE (<repository>:VERSION@sha256:<hex>) and
+# config-snapshot's task-bundle BUNDLE. Not the CRD (render_crd): `kubectl
+# delete -f release.yaml` must not delete every SandboxSnapshot with it.
 render_chart() {
   local image=$1 bundle=$2 repository digest
   [[ "${image}" =~ ^([^@]+)@(sha256:[0-9a-f]{64})$ && "${BASH_REMATCH[1]}" == *":${VERSION}" ]] ||
@@ -70,9 +71,16 @@ render_chart() {
   repository=${BASH_REMATCH[1]%":${VERSION}"}
   digest=${BASH_REMATCH[2]}
   helm_ template sandbox-snapshot-operator "${CHART_DIR}" \
-    --set crds.install=true --set namespace.create=true --set helmLabels=false \
+    --set crds.install=false --set namespace.create=true --set helmLabels=false \
     --set-string image.repository="${repository}" --set-string image.tag="${VERSION}" \
     --set-string image.digest="${digest}" --set-string snapshot.taskBundle="${bundle}"
+}
+
+# render_crd renders the chart's SandboxSnapshot CRD alone, for clusters
+# without OpenSandbox's.
+render_crd() {
+  helm_ template sandbox-snapshot-operator "${CHART_DIR}" --set crds.install=true --set helmLabels=false \
+    --show-only templates/crds/sandboxsnapshots.yaml
 }
 
 # check_platforms BUNDLE FILE... fails unless every image FILE names by
@@ -108,7 +116,7 @@ main() {
   mkdir -p "${RELEASE_DIR}"
   RELEASE_DIR=$(cd "${RELEASE_DIR}" && pwd)
   WORK="${RELEASE_DIR}/.work"
-  rm -rf "${WORK}" "${RELEASE_DIR}/release.yaml" "${RELEASE_DIR}/sandbox-commit.yaml" "${RELEASE_DIR}/task-bundle.txt"
+  rm -rf "${WORK}" "${RELEASE_DIR}/release.yaml" "${RELEASE_DIR}/sandboxsnapshot-crd.yaml" "${RELEASE_DIR}/sandbox-commit.yaml" "${RELEASE_DIR}/task-bundle.txt"
   mkdir -p "${WORK}"
   log "release ${VERSION} (${commit}) for ${PLATFORMS} to ${KO_DOCKER_REPO}, base ${KO_DEFAULTBASEIMAGE:-of ko.yaml}"
 
@@ -128,12 +136,20 @@ main() {
   } >"${WORK}/release.yaml"
   grep -q "task-bundle: \"${bundle}\"" "${WORK}/release.yaml" || die "release.yaml lost config-snapshot's task-bundle"
   grep -q "image: ${image}\$" "${WORK}/release.yaml" || die "release.yaml does not name the controller image ${image}"
+  ! grep -q '^kind: CustomResourceDefinition' "${WORK}/release.yaml" || die "release.yaml carries a CRD: kubectl delete -f release.yaml would delete every SandboxSnapshot"
+  {
+    echo "# The SandboxSnapshot CRD of sandbox-snapshot-operator ${VERSION}, for clusters without OpenSandbox's"
+    echo "# (its Helm chart installs it). Apply it before release.yaml; deleting it deletes every SandboxSnapshot."
+    render_crd
+  } >"${WORK}/sandboxsnapshot-crd.yaml"
+  grep -q '^kind: CustomResourceDefinition' "${WORK}/sandboxsnapshot-crd.yaml" || die "sandboxsnapshot-crd.yaml holds no CRD"
+  mv "${WORK}/sandboxsnapshot-crd.yaml" "${RELEASE_DIR}/sandboxsnapshot-crd.yaml"
   mv "${WORK}/release.yaml" "${RELEASE_DIR}/release.yaml"
   echo "${bundle}" >"${RELEASE_DIR}/task-bundle.txt"
 
   check_platforms "${bundle}" "${RELEASE_DIR}/release.yaml" "${RELEASE_DIR}/sandbox-commit.yaml"
   rm -rf "${WORK}"
-  log "release ${VERSION} in ${RELEASE_DIR} ($(elapsed "${start}")): release.yaml, sandbox-commit.yaml, task-bundle.txt"
+  log "release ${VERSION} in ${RELEASE_DIR} ($(elapsed "${start}")): release.yaml, sandboxsnapshot-crd.yaml, sandbox-commit.yaml, task-bundle.txt"
   echo "${bundle}"
 }
 

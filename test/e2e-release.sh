@@ -42,7 +42,8 @@ main() {
   kc delete namespace "${OPERATOR_NAMESPACE}" --wait=true --timeout=180s >/dev/null
   SNAPSHOT_CRDS=project install_snapshot_crds
 
-  log "kubectl apply -f ${dir#"${ROOT_DIR}"/}/release.yaml"
+  log "kubectl apply -f ${dir#"${ROOT_DIR}"/}/sandboxsnapshot-crd.yaml -f ${dir#"${ROOT_DIR}"/}/release.yaml"
+  kc apply -f "${dir}/sandboxsnapshot-crd.yaml" >/dev/null
   kc apply -f "${dir}/release.yaml" >/dev/null
   kc -n "${OPERATOR_NAMESPACE}" patch configmap config-snapshot --type merge -p "$(local_node_config "${registry}")" >/dev/null
   [[ "$(kc -n "${OPERATOR_NAMESPACE}" get configmap config-snapshot -o jsonpath='{.data.task-bundle}')" == "${bundle}" ]] ||
