@@ -26,6 +26,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -121,7 +123,7 @@ func BenchmarkLayerFile(b *testing.B) {
 						if mode == "async" {
 							w = aw
 						}
-						_, _, _, err = writeLayer(w, func(w io.Writer) error { return tarDir(src, w) }, tc.mediaType)
+						_, _, _, err = oci.WriteLayer(w, func(w io.Writer) error { return tarDir(src, w) }, tc.mediaType)
 						if err = errors.Join(err, aw.Close(), lf.Close()); err != nil {
 							b.Fatal(err)
 						}

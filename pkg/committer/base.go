@@ -24,6 +24,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
@@ -272,10 +274,10 @@ func (c *Committer) fetchManifest(ctx context.Context, ref name.Reference, paren
 		if digest.FromBytes(raw) != mdesc.Digest {
 			return nil, fmt.Errorf("manifest %s does not match its digest", mref)
 		}
-		if err := writeBlob(ctx, cs, m.Config, craw, nil); err != nil {
+		if err := oci.WriteBlob(ctx, cs, m.Config, craw, nil); err != nil {
 			return nil, fmt.Errorf("storing config %s: %w", m.Config.Digest, err)
 		}
-		if err := writeBlob(ctx, cs, mdesc, raw, nil); err != nil {
+		if err := oci.WriteBlob(ctx, cs, mdesc, raw, nil); err != nil {
 			return nil, fmt.Errorf("storing manifest %s: %w", mdesc.Digest, err)
 		}
 		return &baseImage{img: images.Image{Name: mref.Name(), Target: mdesc}, manifest: mdesc}, nil

@@ -21,6 +21,8 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/plugins/content/local"
@@ -40,7 +42,7 @@ func putJSON(t *testing.T, cs content.Store, mediaType string, v any) ocispec.De
 		t.Fatal(err)
 	}
 	d := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b))}
-	if err := writeBlob(context.Background(), cs, d, b, nil); err != nil {
+	if err := oci.WriteBlob(context.Background(), cs, d, b, nil); err != nil {
 		t.Fatal(err)
 	}
 	return d

@@ -32,6 +32,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	crmetadata "github.com/checkpoint-restore/checkpointctl/lib"
 	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
@@ -349,7 +351,7 @@ func (c *Committer) writeRootfsDiff(ctx context.Context, p *prepared, file strin
 	if p.upper != nil {
 		err = p.upper.writeLayer(ctx, c.client.ContentStore(), f)
 	} else {
-		err = copyBlob(ctx, c.client.ContentStore(), p.diff, f)
+		err = oci.CopyBlob(ctx, c.client.ContentStore(), p.diff, f)
 	}
 	return errors.Join(err, f.Close())
 }

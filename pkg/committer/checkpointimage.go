@@ -30,6 +30,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/leases"
@@ -184,7 +186,7 @@ func (c *Committer) writeCheckpointConfig(ctx context.Context, rec *checkpointRe
 		return ocispec.Manifest{}, fmt.Errorf("encoding image config: %w", err)
 	}
 	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
-	if err := writeBlob(ctx, c.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
+	if err := oci.WriteBlob(ctx, c.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
 		return ocispec.Manifest{}, fmt.Errorf("writing config: %w", err)
 	}
 	return ocispec.Manifest{
@@ -248,25 +250,25 @@ func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImag
 
 // archiveLayer returns the descriptor of the layer of the archive in dir.
 func archiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
-	layer, _, _, err := writeLayer(io.Discard, func(w io.Writer) error { return tarDir(dir, w) }, mediaType)
+	layer, _, _, err := oci.WriteLayer(io.Discard, func(w io.Writer) error { return tarDir(dir, w) }, mediaType)
 	return layer, err
 }
 
 // writeArchiveLayer writes to w the layer of the archive in dir: its files
-// as a tar, compressed when mediaType says (compressor). It returns the
+// as a tar, compressed when mediaType says (oci.Compressor). It returns the
 // tar's size and, when it is compressed, its digest; the layer's own digest
 // (a plain tar's, its diff ID too) is left to whoever reads w, which hashes
 // what it sends or stores.
 func writeArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	cnt := &countingWriter{}
+	cnt := &oci.CountingWriter{}
 	if mediaType == ocispec.MediaTypeImageLayer {
 		if err := tarDir(dir, io.MultiWriter(bw, cnt)); err != nil {
 			return "", 0, err
 		}
-		return "", cnt.n, bw.Flush()
+		return "", cnt.N, bw.Flush()
 	}
-	zw, err := compressor(bw, mediaType)
+	zw, err := oci.Compressor(bw, mediaType)
 	if err != nil {
 		return "", 0, err
 	}
@@ -278,7 +280,7 @@ func writeArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64
 	if err != nil {
 		return "", 0, err
 	}
-	return dg.Digest(), cnt.n, bw.Flush()
+	return dg.Digest(), cnt.N, bw.Flush()
 }
 
 // ingestCheckpoint keeps ci's memory snapshot on this node, beside the
@@ -313,20 +315,20 @@ func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, bu
 	if err := w.Truncate(0); err != nil {
 		return err
 	}
-	cnt := &countingWriter{}
+	cnt := &oci.CountingWriter{}
 	diffID, tarSize, err := writeArchiveLayer(io.MultiWriter(w, cnt), c.archiveDir(rec), rec.MediaType)
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint's layer into containerd: %w", err)
 	}
 	// containerd reports the digest of what was written to it so far.
-	layer := ocispec.Descriptor{MediaType: rec.MediaType, Digest: w.Digest(), Size: cnt.n}
+	layer := ocispec.Descriptor{MediaType: rec.MediaType, Digest: w.Digest(), Size: cnt.N}
 	if layer.Digest.Validate() != nil {
 		return fmt.Errorf("containerd reports the digest %q for the checkpoint's layer", layer.Digest)
 	}
 	if diffID == "" {
 		diffID = layer.Digest
 	}
-	err = w.Commit(lctx, layer.Size, layer.Digest, content.WithLabels(map[string]string{labelUncompressed: diffID.String()}))
+	err = w.Commit(lctx, layer.Size, layer.Digest, content.WithLabels(map[string]string{oci.LabelUncompressed: diffID.String()}))
 	if err != nil && !errdefs.IsAlreadyExists(err) {
 		return fmt.Errorf("committing the checkpoint's layer %s into containerd: %w", layer.Digest, err)
 	}
@@ -334,7 +336,7 @@ func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, bu
 	if err != nil {
 		return err
 	}
-	mdesc, _, err := writeManifest(lctx, cs, m)
+	mdesc, _, err := oci.WriteManifest(lctx, cs, m)
 	if err != nil {
 		return err
 	}

@@ -17,19 +17,18 @@ limitations under the License.
 package committer
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/diff"
@@ -38,16 +37,11 @@ import (
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/klauspost/compress/zstd"
-	"github.com/klauspost/pgzip"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 const (
-	labelUncompressed     = "containerd.io/uncompressed"
-	labelGCRefContent     = "containerd.io/gc.ref.content"
-	labelDistributionSrc  = "containerd.io/distribution.source."
 	historyComment        = "sandbox-snapshot-operator commit"
 	leaseExpiration       = time.Hour
 	mediaTypeDockerGzip   = images.MediaTypeDockerSchema2LayerGzip
@@ -318,7 +312,7 @@ func (c *Committer) sourceRepos(ctx context.Context, img images.Image, mdesc oci
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			if host, ok := strings.CutPrefix(k, labelDistributionSrc); ok {
+			if host, ok := strings.CutPrefix(k, oci.LabelDistributionSource); ok {
 				for _, repo := range strings.Split(info.Labels[k], ",") {
 					add(host + "/" + repo + ":latest")
 				}
@@ -340,7 +334,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	if p.manifestMT == mediaTypeDockerManif {
 		layerMT = mediaTypeDockerGzip
 	}
-	write := func(w io.Writer) error { return copyBlob(ctx, cs, p.diff, w) }
+	write := func(w io.Writer) error { return oci.CopyBlob(ctx, cs, p.diff, w) }
 	if p.upper != nil {
 		write = func(w io.Writer) error { return p.upper.writeLayer(ctx, cs, w) }
 	}
@@ -377,7 +371,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		return nil, fail("updating image config: %v", err)
 	}
 	cfgDesc := ocispec.Descriptor{MediaType: p.configMT, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
-	if err := writeBlob(ctx, cs, cfgDesc, cfg, nil); err != nil {
+	if err := oci.WriteBlob(ctx, cs, cfgDesc, cfg, nil); err != nil {
 		return nil, fail("writing config: %v", err)
 	}
 
@@ -424,7 +418,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 // t's working name (workingName), with labels. It returns the manifest's
 // descriptor and bytes.
 func (c *Committer) saveImage(ctx context.Context, t Target, m ocispec.Manifest, labels map[string]string) (ocispec.Descriptor, []byte, error) {
-	desc, raw, err := writeManifest(ctx, c.client.ContentStore(), m)
+	desc, raw, err := oci.WriteManifest(ctx, c.client.ContentStore(), m)
 	if err != nil {
 		return desc, nil, err
 	}
@@ -437,24 +431,6 @@ func (c *Committer) saveImage(ctx context.Context, t Target, m ocispec.Manifest,
 		if _, err := is.Update(ctx, img, "target", "labels"); err != nil {
 			return desc, nil, fmt.Errorf("updating image record: %w", err)
 		}
-	}
-	return desc, raw, nil
-}
-
-// writeManifest writes manifest m into cs, labelled so that containerd's
-// garbage collector keeps its config and layers while it keeps m.
-func writeManifest(ctx context.Context, cs content.Ingester, m ocispec.Manifest) (ocispec.Descriptor, []byte, error) {
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return ocispec.Descriptor{}, nil, fmt.Errorf("encoding manifest: %w", err)
-	}
-	desc := ocispec.Descriptor{MediaType: m.MediaType, Digest: digest.FromBytes(raw), Size: int64(len(raw))}
-	gc := map[string]string{labelGCRefContent + ".config": m.Config.Digest.String()}
-	for i, ld := range m.Layers {
-		gc[labelGCRefContent+".l."+strconv.Itoa(i)] = ld.Digest.String()
-	}
-	if err := writeBlob(ctx, cs, desc, raw, gc); err != nil {
-		return ocispec.Descriptor{}, nil, fmt.Errorf("writing manifest: %w", err)
 	}
 	return desc, raw, nil
 }
@@ -498,125 +474,4 @@ func appendLayerToConfig(cfg map[string]json.RawMessage, squashed int, diffID di
 		return nil, err
 	}
 	return json.Marshal(out)
-}
-
-func writeBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor, b []byte, labels map[string]string) error {
-	var opts []content.Opt
-	if labels != nil {
-		opts = append(opts, content.WithLabels(labels))
-	}
-	err := content.WriteBlob(ctx, cs, "sandbox-commit-"+desc.Digest.String(), bytes.NewReader(b), desc, opts...)
-	if err != nil && errdefs.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
-}
-
-// gzipBlock is the block size of the gzip compressor: each core compresses
-// one block at a time.
-const gzipBlock = 1 << 20
-
-// copyBlob writes a blob of the content store to w.
-func copyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w io.Writer) error {
-	ra, err := cs.ReaderAt(ctx, d)
-	if err != nil {
-		return err
-	}
-	defer ra.Close()
-	// Large buffers: every content-store read is one RPC.
-	_, err = io.CopyBuffer(w, io.NewSectionReader(ra, 0, ra.Size()), make([]byte, 1<<20))
-	return err
-}
-
-// buildLayer writes the layer of the uncompressed tar that write produces
-// (writeLayer) as a new blob of cs, under ingest ref ref. It returns the
-// layer's descriptor, the diff ID and the uncompressed size.
-func buildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
-	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
-	var none ocispec.Descriptor
-	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
-	if err != nil {
-		return none, "", 0, err
-	}
-	defer w.Close()
-	if err := w.Truncate(0); err != nil {
-		return none, "", 0, err
-	}
-	desc, diffID, size, err := writeLayer(w, write, mediaType)
-	if err != nil {
-		return none, "", 0, err
-	}
-	err = w.Commit(ctx, desc.Size, desc.Digest, content.WithLabels(map[string]string{labelUncompressed: diffID.String()}))
-	if err != nil && !errdefs.IsAlreadyExists(err) {
-		return none, "", 0, err
-	}
-	return desc, diffID, size, nil
-}
-
-// writeLayer writes to w the layer of the uncompressed tar that write
-// produces, compressed as mediaType says (compressor) on every core, or not
-// at all for a plain tar (ocispec.MediaTypeImageLayer). It returns the
-// layer's descriptor, the diff ID (digest of the uncompressed layer) and its
-// size.
-func writeLayer(w io.Writer, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
-	var none ocispec.Descriptor
-	if mediaType == ocispec.MediaTypeImageLayer {
-		// The layer is the tar itself: one hash gives its digest and diff ID.
-		dg := digest.Canonical.Digester()
-		cnt := &countingWriter{}
-		bw := bufio.NewWriterSize(w, 1<<20)
-		if err := write(io.MultiWriter(bw, dg.Hash(), cnt)); err != nil {
-			return none, "", 0, err
-		}
-		if err := bw.Flush(); err != nil {
-			return none, "", 0, err
-		}
-		return ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.n}, dg.Digest(), cnt.n, nil
-	}
-	dg := digest.Canonical.Digester()
-	cnt := &countingWriter{}
-	// A large buffer: every content-store write is one RPC.
-	bw := bufio.NewWriterSize(io.MultiWriter(w, dg.Hash(), cnt), 1<<20)
-	zw, err := compressor(bw, mediaType)
-	if err != nil {
-		return none, "", 0, err
-	}
-	udg := digest.Canonical.Digester()
-	ucnt := &countingWriter{}
-	err = write(io.MultiWriter(zw, udg.Hash(), ucnt))
-	if cerr := zw.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return none, "", 0, err
-	}
-	if err := bw.Flush(); err != nil {
-		return none, "", 0, err
-	}
-	return ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.n}, udg.Digest(), ucnt.n, nil
-}
-
-// compressor returns the writer that compresses a layer of mediaType: zstd
-// at its fastest level for a "+zstd" type, otherwise gzip in blocks of
-// gzipBlock on every core (pgzip, a standard gzip stream).
-func compressor(w io.Writer, mediaType string) (io.WriteCloser, error) {
-	if strings.HasSuffix(mediaType, "+zstd") {
-		return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))
-	}
-	zw, err := pgzip.NewWriterLevel(w, pgzip.DefaultCompression)
-	if err != nil {
-		return nil, err
-	}
-	if err := zw.SetConcurrency(gzipBlock, runtime.GOMAXPROCS(0)); err != nil {
-		return nil, err
-	}
-	return zw, nil
-}
-
-type countingWriter struct{ n int64 }
-
-// Write implements io.Writer.
-func (c *countingWriter) Write(p []byte) (int, error) {
-	c.n += int64(len(p))
-	return len(p), nil
 }

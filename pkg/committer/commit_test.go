@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -149,7 +151,7 @@ func TestWriteLayer(t *testing.T) {
 	for _, mediaType := range []string{ocispec.MediaTypeImageLayer, ocispec.MediaTypeImageLayerZstd, ocispec.MediaTypeImageLayerGzip} {
 		t.Run(mediaType, func(t *testing.T) {
 			var out bytes.Buffer
-			desc, diffID, size, err := writeLayer(&out, write, mediaType)
+			desc, diffID, size, err := oci.WriteLayer(&out, write, mediaType)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -27,6 +27,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/leases"
@@ -330,11 +332,11 @@ func TestIngestFileInMiBMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(b), Size: int64(len(b))}
-	labels := map[string]string{labelUncompressed: d.Digest.String()}
+	labels := map[string]string{oci.LabelUncompressed: d.Digest.String()}
 	t.Cleanup(func() { _ = cs.Delete(ctx, d.Digest) })
 	for i, want := range []int{6, 0} {
 		spy := &writeCounter{Ingester: cs}
-		if err := ingestFile(ctx, spy, d, file, labels); err != nil {
+		if err := oci.IngestFile(ctx, spy, d, file, labels); err != nil {
 			t.Fatalf("ingest %d: %v", i+1, err)
 		}
 		if spy.writes != want {
@@ -345,8 +347,8 @@ func TestIngestFileInMiBMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Size != d.Size || info.Labels[labelUncompressed] != d.Digest.String() {
-		t.Errorf("ingested blob: size %d, labels %v; want %d and %s=%s", info.Size, info.Labels, d.Size, labelUncompressed, d.Digest)
+	if info.Size != d.Size || info.Labels[oci.LabelUncompressed] != d.Digest.String() {
+		t.Errorf("ingested blob: size %d, labels %v; want %d and %s=%s", info.Size, info.Labels, d.Size, oci.LabelUncompressed, d.Digest)
 	}
 }
 

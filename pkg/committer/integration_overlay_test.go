@@ -36,6 +36,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/core/diff"
 	"github.com/containerd/containerd/v2/pkg/archive"
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
@@ -279,7 +281,7 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 		t.Fatalf("staged copy %v with capture %q", od.staged != nil, capture)
 	}
 	cs := e.ctrd.Client.ContentStore()
-	layer, _, _, err := buildLayer(ctx, cs, "equiv-layer-"+randSuffix(), func(w io.Writer) error {
+	layer, _, _, err := oci.BuildLayer(ctx, cs, "equiv-layer-"+randSuffix(), func(w io.Writer) error {
 		return od.writeLayer(ctx, cs, w)
 	}, ocispec.MediaTypeImageLayerGzip)
 	if err != nil {

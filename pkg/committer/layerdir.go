@@ -25,8 +25,9 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/core/content"
-	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -62,7 +63,7 @@ func (c *Committer) layerFile(d digest.Digest) string {
 // the build (asyncWriter), else into containerd (buildLayer).
 func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	if c.cfg.LayerDir == "" {
-		return buildLayer(ctx, c.client.ContentStore(), ref, write, mediaType)
+		return oci.BuildLayer(ctx, c.client.ContentStore(), ref, write, mediaType)
 	}
 	var none ocispec.Descriptor
 	lf, err := newLayerFile(c.cfg.LayerDir)
@@ -71,7 +72,7 @@ func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writ
 	}
 	defer lf.Close()
 	aw := newAsyncWriter(lf)
-	layer, diffID, size, err := writeLayer(aw, write, mediaType)
+	layer, diffID, size, err := oci.WriteLayer(aw, write, mediaType)
 	if cerr := aw.Close(); err == nil {
 		err = cerr
 	}
@@ -112,28 +113,11 @@ func (c *Committer) ingestLayerFiles(ctx context.Context, ci *committedImage) er
 		if i >= len(diffIDs) {
 			return fmt.Errorf("config %s has %d diff IDs for %d layers", ci.manifest.Config.Digest, len(diffIDs), len(ci.manifest.Layers))
 		}
-		if err := ingestFile(ctx, cs, d, f, map[string]string{labelUncompressed: diffIDs[i].String()}); err != nil {
+		if err := oci.IngestFile(ctx, cs, d, f, map[string]string{oci.LabelUncompressed: diffIDs[i].String()}); err != nil {
 			return fmt.Errorf("ingesting layer %s: %w", d.Digest, err)
 		}
 	}
 	return nil
-}
-
-// ingestFile writes file, whose content d describes, into cs with labels.
-func ingestFile(ctx context.Context, cs content.Ingester, d ocispec.Descriptor, file string, labels map[string]string) error {
-	f, err := os.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	// A section reader, not the file: content.WriteBlob copies from a
-	// reader that has WriteTo with it, which writes a gRPC message per
-	// 32 KiB, against one per MiB through its own buffer.
-	err = content.WriteBlob(ctx, cs, "sandbox-ingest-"+d.Digest.String(), io.NewSectionReader(f, 0, d.Size), d, content.WithLabels(labels))
-	if errdefs.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
 }
 
 // newLayerFile creates the file a new layer is written to, in dir.

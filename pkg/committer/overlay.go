@@ -32,6 +32,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/diff"
 	"github.com/containerd/containerd/v2/core/mount"
@@ -270,7 +272,7 @@ func (c *Committer) applyProbes(ctx context.Context, plan *overlayPlan, dirs []s
 		return err
 	}
 	pdesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(probe), Size: int64(len(probe))}
-	if err := writeBlob(ctx, c.client.ContentStore(), pdesc, probe, nil); err != nil {
+	if err := oci.WriteBlob(ctx, c.client.ContentStore(), pdesc, probe, nil); err != nil {
 		return fmt.Errorf("writing probe layer: %w", err)
 	}
 	if _, err := c.client.DiffService().Apply(ctx, pdesc, plan.probeMounts); err != nil {

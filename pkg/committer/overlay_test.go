@@ -24,6 +24,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/klauspost/compress/gzip"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -85,11 +87,11 @@ func TestConvertUpperTarWhiteoutsAndOpaque(t *testing.T) {
 // back, through a plain gzip reader, exactly what was written to it in
 // writes that cross its blocks.
 func TestGzipCompressorRoundTrip(t *testing.T) {
-	for _, size := range []int{0, 1, 4096, 3*gzipBlock + 17} {
+	for _, size := range []int{0, 1, 4096, 3*oci.GzipBlock + 17} {
 		in := make([]byte, size)
 		_, _ = rand.Read(in[:size/2])
 		var z bytes.Buffer
-		w, err := compressor(&z, ocispec.MediaTypeImageLayerGzip)
+		w, err := oci.Compressor(&z, ocispec.MediaTypeImageLayerGzip)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,6 @@ limitations under the License.
 package committer
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +27,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
@@ -462,7 +463,7 @@ func (c *Committer) sourcedLayer(ctx context.Context, d ocispec.Descriptor, sour
 		}
 		local = true
 	} else if _, err := cs.Info(ctx, d.Digest); err == nil {
-		if l, err = partial.CompressedToLayer(&localLayer{desc: d, open: func() (io.ReadCloser, error) { return openContent(ctx, cs, d) }}); err != nil {
+		if l, err = partial.CompressedToLayer(&localLayer{desc: d, open: func() (io.ReadCloser, error) { return oci.OpenContent(ctx, cs, d) }}); err != nil {
 			return nil, false, err
 		}
 		local = true
@@ -509,21 +510,6 @@ func (l *localLayer) MediaType() (types.MediaType, error) {
 
 // Compressed implements partial.CompressedLayer.
 func (l *localLayer) Compressed() (io.ReadCloser, error) { return l.open() }
-
-// openContent opens a blob of the content store for reading.
-func openContent(ctx context.Context, cs content.Provider, d ocispec.Descriptor) (io.ReadCloser, error) {
-	ra, err := cs.ReaderAt(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	// Each content-store read is one RPC: read in large chunks.
-	return &readCloser{Reader: bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), 1<<20), Closer: ra}, nil
-}
-
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
 
 // sourceLayer is a partial.CompressedLayer fetched from the first source
 // repository that serves it, only when its bytes are actually needed.

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package oci
 
 import (
 	"archive/tar"
@@ -37,10 +37,10 @@ func BenchmarkCompressor(b *testing.B) {
 		b.Run(filepath.Ext(mediaType)[1:], func(b *testing.B) {
 			b.SetBytes(int64(len(in)))
 			b.ReportAllocs()
-			var out countingWriter
+			var out CountingWriter
 			for b.Loop() {
-				out = countingWriter{}
-				w, err := compressor(&out, mediaType)
+				out = CountingWriter{}
+				w, err := Compressor(&out, mediaType)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -51,7 +51,7 @@ func BenchmarkCompressor(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(out.n)/float64(len(in)), "size/tar")
+			b.ReportMetric(float64(out.N)/float64(len(in)), "size/tar")
 		})
 	}
 }
