@@ -36,6 +36,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
+
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
 	"github.com/containerd/containerd/v2/core/diff"
@@ -244,7 +246,7 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 	defer c.releasePlan(ctx, l, plan)
 	if capture == captureCopyFails {
 		// The copy's file is taken: the copy fails in the pause.
-		if err := os.WriteFile(filepath.Join(plan.copyDir, stageContent), nil, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(plan.copyDir, stage.ContentFile), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -32,6 +32,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
+
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
 	"github.com/containerd/containerd/v2/core/content"
@@ -93,7 +95,7 @@ type overlayPlan struct {
 type overlayDiff struct {
 	// staged is the copy of the upper directory; when nil, upper is its tar
 	// in the content store (whiteouts as devices).
-	staged *stagedUpper
+	staged *stage.Upper
 	upper  ocispec.Descriptor
 	// opaque lists the opaque directories of upper, cleaned, without "/".
 	opaque map[string]bool
@@ -331,12 +333,12 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 		err  error
 	)
 	if plan.copyDir != "" {
-		out.staged, err = stageUpper(ctx, plan.upper, plan.copyDir)
+		out.staged, err = stage.Copy(ctx, plan.upper, plan.copyDir)
 		switch {
 		case err == nil:
-			dirs = out.staged.dirs()
+			dirs = out.staged.Dirs()
 			c.log.Printf("pod %s %s: copied the upper directory in the pause: %d entries, %d bytes in %s",
-				c.podRef(), l, len(out.staged.entries), out.staged.bytes, time.Since(start).Round(time.Millisecond))
+				c.podRef(), l, out.staged.Entries(), out.staged.Bytes(), time.Since(start).Round(time.Millisecond))
 		case ctx.Err() == nil:
 			// Unreadable entries or a full disk: containerd may still manage.
 			c.log.Printf("pod %s %s: copying the upper directory: %v; containerd tars it instead", c.podRef(), l, err)
@@ -511,7 +513,7 @@ func (s *seekBuffer) Seek(offset int64, whence int) (int64, error) {
 func (od *overlayDiff) writeLayer(ctx context.Context, cs content.Provider, w io.Writer) error {
 	if od.staged != nil {
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(od.staged.writeTar(pw)) }()
+		go func() { pw.CloseWithError(od.staged.WriteTar(pw)) }()
 		defer pr.Close()
 		return convertUpperTar(pr, w, od.opaque)
 	}

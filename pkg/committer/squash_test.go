@@ -44,6 +44,9 @@ type memNode struct {
 // the layer unpacked before its marker, a hardlink shares its target's node.
 type memFS map[string]*memNode
 
+// paxXattr is the PAX record prefix of extended attributes.
+const paxXattr = "SCHILY.xattr."
+
 func (fs memFS) apply(t *testing.T, layer []byte) {
 	t.Helper()
 	tr := tar.NewReader(bytes.NewReader(layer))

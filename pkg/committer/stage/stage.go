@@ -14,7 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+// Package stage copies a container's overlayfs upper directory inside the
+// pause, and writes the copy as a tar after the thaw.
+package stage
 
 import (
 	"archive/tar"
@@ -24,7 +26,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -48,20 +52,21 @@ const stageCopiers = 4
 // stageAlign aligns each file's content in the copy to a page.
 const stageAlign = 4096
 
-// stageContent names the file holding the copied contents.
-const stageContent = "content"
+// ContentFile names the file of the copy's directory that holds the copied
+// contents.
+const ContentFile = "content"
 
-// stagedUpper is an upper directory captured inside the pause: every
+// Upper is an upper directory captured inside the pause: every
 // entry's tar header, and a copy of every regular file's content.
-type stagedUpper struct {
+type Upper struct {
 	dir     string
-	entries []stagedEntry
+	entries []entry
 	// bytes is the size of the copied contents.
 	bytes int64
 }
 
-// stagedEntry is one entry of a staged upper directory.
-type stagedEntry struct {
+// entry is one entry of a staged upper directory.
+type entry struct {
 	hdr *tar.Header
 	// off is where the entry's content starts in the copy, when it has any
 	// (a regular file of non-zero size, hdr.Size bytes).
@@ -69,7 +74,7 @@ type stagedEntry struct {
 }
 
 // hasContent reports whether the entry's content is in the copy.
-func (e stagedEntry) hasContent() bool {
+func (e entry) hasContent() bool {
 	return e.hdr.Typeflag == tar.TypeReg && e.hdr.Size > 0
 }
 
@@ -83,11 +88,11 @@ func (noNames) Uname() (string, error) { return "", nil }
 // Gname implements tar.FileInfoNames.
 func (noNames) Gname() (string, error) { return "", nil }
 
-// stageUpper copies the upper directory upper into dir, which must exist and
+// Copy copies the upper directory upper into dir, which must exist and
 // be empty, and records the tar header of every entry. Sockets are left out,
 // as containerd's tar writer leaves them out.
-func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
-	s := &stagedUpper{dir: dir}
+func Copy(ctx context.Context, upper, dir string) (*Upper, error) {
+	s := &Upper{dir: dir}
 	type job struct {
 		rel       string
 		id        fileID
@@ -137,7 +142,7 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 			key := [2]uint64{st.Dev, st.Ino}
 			if first, ok := links[key]; ok {
 				hdr.Typeflag, hdr.Linkname, hdr.Size = tar.TypeLink, first, 0
-				s.entries = append(s.entries, stagedEntry{hdr: hdr})
+				s.entries = append(s.entries, entry{hdr: hdr})
 				return nil
 			}
 			links[key] = hdr.Name
@@ -149,7 +154,7 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 		if len(capability) > 0 {
 			hdr.PAXRecords = map[string]string{paxXattr + "security.capability": string(capability)}
 		}
-		e := stagedEntry{hdr: hdr, off: total}
+		e := entry{hdr: hdr, off: total}
 		if e.hasContent() {
 			st, ok := fi.Sys().(*syscall.Stat_t)
 			if !ok {
@@ -165,7 +170,7 @@ func stageUpper(ctx context.Context, upper, dir string) (*stagedUpper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading upper directory %s: %w", upper, err)
 	}
-	content := filepath.Join(dir, stageContent)
+	content := filepath.Join(dir, ContentFile)
 	f, err := os.OpenFile(content, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err == nil {
 		err = f.Truncate(total)
@@ -303,21 +308,27 @@ func copyAt(out *os.File, root int, rel string, id fileID, off, size int64) erro
 	return err
 }
 
-// dirs lists the directories of the staged upper directory, cleaned.
-func (s *stagedUpper) dirs() []string {
+// Dirs lists the directories of the staged upper directory, cleaned.
+func (s *Upper) Dirs() []string {
 	var out []string
 	for _, e := range s.entries {
 		if e.hdr.Typeflag == tar.TypeDir {
-			out = append(out, cleanTarName(e.hdr.Name))
+			out = append(out, strings.TrimPrefix(path.Clean("/"+e.hdr.Name), "/"))
 		}
 	}
 	return out
 }
 
-// writeTar writes the staged upper directory as a tar, whiteouts still as
-// character devices (see convertUpperTar).
-func (s *stagedUpper) writeTar(w io.Writer) error {
-	f, err := os.Open(filepath.Join(s.dir, stageContent))
+// Entries is the number of entries of the staged upper directory.
+func (s *Upper) Entries() int { return len(s.entries) }
+
+// Bytes is the size of the copied contents.
+func (s *Upper) Bytes() int64 { return s.bytes }
+
+// WriteTar writes the staged upper directory as a tar, whiteouts still as
+// character devices, as overlayfs has them.
+func (s *Upper) WriteTar(w io.Writer) error {
+	f, err := os.Open(filepath.Join(s.dir, ContentFile))
 	if err != nil {
 		return err
 	}

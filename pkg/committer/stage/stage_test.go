@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package stage
 
 import (
 	"context"
@@ -114,9 +114,9 @@ func TestStageUpperCopiesWalkedFiles(t *testing.T) {
 		must(t, os.WriteFile(filepath.Join(upper, p), []byte(c), 0o644))
 	}
 	must(t, os.Symlink("a/f", filepath.Join(upper, "link")))
-	s, err := stageUpper(context.Background(), upper, copies)
+	s, err := Copy(context.Background(), upper, copies)
 	must(t, err)
-	content, err := os.ReadFile(filepath.Join(copies, stageContent))
+	content, err := os.ReadFile(filepath.Join(copies, ContentFile))
 	must(t, err)
 	got := map[string]string{}
 	for _, e := range s.entries {
