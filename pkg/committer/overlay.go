@@ -69,8 +69,6 @@ import (
 
 const (
 	overlayProbeName = ".sandbox-commit-opaque-probe-6f1d"
-	whiteoutPrefix   = ".wh."
-	whiteoutOpaque   = ".wh..wh..opq"
 	snapshotterOvl   = "overlayfs"
 	// overlayParamsDir holds the overlay module's defaults; redirect_dir and
 	// metacopy make an upper directory depend on its lower layers.
@@ -260,7 +258,7 @@ func (p *overlayPlan) upperRO() []mount.Mount {
 func tarDirs(ctx context.Context, cs content.Provider, d ocispec.Descriptor) ([]string, error) {
 	var dirs []string
 	err := walkTarHeaders(ctx, cs, d, func(h *tar.Header) {
-		if n := cleanTarName(h.Name); h.Typeflag == tar.TypeDir && n != "" {
+		if n := oci.CleanTarName(h.Name); h.Typeflag == tar.TypeDir && n != "" {
 			dirs = append(dirs, n)
 		}
 	})
@@ -383,7 +381,7 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 	}
 	visible := map[string]bool{}
 	if err := walkTarHeaders(ctx, c.client.ContentStore(), pd, func(h *tar.Header) {
-		if n := cleanTarName(h.Name); path.Base(n) == overlayProbeName {
+		if n := oci.CleanTarName(h.Name); path.Base(n) == overlayProbeName {
 			visible[path.Dir(n)] = true
 		}
 	}); err != nil {
@@ -433,13 +431,6 @@ func probeTar(dirs []string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-// cleanTarName returns a tar entry name without "./", leading or trailing
-// slashes; "" for the root.
-func cleanTarName(n string) string {
-	n = path.Clean("/" + n)
-	return strings.TrimPrefix(n, "/")
 }
 
 // walkTarHeaders calls fn for every header of a tar blob, skipping contents.
@@ -544,12 +535,12 @@ func convertUpperTar(r io.Reader, w io.Writer, opaque map[string]bool) error {
 		if err != nil {
 			return err
 		}
-		n := cleanTarName(h.Name)
+		n := oci.CleanTarName(h.Name)
 		isWhiteout := (h.Typeflag == tar.TypeChar && h.Devmajor == 0 && h.Devminor == 0) ||
-			(h.Typeflag == tar.TypeLink && whiteouts[cleanTarName(h.Linkname)])
+			(h.Typeflag == tar.TypeLink && whiteouts[oci.CleanTarName(h.Linkname)])
 		if isWhiteout {
 			whiteouts[n] = true
-			if err := tw.WriteHeader(marker(path.Dir(n), whiteoutPrefix+path.Base(n))); err != nil {
+			if err := tw.WriteHeader(marker(path.Dir(n), oci.WhiteoutPrefix+path.Base(n))); err != nil {
 				return err
 			}
 			continue
@@ -565,7 +556,7 @@ func convertUpperTar(r io.Reader, w io.Writer, opaque map[string]bool) error {
 			}
 		}
 		if h.Typeflag == tar.TypeDir && opaque[n] {
-			if err := tw.WriteHeader(marker(n, whiteoutOpaque)); err != nil {
+			if err := tw.WriteHeader(marker(n, oci.WhiteoutOpaque)); err != nil {
 				return err
 			}
 		}

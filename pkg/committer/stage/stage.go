@@ -26,12 +26,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
 	"golang.org/x/sys/unix"
 )
@@ -313,7 +313,7 @@ func (s *Upper) Dirs() []string {
 	var out []string
 	for _, e := range s.entries {
 		if e.hdr.Typeflag == tar.TypeDir {
-			out = append(out, strings.TrimPrefix(path.Clean("/"+e.hdr.Name), "/"))
+			out = append(out, oci.CleanTarName(e.hdr.Name))
 		}
 	}
 	return out

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package squash
 
 import (
 	"archive/tar"
@@ -27,6 +27,7 @@ import (
 	"testing"
 
 	"github.com/opencontainers/go-digest"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
 // memNode is a file of memFS; hardlinks share one.
@@ -59,7 +60,7 @@ func (fs memFS) apply(t *testing.T, layer []byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := cleanTarName(hdr.Name)
+		name := oci.CleanTarName(hdr.Name)
 		base, dir := path.Base(name), path.Dir(name)
 		// Parents first, whiteouts too, as containerd's mkparent.
 		for p := path.Dir(name); p != "."; p = path.Dir(p) {
@@ -70,7 +71,7 @@ func (fs memFS) apply(t *testing.T, layer []byte) {
 			}
 		}
 		switch {
-		case base == whiteoutOpaque:
+		case base == oci.WhiteoutOpaque:
 			// As containerd's applier: what is under dir and not unpacked by
 			// this layer so far goes, there and then.
 			for p := range fs {
@@ -79,14 +80,14 @@ func (fs memFS) apply(t *testing.T, layer []byte) {
 				}
 			}
 			continue
-		case strings.HasPrefix(base, whiteoutPrefix):
-			fs.remove(path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix)))
+		case strings.HasPrefix(base, oci.WhiteoutPrefix):
+			fs.remove(path.Join(dir, strings.TrimPrefix(base, oci.WhiteoutPrefix)))
 			continue
 		}
 		created[name] = true
 		switch hdr.Typeflag {
 		case tar.TypeLink:
-			target, ok := fs[cleanTarName(hdr.Linkname)]
+			target, ok := fs[oci.CleanTarName(hdr.Linkname)]
 			if !ok {
 				t.Fatalf("hardlink %s to missing %s", name, hdr.Linkname)
 			}
@@ -178,9 +179,9 @@ func layer(t *testing.T, entries ...string) []byte {
 		case "s":
 			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, f[2]
 		case "w":
-			hdr.Typeflag, hdr.Name = tar.TypeReg, path.Join(path.Dir(f[1]), whiteoutPrefix+path.Base(f[1]))
+			hdr.Typeflag, hdr.Name = tar.TypeReg, path.Join(path.Dir(f[1]), oci.WhiteoutPrefix+path.Base(f[1]))
 		case "o":
-			hdr.Typeflag, hdr.Name = tar.TypeReg, path.Join(f[1], whiteoutOpaque)
+			hdr.Typeflag, hdr.Name = tar.TypeReg, path.Join(f[1], oci.WhiteoutOpaque)
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			t.Fatal(err)
@@ -237,14 +238,14 @@ func TestSquashLayersEquivalence(t *testing.T) {
 			want, got := memFS{}, memFS{}
 			want.apply(t, base)
 			got.apply(t, base)
-			var sources []layerSource
+			var sources []Source
 			for _, l := range tc.chain {
 				b := layer(t, l...)
 				want.apply(t, b)
 				sources = append(sources, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
 			}
 			var squashed bytes.Buffer
-			if err := squashLayers(sources, t.TempDir(), &squashed); err != nil {
+			if err := Layers(sources, t.TempDir(), &squashed); err != nil {
 				t.Fatal(err)
 			}
 			got.apply(t, squashed.Bytes())
@@ -259,18 +260,18 @@ func TestSquashLayersEquivalence(t *testing.T) {
 // diff ID: the squash fails, naming both, and a layer that is squashes.
 func TestSquashLayersChecksDiffIDs(t *testing.T) {
 	b := layer(t, "d data", "f data/one v1")
-	source := func(diffID digest.Digest) layerSource {
+	source := func(diffID digest.Digest) Source {
 		return func() (io.ReadCloser, error) {
 			r := io.NopCloser(bytes.NewReader(b))
-			return &verifiedLayer{r: r, closers: []io.Closer{r}, want: diffID, d: diffID.Algorithm().Digester()}, nil
+			return Verified(r, diffID, r), nil
 		}
 	}
 	top := func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layer(t, "f other x"))), nil }
-	if err := squashLayers([]layerSource{source(digest.FromBytes(b)), top}, t.TempDir(), io.Discard); err != nil {
+	if err := Layers([]Source{source(digest.FromBytes(b)), top}, t.TempDir(), io.Discard); err != nil {
 		t.Errorf("a layer matching its diff ID: %v", err)
 	}
 	wrong := digest.FromString("another layer")
-	err := squashLayers([]layerSource{source(wrong), top}, t.TempDir(), io.Discard)
+	err := Layers([]Source{source(wrong), top}, t.TempDir(), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), wrong.String()) || !strings.Contains(err.Error(), digest.FromBytes(b).String()) {
 		t.Errorf("a layer not matching its diff ID: error %v, want one naming %s and %s", err, wrong, digest.FromBytes(b))
 	}
@@ -303,7 +304,7 @@ func TestSquashLayersRandomChains(t *testing.T) {
 		want.apply(t, base)
 		got.apply(t, base)
 		var chain [][]string
-		var sources []layerSource
+		var sources []Source
 		for l := range 1 + rnd.intn(6) {
 			var entries, links []string
 			// isDir says, of each path this layer has, whether it is a
@@ -345,7 +346,7 @@ func TestSquashLayersRandomChains(t *testing.T) {
 			sources = append(sources, func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil })
 		}
 		var squashed bytes.Buffer
-		if err := squashLayers(sources, t.TempDir(), &squashed); err != nil {
+		if err := Layers(sources, t.TempDir(), &squashed); err != nil {
 			t.Fatalf("seed %d: chain %q: %v", seed, chain, err)
 		}
 		got.apply(t, squashed.Bytes())

@@ -1,0 +1,38 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package oci
+
+import (
+	"path"
+	"strings"
+)
+
+// Names of a layer's tar for what an upper layer removes.
+const (
+	// WhiteoutPrefix prefixes the name of a removed path's whiteout.
+	WhiteoutPrefix = ".wh."
+	// WhiteoutOpaque names the entry that makes its directory opaque: the
+	// directory hides what the layers below hold in it.
+	WhiteoutOpaque = ".wh..wh..opq"
+)
+
+// CleanTarName returns a tar entry name without "./", leading or trailing
+// slashes; "" for the root.
+func CleanTarName(n string) string {
+	n = path.Clean("/" + n)
+	return strings.TrimPrefix(n, "/")
+}
