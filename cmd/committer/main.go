@@ -31,6 +31,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
+
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
@@ -54,7 +56,7 @@ type options struct {
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath, differ, keepLocal        string
 	keepLocalMax, copyDir, layerDir     string
-	scratchLimit                        string
+	scratchLimit, registryCADir         string
 	maxPause, maxLayers                 string
 	snapshotMode, memoryFallback        string
 	checkpointDir, snapshotModePath     string
@@ -191,6 +193,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.differ, "differ", "auto", "auto (overlayfs upper-directory differ where it applies, else containerd's walking differ) or walking")
 	fs.StringVar(&o.copyDir, "copy-dir", "", "directory the overlay differ copies upper directories to inside the pause, when they are readable here (else containerd tars them in the pause)")
 	fs.StringVar(&o.scratchLimit, "scratch-limit", "", "bytes the commit step may write to --copy-dir and --layer-dir together, its pod's ephemeral-storage limit (empty or 0: no bound); a snapshot that would write more fails before the freeze")
+	fs.StringVar(&o.registryCADir, "registry-ca-dir", "", "directory of PEM files (a ConfigMap's keys) whose certificates verify the registry's, beside the system's roots; empty: the system's alone")
 	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes each new layer to as a file, instead of into containerd (unset: into containerd); the push step uploads it from there, writes it into containerd only to keep the image, and removes it; both steps must see the same one")
 	fs.StringVar(&o.keepLocal, "keep-local", strconv.FormatBool(task.DefaultKeepLocal), "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", task.DefaultKeepLocalMaxSize, "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
@@ -235,6 +238,9 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 		if cfg.ScratchLimit, err = strconv.ParseUint(o.scratchLimit, 10, 64); err != nil {
 			errs = append(errs, fmt.Errorf("--scratch-limit: %q is not a number of bytes", o.scratchLimit))
 		}
+	}
+	if cfg.RootCAs, err = upload.LoadRootCAs(o.registryCADir); err != nil {
+		errs = append(errs, fmt.Errorf("--registry-ca-dir: %w", err))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid parameters: %w", errors.Join(errs...))

@@ -18,6 +18,7 @@ package committer
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +93,8 @@ type Config struct {
 	// and LayerDir, the commit pod's own disk: its ephemeral-storage limit,
 	// past which the kubelet would evict it.
 	ScratchLimit uint64
+	// RootCAs verify the registry's certificate; the system's when nil.
+	RootCAs *x509.CertPool
 	// CheckpointDir is where CRIU, through containerd, writes memory snapshots
 	// for Checkpoint; containerd and this process must both see it at
 	// this path.

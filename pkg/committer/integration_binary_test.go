@@ -22,8 +22,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +33,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/containerd/containerd/v2/client"
 
@@ -323,4 +327,47 @@ func TestUnpauseMode(t *testing.T) {
 		t.Errorf("commit after the killed run: %v\n%s", err, nout)
 	}
 	e.assertAllRunning(t, p)
+}
+
+// TestBinaryPushTrustsRegistryCA pushes, as the Task's steps do, to a
+// registry whose certificate a private CA signed, with insecure-registry
+// false: without that CA the push step refuses the certificate; with the
+// CA's PEM file in --registry-ca-dir (the registry-ca volume) it pushes.
+func TestBinaryPushTrustsRegistryCA(t *testing.T) {
+	e := requireEnv(t)
+	dst := httptest.NewTLSServer(ggcrregistry.New())
+	defer dst.Close()
+	caDir := t.TempDir()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: dst.Certificate().Raw})
+	if err := os.WriteFile(filepath.Join(caDir, "ca.crt"), ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := e.startPod(t, podContainer{"app", e.ociBase})
+	p.writeFile(t, "app", "/data/tls.txt", []byte("over TLS\n"))
+	target := strings.TrimPrefix(dst.URL, "https://") + "/snap/" + p.name + "-app:1"
+	results := t.TempDir()
+	step := func(step string, caDir string) (*exec.Cmd, *bytes.Buffer) {
+		cmd, out := e.binCmd(t, p, step, "commit", "false", t.TempDir(), results, "app="+target)
+		if caDir != "" {
+			cmd.Args = append([]string{cmd.Args[0], "--registry-ca-dir=" + caDir}, cmd.Args[1:]...)
+		}
+		return cmd, out
+	}
+	for _, tc := range []struct {
+		caDir string
+		want  string
+	}{{"", "certificate signed by unknown authority"}, {caDir, ""}} {
+		commit, out := step("commit", tc.caDir)
+		if err := commit.Run(); err != nil {
+			t.Fatalf("commit step: %v\n%s", err, out)
+		}
+		push, out := step("push", tc.caDir)
+		err := push.Run()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(out.String(), tc.want)) {
+			t.Fatalf("push step with --registry-ca-dir=%q: %v, want %q\n%s", tc.caDir, err, tc.want, out)
+		}
+	}
+	if d := readResult(t, results, "DIGESTS"); !strings.Contains(d, "sha256:") {
+		t.Errorf("DIGESTS result %q", d)
+	}
 }

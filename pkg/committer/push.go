@@ -64,7 +64,7 @@ func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 		remote.WithContext(ctx),
 		remote.WithAuthFromKeychain(c.cfg.Keychain),
 		remote.WithJobs(pushConcurrency),
-	}, upload.RemoteOptions(c.cfg.Params.Insecure)...)
+	}, upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs)...)
 }
 
 // Push uploads every committed image to its target, verifies the manifest
@@ -202,7 +202,7 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 func (c *Committer) takeBack(ctx context.Context, committed []*committedImage, err error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	reg := registry.New(c.cfg.Keychain, upload.RemoteOptions(c.cfg.Params.Insecure)...)
+	reg := registry.New(c.cfg.Keychain, upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs)...)
 	var left []string
 	for _, ci := range committed {
 		if ci == nil || ci.put == "" {
@@ -401,6 +401,7 @@ func (c *Committer) newChunkedUploader(ctx context.Context, repo name.Repository
 	return upload.NewChunked(ctx, repo, sources, upload.Options{
 		Keychain:  c.cfg.Keychain,
 		Insecure:  c.cfg.Params.Insecure,
+		RootCAs:   c.cfg.RootCAs,
 		ChunkSize: c.chunkSizeOrDefault(),
 		Logf:      c.log.Printf,
 	})

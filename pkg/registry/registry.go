@@ -59,9 +59,17 @@ type Client interface {
 	CheckpointsOf(ctx context.Context, base name.Digest) ([]string, error)
 }
 
-// For returns a Client with the credentials of the dockerconfigjson Secret
-// of the given name ("" for none).
-type For func(ctx context.Context, secret string) (Client, error)
+// Access names what the controller reaches the registry with: a
+// dockerconfigjson Secret of its credentials and a ConfigMap of PEM
+// certificates that verify the registry's, beside the system's roots; ""
+// for none of either.
+type Access struct {
+	Secret      string
+	CAConfigMap string
+}
+
+// For returns a Client with access.
+type For func(ctx context.Context, access Access) (Client, error)
 
 // New returns a Client that talks to the registry with
 // go-containerregistry's remote, with the credentials keychain resolves and

@@ -148,6 +148,12 @@ const OverlayfsVolume = "containerd-overlayfs"
 // written there, and every run removes those of runs that are over.
 const CheckpointVolume = "checkpoints"
 
+// RegistryCAVolume is the volume, supplied by the TaskRun's pod template,
+// whose files are PEM certificates that verify the registry's, beside the
+// system's roots: the operator's registry-ca-configmap, or an empty
+// directory.
+const RegistryCAVolume = "registry-ca"
+
 // Annotations on the manifest of a memory snapshot's image, a checkpoint
 // image: containerd's CRI (2.1 and later) restores a container from an image
 // carrying AnnotationCheckpointName, CRI-O from one carrying

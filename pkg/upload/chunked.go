@@ -19,6 +19,7 @@ package upload
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +57,8 @@ type Options struct {
 	Keychain authn.Keychain
 	// Insecure allows plain HTTP and unverified certificates.
 	Insecure bool
+	// RootCAs verify the registry's certificate; the system's when nil.
+	RootCAs *x509.CertPool
 	// ChunkSize is the size of one PATCH; DefaultChunkSize when 0 or less.
 	ChunkSize int
 	// Logf, which must be set, reports resumes and failed cancellations.
@@ -94,7 +97,7 @@ func NewChunked(ctx context.Context, repo name.Repository, sources []name.Reposi
 			scopes = append(scopes, s.Scope(transport.PullScope))
 		}
 	}
-	inner := transport.NewUserAgent(newTransport(opts.Insecure), userAgent)
+	inner := transport.NewUserAgent(newTransport(opts.Insecure, opts.RootCAs), userAgent)
 	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, inner, scopes)
 	if err != nil {
 		return nil, fmt.Errorf("authenticating to %s: %w", repo.RegistryStr(), err)

@@ -18,8 +18,12 @@ package upload
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
@@ -32,11 +36,11 @@ const userAgent = "sandbox-snapshot-operator-committer"
 var ErrPlainHTTPRefused = fmt.Errorf("plain HTTP to a registry is refused because insecure-registry is \"false\"")
 
 // RemoteOptions returns the go-containerregistry options every registry
-// request takes: the transport of newTransport(insecure), the user agent
-// and the retry policy.
-func RemoteOptions(insecure bool) []remote.Option {
+// request takes: the transport of newTransport(insecure, roots), the user
+// agent and the retry policy.
+func RemoteOptions(insecure bool, roots *x509.CertPool) []remote.Option {
 	return []remote.Option{
-		remote.WithTransport(newTransport(insecure)),
+		remote.WithTransport(newTransport(insecure, roots)),
 		remote.WithUserAgent(userAgent),
 		remote.WithRetryStatusCodes(retryStatusCodes...),
 		remote.WithRetryPredicate(isTransient),
@@ -53,13 +57,17 @@ type registryTransport struct {
 }
 
 // newTransport returns the HTTP transport used for every registry request.
-// With insecure=false only HTTPS with verified certificates is allowed. With
-// insecure=true plain HTTP is allowed and certificates are not verified, like
-// docker's and nerdctl's --insecure-registry.
-func newTransport(insecure bool) http.RoundTripper {
+// With insecure=false only HTTPS with certificates verified against roots
+// (the system's when nil) is allowed. With insecure=true plain HTTP is
+// allowed and certificates are not verified, like docker's and nerdctl's
+// --insecure-registry.
+func newTransport(insecure bool, roots *x509.CertPool) http.RoundTripper {
 	base := http.DefaultTransport.(*http.Transport).Clone()
-	if insecure {
+	switch {
+	case insecure:
 		base.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // requested by insecure-registry=true
+	case roots != nil:
+		base.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
 	return &registryTransport{insecure: insecure, inner: base}
 }
@@ -73,4 +81,42 @@ func (t *registryTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return nil, fmt.Errorf("%w (host %s)", ErrPlainHTTPRefused, req.URL.Host)
 	}
 	return t.inner.RoundTrip(req)
+}
+
+// LoadRootCAs returns the system's roots with the PEM certificates of every
+// file in dir added (a ConfigMap's keys, mounted), or nil, for the system's
+// roots alone, when dir is empty or holds no file. A file that holds no PEM
+// certificate is an error naming it. Names starting with a dot (the
+// ConfigMap volume's own links) are skipped.
+func LoadRootCAs(dir string) (*x509.CertPool, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("registry CA directory: %w", err)
+	}
+	var pool *x509.CertPool
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		pem, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("registry CA: %w", err)
+		}
+		if pool == nil {
+			if pool, err = x509.SystemCertPool(); err != nil {
+				pool = x509.NewCertPool()
+			}
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("registry CA %s holds no PEM certificate", p)
+		}
+	}
+	return pool, nil
 }

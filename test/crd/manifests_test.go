@@ -571,7 +571,7 @@ func TestConfigSnapshot(t *testing.T) {
 		config.ContainerdSocketKey, config.OverlayfsRootKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
 		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey, config.MaxLayersKey,
-		config.MaxPauseKey, config.KeepLocalKey, config.KeepLocalMaxSizeKey, config.CommitEphemeralStorageKey}
+		config.MaxPauseKey, config.KeepLocalKey, config.KeepLocalMaxSizeKey, config.CommitEphemeralStorageKey, config.RegistryCAConfigMapKey}
 	if got := sets.KeySet(documented); !got.Equal(sets.New(keys...)) {
 		t.Errorf("%s documents %v, want exactly the keys %v", configmap.ExampleKey, sets.List(got), keys)
 	}

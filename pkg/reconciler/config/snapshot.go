@@ -58,6 +58,8 @@ const (
 	SnapshotModeKey     = "snapshot-mode"
 	MemoryFallbackKey   = "memory-fallback"
 	CheckpointDirKey    = "checkpoint-dir"
+	// RegistryCAConfigMapKey names the ConfigMap of the registry's CAs.
+	RegistryCAConfigMapKey = "registry-ca-configmap"
 	// CommitEphemeralStorageKey sets the commit step's ephemeral-storage.
 	CommitEphemeralStorageKey = "commit-ephemeral-storage"
 
@@ -123,6 +125,10 @@ type Snapshot struct {
 	RegistrySecret string
 	// InsecureRegistry allows plain HTTP to the registry.
 	InsecureRegistry bool
+	// RegistryCAConfigMap names a ConfigMap of the operator's namespace
+	// whose values are PEM certificates that verify the registry's, beside
+	// the system's roots; empty for the system's alone.
+	RegistryCAConfigMap string
 	// CommitTimeout bounds each commit TaskRun.
 	CommitTimeout time.Duration
 	// ContainerdSocket is the containerd socket's path on the nodes.
@@ -279,6 +285,12 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		} else {
 			s.KeepLocalMaxSize = strings.TrimSpace(v)
 		}
+	}
+	if v := strings.TrimSpace(cm.Data[RegistryCAConfigMapKey]); v != "" {
+		if errs2 := validation.IsDNS1123Subdomain(v); len(errs2) > 0 {
+			errs = append(errs, fmt.Errorf("key %q: %q is not a ConfigMap name: %s", RegistryCAConfigMapKey, v, strings.Join(errs2, "; ")))
+		}
+		s.RegistryCAConfigMap = v
 	}
 	if v, ok := cm.Data[CommitEphemeralStorageKey]; ok {
 		if q, err := parseEphemeralStorage(v); err != nil {

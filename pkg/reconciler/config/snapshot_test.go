@@ -128,6 +128,7 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"zero max-pause", map[string]string{RegistryKey: "r", MaxPauseKey: "0s"}, `key "max-pause": "0s" is not a positive duration`},
 		{"max-pause past the commit's timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "1m", MaxPauseKey: "2m"}, `key "max-pause": "2m" is not shorter than commit-timeout 1m0s`},
 		{"bad keep-local", map[string]string{RegistryKey: "r", KeepLocalKey: "yes"}, `key "keep-local": "yes" is neither "true" nor "false"`},
+		{"bad registry-ca-configmap", map[string]string{RegistryKey: "r", RegistryCAConfigMapKey: "Corp CA"}, `key "registry-ca-configmap": "Corp CA" is not a ConfigMap name`},
 		{"bad commit-ephemeral-storage", map[string]string{RegistryKey: "r", CommitEphemeralStorageKey: "-1Gi"}, `key "commit-ephemeral-storage": "-1Gi" is not a size such as 20Gi`},
 		{"bad keep-local-max-size", map[string]string{RegistryKey: "r", KeepLocalMaxSizeKey: "-1Gi"}, `key "keep-local-max-size": "-1Gi" is not a size such as 20Gi`},
 		{"bad priority class", map[string]string{RegistryKey: "r", PriorityClassKey: "High_Priority"}, `key "priority-class-name": "High_Priority" is not a PriorityClass name`},

@@ -119,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 		return r.wait(ctx, cm, rec, img, refs)
 	}
 
-	client, err := r.registry(ctx, cfg.ControllerSecret())
+	client, err := r.registry(ctx, registry.Access{Secret: cfg.ControllerSecret(), CAConfigMap: cfg.RegistryCAConfigMap})
 	if err == nil {
 		// A memory snapshot's image restores only after pulling its base:
 		// the base stays while such an image does.

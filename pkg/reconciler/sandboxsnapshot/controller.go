@@ -278,7 +278,7 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 			logger.Errorw("config-snapshot is invalid: new snapshots fail until it is fixed", zap.Error(s.Err))
 		default:
 			logger.Infow("Loaded config-snapshot", "registry", s.Registry, "pushSecret", s.PushSecret,
-				"insecureRegistry", s.InsecureRegistry, "commitTimeout", s.CommitTimeout.String(),
+				"insecureRegistry", s.InsecureRegistry, "registryCAConfigMap", s.RegistryCAConfigMap, "commitTimeout", s.CommitTimeout.String(),
 				"containerdSocket", s.ContainerdSocket, "overlayfsRoot", s.OverlayfsRoot, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass,
 				"priorityClass", s.PriorityClass, "maxLayers", s.MaxLayers, "maxPause", s.MaxPause.String(),
 				"keepLocal", s.KeepLocal, "keepLocalMaxSize", s.KeepLocalMaxSize, "commitEphemeralStorage", s.CommitEphemeralStorage,

@@ -111,7 +111,7 @@ func (r *Reconciler) checkImages(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		logger.Warnw("Cannot check the images of a snapshot", zap.Error(err))
 		return again
 	}
-	reg, err := r.registry(ctx, cfg.ControllerSecret())
+	reg, err := r.registry(ctx, registry.Access{Secret: cfg.ControllerSecret(), CAConfigMap: cfg.RegistryCAConfigMap})
 	if err != nil {
 		logger.Warnw("Cannot check the images of a snapshot", zap.Error(err))
 		return again

@@ -22,22 +22,27 @@ package registrysecret
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
-// Remote returns a registry.For that reads the Secret from namespace and
-// talks to the registry with go-containerregistry's remote.
+// Remote returns a registry.For that reads the Secret and the CA ConfigMap
+// from namespace and talks to the registry with go-containerregistry's
+// remote.
 func Remote(kube kubernetes.Interface, namespace string) registry.For {
-	return func(ctx context.Context, secretName string) (registry.Client, error) {
+	return func(ctx context.Context, access registry.Access) (registry.Client, error) {
 		keychain := dockerconfig.Anonymous()
-		if secretName != "" {
+		if secretName := access.Secret; secretName != "" {
 			secret, err := kube.CoreV1().Secrets(namespace).Get(ctx, secretName, metav1.GetOptions{})
 			if err != nil {
 				return nil, fmt.Errorf("getting registry Secret %s/%s: %w", namespace, secretName, err)
@@ -51,6 +56,34 @@ func Remote(kube kubernetes.Interface, namespace string) registry.For {
 				return nil, err
 			}
 		}
-		return registry.New(keychain), nil
+		if access.CAConfigMap == "" {
+			return registry.New(keychain), nil
+		}
+		roots, err := rootCAs(ctx, kube, namespace, access.CAConfigMap)
+		if err != nil {
+			return nil, err
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+		return registry.New(keychain, remote.WithTransport(tr)), nil
 	}
+}
+
+// rootCAs returns the system's roots with the PEM certificates of every
+// value of the ConfigMap name in namespace added.
+func rootCAs(ctx context.Context, kube kubernetes.Interface, namespace, name string) (*x509.CertPool, error) {
+	cm, err := kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("getting registry CA ConfigMap %s/%s: %w", namespace, name, err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	for key, pem := range cm.Data {
+		if !pool.AppendCertsFromPEM([]byte(pem)) {
+			return nil, fmt.Errorf("registry CA ConfigMap %s/%s: key %q holds no PEM certificate", namespace, name, key)
+		}
+	}
+	return pool, nil
 }

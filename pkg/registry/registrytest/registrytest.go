@@ -49,10 +49,10 @@ type Fake struct {
 
 // For returns the registry.For of f.
 func (f *Fake) For() registry.For {
-	return func(_ context.Context, secret string) (registry.Client, error) {
+	return func(_ context.Context, access registry.Access) (registry.Client, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.Secrets = append(f.Secrets, secret)
+		f.Secrets = append(f.Secrets, access.Secret)
 		if f.ClientErr != nil {
 			return nil, f.ClientErr
 		}

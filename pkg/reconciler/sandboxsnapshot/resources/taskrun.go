@@ -176,10 +176,22 @@ func makeTaskRun(s *v1alpha1.SandboxSnapshot, pod sourcePod, cfg *config.Snapsho
 						Path: cfg.CheckpointDir,
 						Type: ptr.To(corev1.HostPathDirectoryOrCreate),
 					}},
-				}},
+				}, registryCAVolume(cfg)},
 			},
 		},
 	}
+}
+
+// registryCAVolume supplies the registry's CAs to the commit and push
+// steps: registry-ca-configmap, or an empty directory.
+func registryCAVolume(cfg *config.Snapshot) corev1.Volume {
+	v := corev1.Volume{Name: task.RegistryCAVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	if cfg.RegistryCAConfigMap != "" {
+		v.VolumeSource = corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: cfg.RegistryCAConfigMap},
+		}}
+	}
+	return v
 }
 
 // priorityClass is the TaskRuns' pods' PriorityClass, or nil for none.

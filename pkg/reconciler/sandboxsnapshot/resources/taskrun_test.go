@@ -141,6 +141,10 @@ func TestMakeTaskRun(t *testing.T) {
 		Name: "checkpoints",
 		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 			Path: "/var/lib/sandbox-snapshot-operator/checkpoints", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}},
+	}, {
+		// No registry-ca-configmap: the system's roots alone.
+		Name:         "registry-ca",
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 	}}
 	if diff := cmp.Diff(wantVolumes, []corev1.Volume(pt.Volumes)); diff != "" {
 		t.Errorf("volumes (-want +got):\n%s", diff)
@@ -161,7 +165,7 @@ func TestMakeTaskRunOverlayfsCopyOff(t *testing.T) {
 	}})
 	tr := MakeTaskRun(s, src, cfg, "ns")
 	vols := tr.Spec.PodTemplate.Volumes
-	if len(vols) != 3 || vols[1].Name != "containerd-overlayfs" || vols[1].EmptyDir == nil || vols[1].HostPath != nil {
+	if len(vols) != 4 || vols[1].Name != "containerd-overlayfs" || vols[1].EmptyDir == nil || vols[1].HostPath != nil {
 		t.Errorf("volumes = %+v, want containerd-overlayfs as an emptyDir", vols)
 	}
 	for _, p := range tr.Spec.Params {
@@ -193,7 +197,7 @@ func TestMakeTaskRunMemory(t *testing.T) {
 	vols := tr.Spec.PodTemplate.Volumes
 	want := corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 		Path: "/srv/ck", Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}
-	if len(vols) != 3 || !cmp.Equal(vols[2], want) {
+	if len(vols) != 4 || !cmp.Equal(vols[2], want) {
 		t.Errorf("volumes = %+v, want the third %+v", vols, want)
 	}
 }
@@ -203,6 +207,23 @@ func TestMakeTaskRunWithoutPushSecret(t *testing.T) {
 	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s"}})
 	if ws := MakeTaskRun(s, src, cfg, "ns").Spec.Workspaces; len(ws) != 0 {
 		t.Errorf("workspaces = %+v, want none without a push Secret", ws)
+	}
+}
+
+// TestMakeTaskRunRegistryCA: with registry-ca-configmap the commit pod
+// mounts that ConfigMap as the registry's CAs, in every mode.
+func TestMakeTaskRunRegistryCA(t *testing.T) {
+	s, src := testSource()
+	cfg, err := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{config.RegistryKey: "r.test/s", config.RegistryCAConfigMapKey: "corp-ca"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := corev1.Volume{Name: "registry-ca", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: "corp-ca"}}}}
+	for _, tr := range []*pipelinev1.TaskRun{MakeTaskRun(s, src, cfg, "ns"), MakeUnpauseTaskRun(s, src.Pod, cfg, "ns"), MakeReleaseTaskRun(s, cfg, "ns")} {
+		if vols := tr.Spec.PodTemplate.Volumes; len(vols) != 4 || !cmp.Equal(vols[3], want) {
+			t.Errorf("TaskRun %s: volumes %v, want the fourth %v", tr.Name, vols, want)
+		}
 	}
 }
 
@@ -282,7 +303,7 @@ func checkSweeps(t *testing.T, tr *pipelinev1.TaskRun, dir string) {
 	}
 	want := corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 		Path: dir, Type: ptr.To(corev1.HostPathDirectoryOrCreate)}}}
-	if vols := tr.Spec.PodTemplate.Volumes; got != dir || len(vols) != 3 || !cmp.Equal(vols[2], want) {
+	if vols := tr.Spec.PodTemplate.Volumes; got != dir || len(vols) != 4 || !cmp.Equal(vols[2], want) {
 		t.Errorf("%s: param checkpoint-dir %q and volumes %+v, want %q and the third %+v", tr.Name, got, vols, dir, want)
 	}
 }
