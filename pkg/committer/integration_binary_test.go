@@ -21,10 +21,13 @@ package committer
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -33,6 +36,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 
@@ -342,9 +349,34 @@ func TestBinaryPushTrustsRegistryCA(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(caDir, "ca.crt"), ca, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := e.startPod(t, podContainer{"app", e.ociBase})
+	// The base lives on the TLS registry too, under the name the pod runs
+	// from, so that a base blob containerd lacks (an earlier test may have
+	// removed them, deleteBaseBlobs) is mounted there, never fetched from
+	// the base's plain-HTTP registry, which insecure-registry false refuses.
+	host := strings.TrimPrefix(dst.URL, "https://")
+	roots := x509.NewCertPool()
+	roots.AddCert(dst.Certificate())
+	baseRef, err := name.ParseReference(host+"/base/busybox:tls", name.StrictValidation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsTransport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	if err := remote.Write(baseRef, remoteImage(t, e.ociBase), remote.WithTransport(tlsTransport)); err != nil {
+		t.Fatal(err)
+	}
+	ctx := e.ctrd.Ctx(context.Background())
+	is := e.ctrd.Client.ImageService()
+	base, err := is.Get(ctx, e.ociBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := is.Create(ctx, images.Image{Name: baseRef.String(), Target: base.Target}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { is.Delete(ctx, baseRef.String()) })
+	p := e.startPod(t, podContainer{"app", baseRef.String()})
 	p.writeFile(t, "app", "/data/tls.txt", []byte("over TLS\n"))
-	target := strings.TrimPrefix(dst.URL, "https://") + "/snap/" + p.name + "-app:1"
+	target := host + "/snap/" + p.name + "-app:1"
 	results := t.TempDir()
 	step := func(step string, caDir string) (*exec.Cmd, *bytes.Buffer) {
 		cmd, out := e.binCmd(t, p, step, "commit", "false", t.TempDir(), results, "app="+target)
