@@ -76,10 +76,13 @@ render_chart() {
     --set-string image.digest="${digest}" --set-string snapshot.taskBundle="${bundle}"
 }
 
-# render_crd renders the chart's SandboxSnapshot CRD alone, for clusters
-# without OpenSandbox's.
+# render_crd IMAGE renders the chart's SandboxSnapshot CRD alone, for
+# clusters without OpenSandbox's. Helm renders every template before it
+# shows one, so the chart's required image is given too.
 render_crd() {
+  local repository=${1%@*}
   helm_ template sandbox-snapshot-operator "${CHART_DIR}" --set crds.install=true --set helmLabels=false \
+    --set-string image.repository="${repository%:*}" --set-string image.digest="${1#*@}" \
     --show-only templates/crds/sandboxsnapshots.yaml
 }
 
@@ -140,7 +143,7 @@ main() {
   {
     echo "# The SandboxSnapshot CRD of sandbox-snapshot-operator ${VERSION}, for clusters without OpenSandbox's"
     echo "# (its Helm chart installs it). Apply it before release.yaml; deleting it deletes every SandboxSnapshot."
-    render_crd
+    render_crd "${image}"
   } >"${WORK}/sandboxsnapshot-crd.yaml"
   grep -q '^kind: CustomResourceDefinition' "${WORK}/sandboxsnapshot-crd.yaml" || die "sandboxsnapshot-crd.yaml holds no CRD"
   mv "${WORK}/sandboxsnapshot-crd.yaml" "${RELEASE_DIR}/sandboxsnapshot-crd.yaml"
