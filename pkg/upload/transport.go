@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
 // userAgent is the User-Agent of every registry request.
@@ -96,7 +97,7 @@ func LoadRootCAs(dir string) (*x509.CertPool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("registry CA directory: %w", err)
 	}
-	var pool *x509.CertPool
+	pems := map[string][]byte{}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), ".") {
 			continue
@@ -105,18 +106,12 @@ func LoadRootCAs(dir string) (*x509.CertPool, error) {
 		if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		pem, err := os.ReadFile(p)
-		if err != nil {
+		if pems["registry CA "+p], err = os.ReadFile(p); err != nil {
 			return nil, fmt.Errorf("registry CA: %w", err)
 		}
-		if pool == nil {
-			if pool, err = x509.SystemCertPool(); err != nil {
-				pool = x509.NewCertPool()
-			}
-		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("registry CA %s holds no PEM certificate", p)
-		}
 	}
-	return pool, nil
+	if len(pems) == 0 {
+		return nil, nil
+	}
+	return registry.RootCAs(pems)
 }

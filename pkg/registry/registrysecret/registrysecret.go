@@ -76,14 +76,9 @@ func rootCAs(ctx context.Context, kube kubernetes.Interface, namespace, name str
 	if err != nil {
 		return nil, fmt.Errorf("getting registry CA ConfigMap %s/%s: %w", namespace, name, err)
 	}
-	pool, err := x509.SystemCertPool()
-	if err != nil {
-		pool = x509.NewCertPool()
-	}
+	pems := make(map[string][]byte, len(cm.Data))
 	for key, pem := range cm.Data {
-		if !pool.AppendCertsFromPEM([]byte(pem)) {
-			return nil, fmt.Errorf("registry CA ConfigMap %s/%s: key %q holds no PEM certificate", namespace, name, key)
-		}
+		pems[fmt.Sprintf("registry CA ConfigMap %s/%s: key %q", namespace, name, key)] = []byte(pem)
 	}
-	return pool, nil
+	return registry.RootCAs(pems)
 }
