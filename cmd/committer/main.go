@@ -59,6 +59,7 @@ type options struct {
 	scratchLimit, registryCADir         string
 	maxPause, maxLayers                 string
 	snapshotMode, memoryFallback        string
+	memoryRestoreBase, anonymousPull    string
 	checkpointDir, snapshotModePath     string
 	timeout                             time.Duration
 }
@@ -199,6 +200,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", task.DefaultKeepLocalMaxSize, "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
 	fs.StringVar(&o.snapshotMode, "snapshot-mode", task.SnapshotModeFilesystem, "Filesystem (commit the root filesystems) or Memory (checkpoint processes and memory too, through containerd's CRI and CRIU)")
 	fs.StringVar(&o.memoryFallback, "memory-fallback", task.MemoryFallbackNone, "None (a node that cannot checkpoint fails the snapshot, exit 5; one whose disk has no room for it, exit 1) or Filesystem (take a filesystem snapshot instead)")
+	fs.StringVar(&o.memoryRestoreBase, task.ParamMemoryRestoreBase, "", "image, pinned by digest, holding nothing of any sandbox's, that a restore starts a memory snapshot from where it cannot pull the container's own base image anonymously; the snapshot then holds the whole root filesystem (empty: such a snapshot is refused)")
+	fs.StringVar(&o.anonymousPull, task.ParamMemoryAnonymousPull, task.MemoryAnonymousPullRefuse, "Refuse (a memory snapshot whose target repository anyone may pull from is refused before the freeze, exit 5) or Allow")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "directory, at the same path for containerd, where memory snapshots are written (snapshot-mode=Memory)")
 	fs.StringVar(&o.snapshotModePath, "snapshot-mode-result", "", "file to write the SNAPSHOT_MODE result (the mode taken) to")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "overall timeout")
@@ -233,6 +236,12 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	}
 	if cfg.MaxPause, err = task.ParseMaxPause(o.maxPause); err != nil {
 		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMaxPause, err))
+	}
+	if cfg.MemoryRestoreBase, err = task.ParseMemoryRestoreBase(o.memoryRestoreBase); err != nil {
+		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMemoryRestoreBase, err))
+	}
+	if cfg.AllowAnonymousPull, err = task.ParseMemoryAnonymousPull(o.anonymousPull); err != nil {
+		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMemoryAnonymousPull, err))
 	}
 	if o.scratchLimit != "" {
 		if cfg.ScratchLimit, err = strconv.ParseUint(o.scratchLimit, 10, 64); err != nil {

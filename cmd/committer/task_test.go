@@ -100,6 +100,12 @@ func TestTaskMatchesContract(t *testing.T) {
 	if d := params[task.ParamMemoryFallback].Default; d == nil || d.StringVal != task.MemoryFallbackNone {
 		t.Errorf("memory-fallback must default to %s", task.MemoryFallbackNone)
 	}
+	if d := params[task.ParamMemoryRestoreBase].Default; d == nil || d.StringVal != "" {
+		t.Errorf("%s must default to none", task.ParamMemoryRestoreBase)
+	}
+	if d := params[task.ParamMemoryAnonymousPull].Default; d == nil || d.StringVal != task.MemoryAnonymousPullRefuse {
+		t.Errorf("%s must default to %s", task.ParamMemoryAnonymousPull, task.MemoryAnonymousPullRefuse)
+	}
 	if d := params[task.ParamCheckpointDir].Default; d == nil || d.StringVal != task.DefaultCheckpointDir {
 		t.Errorf("checkpoint-dir must default to %s", task.DefaultCheckpointDir)
 	}
@@ -176,6 +182,8 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		"$(params.keep-local-max-size)", "20Gi",
 		"$(params.snapshot-mode)", task.SnapshotModeMemory,
 		"$(params.memory-fallback)", task.MemoryFallbackFilesystem,
+		"$(params.memory-restore-base)", "registry.example.com/restore-base@sha256:"+strings.Repeat("b", 64),
+		"$(params.memory-anonymous-pull)", task.MemoryAnonymousPullAllow,
 		"$(params.checkpoint-dir)", task.DefaultCheckpointDir,
 		"$(results.SNAPSHOT_MODE.path)", "/tekton/results/SNAPSHOT_MODE",
 		"$(workspaces.dockerconfig.path)", "",
@@ -229,8 +237,9 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 			t.Errorf("step %s: %+v", s.Name, o)
 		}
 		if s.Name == task.StepCommit && (p.SnapshotMode != task.SnapshotModeMemory || p.MemoryFallback != task.MemoryFallbackFilesystem ||
-			o.checkpointDir != task.DefaultCheckpointDir || o.snapshotModePath == "") {
-			t.Errorf("step commit does not pass the snapshot mode, its fallback, the checkpoint dir and the SNAPSHOT_MODE result: %+v", o)
+			o.checkpointDir != task.DefaultCheckpointDir || o.snapshotModePath == "" ||
+			!strings.HasPrefix(o.memoryRestoreBase, "registry.example.com/restore-base@") || o.anonymousPull != task.MemoryAnonymousPullAllow) {
+			t.Errorf("step commit does not pass the snapshot mode, its fallback, its restore base, its anonymous pulls, the checkpoint dir and the SNAPSHOT_MODE result: %+v", o)
 		}
 		// The commit step names its Task pod, which owns the memory
 		// snapshot it writes, in every mode: a later run sweeps it by it.

@@ -75,14 +75,19 @@ const runcRuntime = "io.containerd.runc.v2"
 // each as a checkpoint archive in CheckpointDir, recorded in LayerDir, for
 // the push step to build its image from (Push). It freezes all of them at
 // once, as Commit does, so that they are checkpointed at one instant; the
-// freeze lasts while CRIU dumps them and their filesystem changes are taken. It fails before freezing where the
-// node cannot checkpoint them, a restore could not pull their base images,
-// or the node's disk has no room for their memory.
+// freeze lasts while CRIU dumps them and their filesystem changes are taken.
+// It fails before freezing where anyone may pull from a target repository
+// (privateTargets), the node cannot checkpoint them, a restore could pull
+// neither their base images nor a restore base (restoreBases), or the
+// node's disk has no room for their memory.
 // CheckpointDir must be the same directory for containerd and this process;
 // SweepCheckpoints, run first, frees what runs that are over left in it.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
 	if c.cfg.CheckpointDir == "" || c.cfg.LayerDir == "" {
 		return nil, fmt.Errorf("pod %s: a memory snapshot needs a checkpoint directory and a layer directory", c.podRef())
+	}
+	if err := c.privateTargets(ctx); err != nil {
+		return nil, err
 	}
 	ctx, live, unlock, done, err := c.acquire(c.nsCtx(ctx))
 	if err != nil {
@@ -93,7 +98,8 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	if err := c.checkpointable(ctx, live); err != nil {
 		return nil, err
 	}
-	if err := c.baseImagesRestorable(ctx, live); err != nil {
+	selfContained, err := c.restoreBases(ctx, live)
+	if err != nil {
 		return nil, err
 	}
 
@@ -120,6 +126,15 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 		}
 	}()
 	for i, l := range live {
+		if selfContained[i] {
+			// Its whole root filesystem: the base image's layers, read as a
+			// squash reads them, and the change.
+			if preps[i], err = c.prepare(ctx, l); err != nil {
+				return nil, err
+			}
+			preps[i].selfContained = true
+			continue
+		}
 		plan, err := c.planOverlay(ctx, l)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
@@ -255,7 +270,14 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 	if err != nil {
 		return nil, fail("%v", err)
 	}
-	if err := c.writeDumps(l, st, dir, at); err != nil {
+	// The image a restore pulls before it restores (config.dump's
+	// RootfsImageRef): it must stay in its registry while this one may be
+	// resumed.
+	restoreName, restoreRef := st.GetImage().GetImage(), st.GetImageRef()
+	if p.selfContained {
+		restoreName, restoreRef = c.cfg.MemoryRestoreBase, c.cfg.MemoryRestoreBase
+	}
+	if err := c.writeDumps(l, st, dir, at, restoreName, restoreRef); err != nil {
 		return nil, fail("%v", err)
 	}
 	if err := c.writeRootfsDiff(ctx, p, filepath.Join(dir, crmetadata.RootFsDiffTar)); err != nil {
@@ -273,17 +295,14 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 	rec.Annotations = map[string]string{
 		task.AnnotationCheckpointName:     l.target.Container,
 		task.AnnotationCRIOCheckpointName: l.target.Container,
-		ocispec.AnnotationBaseImageName:   l.info.Image,
+		ocispec.AnnotationBaseImageName:   restoreName,
 	}
 	rec.Labels = map[string]string{
 		LabelSourceImage:   l.info.Image,
 		LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
 		LabelSnapshotter:   l.info.Snapshotter,
 	}
-	// The image a restore pulls before it restores (config.dump's
-	// RootfsImageRef): it must stay in its registry while this one may be
-	// resumed.
-	if _, d, ok := strings.Cut(st.GetImageRef(), "@"); ok && digest.Digest(d).Validate() == nil {
+	if _, d, ok := strings.Cut(restoreRef, "@"); ok && digest.Digest(d).Validate() == nil {
 		rec.Annotations[ocispec.AnnotationBaseImageDigest] = d
 	}
 	if err := c.writeCheckpointRecord(l.target, rec); err != nil {
@@ -296,9 +315,11 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 
 // writeDumps writes the files containerd's CRI restore reads besides CRIU's
 // dump, as its CheckpointContainer writes them: the OCI spec (spec.dump),
-// the CRI's view of the container (config.dump) and its CRI status st
-// (status.dump), which the restored container's metadata comes from.
-func (c *Committer) writeDumps(l *liveContainer, st *runtimeapi.ContainerStatus, dir string, at time.Time) error {
+// the CRI's view of the container (config.dump), naming the image a
+// restore starts from (restoreName, pinned as restoreRef), and its CRI
+// status st (status.dump), which the restored container's metadata comes
+// from.
+func (c *Committer) writeDumps(l *liveContainer, st *runtimeapi.ContainerStatus, dir string, at time.Time, restoreName, restoreRef string) error {
 	if l.info.Spec == nil {
 		return errors.New("the container has no spec")
 	}
@@ -309,8 +330,8 @@ func (c *Committer) writeDumps(l *liveContainer, st *runtimeapi.ContainerStatus,
 	config, err := json.Marshal(&crmetadata.ContainerConfig{
 		ID:              l.info.ID,
 		Name:            st.GetMetadata().GetName(),
-		RootfsImageName: st.GetImage().GetImage(),
-		RootfsImageRef:  st.GetImageRef(),
+		RootfsImageName: restoreName,
+		RootfsImageRef:  restoreRef,
 		OCIRuntime:      l.info.Runtime.Name,
 		RootfsImage:     st.GetImage().GetImage(),
 		CheckpointedAt:  at,
@@ -342,18 +363,27 @@ func (c *Committer) criStatus(ctx context.Context, l *liveContainer) (*runtimeap
 }
 
 // writeRootfsDiff writes the filesystem change taken in the freeze, an
-// uncompressed layer, to file.
+// uncompressed layer, to file; for a self-contained checkpoint, the whole
+// root filesystem: the base image's layers and the change, squashed into
+// one.
 func (c *Committer) writeRootfsDiff(ctx context.Context, p *prepared, file string) error {
+	write := func(w io.Writer) error {
+		if p.upper != nil {
+			return p.upper.writeLayer(ctx, c.client.ContentStore(), w)
+		}
+		return oci.CopyBlob(ctx, c.client.ContentStore(), p.diff, w)
+	}
+	if p.selfContained {
+		var err error
+		if write, err = c.squashedWrite(ctx, p, len(p.manifest.Layers), c.scratchDir(), write); err != nil {
+			return fmt.Errorf("reading the base image's layers: %w", err)
+		}
+	}
 	f, err := os.OpenFile(file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	if p.upper != nil {
-		err = p.upper.writeLayer(ctx, c.client.ContentStore(), f)
-	} else {
-		err = oci.CopyBlob(ctx, c.client.ContentStore(), p.diff, f)
-	}
-	return errors.Join(err, f.Close())
+	return errors.Join(write(f), f.Close())
 }
 
 // A checkpoint is sampled before its layer is written: sampleWindows

@@ -86,6 +86,9 @@ type prepared struct {
 	upper   *overlayDiff
 	// diff is the walking differ's uncompressed layer otherwise.
 	diff ocispec.Descriptor
+	// selfContained marks a memory snapshot that holds the whole root
+	// filesystem, over the restore base (restoreBases).
+	selfContained bool
 }
 
 // Commit pauses every target container, diffs each rootfs, thaws them all,

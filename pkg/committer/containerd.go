@@ -108,6 +108,14 @@ type Config struct {
 	// snapshot images (oldest evicted first).
 	KeepLocal         bool
 	KeepLocalMaxBytes int64
+	// MemoryRestoreBase, when set, is the image, pinned by digest, that a
+	// restore starts a memory snapshot from where it could not pull the
+	// container's own base image: the snapshot then holds the container's
+	// whole root filesystem (restoreBases).
+	MemoryRestoreBase string
+	// AllowAnonymousPull lets Checkpoint push to a repository anyone may
+	// pull from; otherwise it refuses before the freeze (privateTargets).
+	AllowAnonymousPull bool
 	// Log receives progress lines; os.Stderr when nil.
 	Log io.Writer
 }

@@ -183,7 +183,7 @@ func ping(port int) (string, error) {
 }
 
 // checkpointer returns a Committer of container app of pod p, pushing to
-// regB.
+// target, which may be a repository anyone may pull from.
 func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string) *Committer {
 	t.Helper()
 	tgt, err := ParseTarget("app="+target, true)
@@ -196,6 +196,8 @@ func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrh
 		CheckpointDir: t.TempDir(),
 		LayerDir:      t.TempDir(),
 		Log:           testLogWriter{},
+		// The test's registries let anyone on this host pull.
+		AllowAnonymousPull: true,
 	})
 }
 

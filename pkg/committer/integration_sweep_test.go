@@ -283,7 +283,7 @@ func TestCheckpointArchiveLifecycle(t *testing.T) {
 		p := &runningPod{name: md.Name, namespace: md.Namespace, uid: md.Uid, runID: run}
 		cmd, out := e.binCmd(t, p, name, mode, "true", "", t.TempDir())
 		cmd.Args = append(cmd.Args, "--containerd-address="+cri.Address, "--checkpoint-dir="+checkpointDir, "--layer-dir="+layerDir,
-			"--task-pod-uid="+taskPod.Config.Metadata.Uid, "--snapshot-mode=Memory", "--keep-local=false")
+			"--task-pod-uid="+taskPod.Config.Metadata.Uid, "--snapshot-mode=Memory", "--keep-local=false", "--memory-anonymous-pull=Allow")
 		cmd.Args = append(cmd.Args, extra...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -20,45 +20,105 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"slices"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/remotes/docker"
 	"github.com/containerd/containerd/v2/pkg/reference"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/opencontainers/go-digest"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
-// containerd 2.1's CRI restores a checkpoint only after pulling the
-// checkpointed container's base image, by the digested name the CRI
-// reported for it (its ImageRef, which config.dump carries), every time,
-// through containerd's default resolver: anonymously, over HTTPS (plain HTTP
-// only from loopback), without the CRI's registry configuration. A base image
-// it cannot pull that way makes every resume of the snapshot fail, long after
-// the sandbox's pod is gone. baseImagesRestorable finds that out before the
-// freeze.
+// containerd 2.1's CRI restores a checkpoint only after pulling the image
+// config.dump names (its RootfsImageRef), every time, through containerd's
+// default resolver: anonymously, over HTTPS (plain HTTP only from loopback),
+// without the CRI's registry configuration; 2.2 and later skip the pull when
+// the node holds that image, and pull it the same way when it does not. A
+// checkpoint that names the container's own base image is thus resumable only
+// where anyone may pull that base. One that must not depend on that holds
+// the container's whole root filesystem instead, as its rootfs-diff.tar, and
+// names a restore base (Config.MemoryRestoreBase): an image that holds
+// nothing of any sandbox's, which the restore pulls and lays the root
+// filesystem over. restoreBases chooses, before the freeze.
 
 // baseResolveTimeout bounds the resolution of one base image.
 const baseResolveTimeout = 30 * time.Second
 
-// baseImagesRestorable fails with ErrMemorySnapshotUnsupported, before
-// anything is frozen, when a container's base image cannot be pulled as
-// containerd's restore pulls it (pullableAsRestored). An image on a loopback
-// registry is the node's own, out of this step's network namespace: it is
-// left unchecked, and logged.
-func (c *Committer) baseImagesRestorable(ctx context.Context, live []*liveContainer) error {
-	for _, l := range live {
+// restoreBases decides, before anything is frozen, what a restore of each
+// container's checkpoint starts from: its own base image where containerd's
+// restore can pull that (pullableAsRestored), else Config.MemoryRestoreBase,
+// the checkpoint then holding the whole root filesystem (selfContained[i]).
+// Without a restore base, a base the restore cannot pull fails with
+// ErrMemorySnapshotUnsupported. An image on a loopback registry is the
+// node's own, out of this step's network namespace: unchecked, so relied on
+// only when there is no restore base, and logged.
+func (c *Committer) restoreBases(ctx context.Context, live []*liveContainer) (selfContained []bool, err error) {
+	restoreBase := c.cfg.MemoryRestoreBase
+	selfContained = make([]bool, len(live))
+	for i, l := range live {
 		st, err := c.criStatus(ctx, l)
 		if err != nil {
-			return fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
+			return nil, fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
 		}
 		ref := st.GetImageRef()
+		var why error
 		if onLoopback(ref) {
-			c.log.Printf("pod %s %s: base image %s is on a loopback registry, out of this step's reach: not checked that a restore can pull it", c.podRef(), l, ref)
+			if restoreBase == "" {
+				c.log.Printf("pod %s %s: base image %s is on a loopback registry, out of this step's reach: not checked that a restore can pull it", c.podRef(), l, ref)
+				continue
+			}
+			why = errors.New("it is on a loopback registry, out of this step's reach")
+		} else if why = pullableAsRestored(ctx, ref); why == nil {
 			continue
 		}
-		if err := pullableAsRestored(ctx, ref); err != nil {
-			return fmt.Errorf("pod %s %s: %w: containerd's restore pulls the container's base image %s anonymously, over HTTPS (plain HTTP only from loopback) and without the node's registry configuration, and so it cannot: %v",
-				c.podRef(), l, ErrMemorySnapshotUnsupported, ref, err)
+		if restoreBase == "" {
+			return nil, fmt.Errorf("pod %s %s: %w: containerd's restore pulls the container's base image %s anonymously, over HTTPS (plain HTTP only from loopback) and without the node's registry configuration, and so it cannot: %v; config-snapshot %s names an image a restore can start from instead",
+				c.podRef(), l, ErrMemorySnapshotUnsupported, ref, why, task.ParamMemoryRestoreBase)
 		}
+		c.log.Printf("pod %s %s: a restore could not pull its base image %s (%v): its checkpoint holds its whole root filesystem, over the restore base %s", c.podRef(), l, ref, why, restoreBase)
+		selfContained[i] = true
+	}
+	if !slices.Contains(selfContained, true) || onLoopback(restoreBase) {
+		return selfContained, nil
+	}
+	if err := pullableAsRestored(ctx, restoreBase); err != nil {
+		return nil, fmt.Errorf("pod %s: %w: containerd's restore pulls the %s %s anonymously, over HTTPS (plain HTTP only from loopback) and without the node's registry configuration, and so it cannot: %v",
+			c.podRef(), ErrMemorySnapshotUnsupported, task.ParamMemoryRestoreBase, restoreBase, err)
+	}
+	return selfContained, nil
+}
+
+// privateTargets fails with ErrMemorySnapshotUnsupported, before anything
+// is frozen, when anyone may pull from a target repository: a memory
+// snapshot holds the sandbox's memory, and its keys and tokens with it.
+// A repository whose registry answers an anonymous listing of its tags with
+// 401 or 403 is private; one that lists them, or says it has none yet, is
+// not. Config.AllowAnonymousPull skips the check.
+func (c *Committer) privateTargets(ctx context.Context) error {
+	if c.cfg.AllowAnonymousPull {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, baseResolveTimeout)
+	defer cancel()
+	opts := append(upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs), remote.WithAuth(authn.Anonymous), remote.WithContext(ctx))
+	for _, t := range c.cfg.Params.Targets {
+		repo := t.Tag.Context()
+		_, err := remote.List(repo, opts...)
+		var terr *transport.Error
+		if errors.As(err, &terr) && (terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden) {
+			continue
+		}
+		if err != nil && !(errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound) {
+			return fmt.Errorf("pod %s container %q: checking that repository %s refuses anonymous pulls: %w", c.podRef(), t.Container, repo, err)
+		}
+		return fmt.Errorf("pod %s container %q: %w: anyone may pull from repository %s, and a memory snapshot holds the sandbox's memory: push memory snapshots where pulls need credentials, or set config-snapshot %s to %s where only trusted parties reach the registry",
+			c.podRef(), t.Container, ErrMemorySnapshotUnsupported, repo, task.ParamMemoryAnonymousPull, task.MemoryAnonymousPullAllow)
 	}
 	return nil
 }

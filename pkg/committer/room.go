@@ -62,11 +62,38 @@ func (c *Committer) changeOf(ctx context.Context, l *liveContainer) (change, err
 	return change{bytes: n, tarBytes: n + uint64(max(u.Inodes, 0))*tarEntryBytes + tarEntryBytes}, nil
 }
 
+// baseOf measures the layers of l's base image: the committed snapshots
+// below its active one, as its snapshotter counts them, and a bound on
+// their tar.
+func (c *Committer) baseOf(ctx context.Context, l *liveContainer) (change, error) {
+	sn := c.client.SnapshotService(l.info.Snapshotter)
+	var base change
+	key := l.info.SnapshotKey
+	for {
+		st, err := sn.Stat(ctx, key)
+		if err != nil {
+			return change{}, fmt.Errorf("pod %s %s: measuring its base image's layers: %w", c.podRef(), l, err)
+		}
+		if st.Parent == "" {
+			return base, nil
+		}
+		u, err := sn.Usage(ctx, st.Parent)
+		if err != nil {
+			return change{}, fmt.Errorf("pod %s %s: measuring its base image's layers: %w", c.podRef(), l, err)
+		}
+		n := uint64(max(u.Size, 0))
+		base.bytes += n
+		base.tarBytes += n + uint64(max(u.Inodes, 0))*tarEntryBytes
+		key = st.Parent
+	}
+}
+
 // checkRoom fails with diskbudget.ErrNoRoom, before anything is frozen,
 // when the node's disk has no room for what the snapshot of preps writes:
 // the copy of each upper directory (CopyDir), each layer file (LayerDir)
 // or, with memory, each checkpoint (its dump and rootfs-diff.tar in
-// CheckpointDir), and with KeepLocal the kept copy in containerd (the
+// CheckpointDir; for a self-contained one, its whole root filesystem, staged
+// in the scratch first), and with KeepLocal the kept copy in containerd (the
 // filesystem of the upper directory). What it writes to CopyDir and LayerDir
 // must stay within ScratchLimit. Each filesystem must keep a tenth of
 // it free, beyond what the other snapshots running on the node reserved:
@@ -105,7 +132,16 @@ func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory boo
 				c.log.Printf("pod %s %s: not counting its memory against the disk: %v", c.podRef(), l, err)
 			}
 			add(c.cfg.CheckpointDir, mem, "memory of "+name)
-			add(c.cfg.CheckpointDir, ch.tarBytes, "rootfs-diff.tar of "+name)
+			if p.selfContained {
+				// The whole root filesystem, staged by the squash first.
+				base, err := c.baseOf(ctx, l)
+				if err != nil {
+					return err
+				}
+				image += base.tarBytes
+				add(c.scratchDir(), image, "staged root filesystem of "+name)
+			}
+			add(c.cfg.CheckpointDir, image, "rootfs-diff.tar of "+name)
 			image += mem
 		} else {
 			add(c.cfg.LayerDir, ch.tarBytes, "layer of "+name)

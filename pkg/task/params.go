@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -73,4 +74,31 @@ func ParseKeepLocalMaxSize(v string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size such as 20Gi", v)
 	}
 	return q.Value(), nil
+}
+
+// ParseMemoryRestoreBase parses ParamMemoryRestoreBase: empty (none), or an
+// image reference with its registry, pinned by digest
+// ("registry/repository@sha256:...").
+func ParseMemoryRestoreBase(v string) (string, error) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return "", nil
+	}
+	d, err := name.NewDigest(v, name.StrictValidation)
+	if err != nil {
+		return "", fmt.Errorf("%q is not an image pinned by digest, such as registry.example.com/restore-base@sha256:<64 hex digits>: %v", v, err)
+	}
+	return d.String(), nil
+}
+
+// ParseMemoryAnonymousPull parses ParamMemoryAnonymousPull:
+// MemoryAnonymousPullRefuse (also when empty) or MemoryAnonymousPullAllow.
+func ParseMemoryAnonymousPull(v string) (bool, error) {
+	switch strings.TrimSpace(v) {
+	case "", MemoryAnonymousPullRefuse:
+		return false, nil
+	case MemoryAnonymousPullAllow:
+		return true, nil
+	}
+	return false, fmt.Errorf("%q is neither %q nor %q", v, MemoryAnonymousPullRefuse, MemoryAnonymousPullAllow)
 }

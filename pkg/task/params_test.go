@@ -17,6 +17,7 @@ limitations under the License.
 package task
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -24,6 +25,7 @@ import (
 // TestParseTunableParams pins the bounds both the controller and the
 // committer hold the tunable params to.
 func TestParseTunableParams(t *testing.T) {
+	dg := "sha256:" + strings.Repeat("a", 64)
 	for _, tc := range []struct {
 		param, value string
 		parse        func(string) (any, error)
@@ -47,6 +49,16 @@ func TestParseTunableParams(t *testing.T) {
 		{ParamKeepLocalMaxSize, "0", keepLocalMaxSize, int64(0)},
 		{ParamKeepLocalMaxSize, "-1Gi", keepLocalMaxSize, nil},
 		{ParamKeepLocalMaxSize, "lots", keepLocalMaxSize, nil},
+		{ParamMemoryRestoreBase, "", restoreBase, ""},
+		{ParamMemoryRestoreBase, " registry.example.com/restore-base@" + dg + " ", restoreBase, "registry.example.com/restore-base@" + dg},
+		{ParamMemoryRestoreBase, "localhost:5000/restore-base@" + dg, restoreBase, "localhost:5000/restore-base@" + dg},
+		{ParamMemoryRestoreBase, "registry.example.com/restore-base:1", restoreBase, nil},
+		{ParamMemoryRestoreBase, "restore-base@" + dg, restoreBase, nil},
+		{ParamMemoryRestoreBase, "registry.example.com/restore-base@sha256:abc", restoreBase, nil},
+		{ParamMemoryAnonymousPull, "", anonymousPull, false},
+		{ParamMemoryAnonymousPull, "Refuse", anonymousPull, false},
+		{ParamMemoryAnonymousPull, "Allow", anonymousPull, true},
+		{ParamMemoryAnonymousPull, "allow", anonymousPull, nil},
 	} {
 		got, err := tc.parse(tc.value)
 		switch {
@@ -70,3 +82,5 @@ func maxPause(v string) (any, error)         { return ParseMaxPause(v) }
 func maxLayers(v string) (any, error)        { return ParseMaxLayers(v) }
 func keepLocal(v string) (any, error)        { return ParseKeepLocal(v) }
 func keepLocalMaxSize(v string) (any, error) { return ParseKeepLocalMaxSize(v) }
+func restoreBase(v string) (any, error)      { return ParseMemoryRestoreBase(v) }
+func anonymousPull(v string) (any, error)    { return ParseMemoryAnonymousPull(v) }

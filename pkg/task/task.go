@@ -47,6 +47,15 @@ const (
 	// cannot take one: MemoryFallbackNone fails, MemoryFallbackFilesystem
 	// takes a filesystem snapshot instead.
 	ParamMemoryFallback = "memory-fallback"
+	// ParamMemoryRestoreBase names the image, pinned by digest, that a
+	// restore starts a memory snapshot from when the sandbox's own base
+	// image is not one every node may pull anonymously; the snapshot then
+	// holds the sandbox's whole root filesystem (ParseMemoryRestoreBase).
+	ParamMemoryRestoreBase = "memory-restore-base"
+	// ParamMemoryAnonymousPull says whether a memory snapshot may be pushed
+	// to a repository anyone may pull from: MemoryAnonymousPullRefuse or
+	// MemoryAnonymousPullAllow.
+	ParamMemoryAnonymousPull = "memory-anonymous-pull"
 	// ParamCheckpointDir is the node directory where CRIU, through
 	// containerd, writes checkpoints; CheckpointVolume is mounted at the same path.
 	ParamCheckpointDir = "checkpoint-dir"
@@ -72,6 +81,12 @@ const (
 const (
 	MemoryFallbackNone       = "None"
 	MemoryFallbackFilesystem = "Filesystem"
+)
+
+// Values of ParamMemoryAnonymousPull.
+const (
+	MemoryAnonymousPullRefuse = "Refuse"
+	MemoryAnonymousPullAllow  = "Allow"
 )
 
 // DefaultCheckpointDir is the default of ParamCheckpointDir.

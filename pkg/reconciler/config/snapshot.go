@@ -57,7 +57,13 @@ const (
 	KeepLocalMaxSizeKey = task.ParamKeepLocalMaxSize
 	SnapshotModeKey     = "snapshot-mode"
 	MemoryFallbackKey   = "memory-fallback"
-	CheckpointDirKey    = "checkpoint-dir"
+	// MemoryRestoreBaseKey names the image a restore lays a self-contained
+	// memory snapshot over.
+	MemoryRestoreBaseKey = task.ParamMemoryRestoreBase
+	// MemoryAnonymousPullKey says whether memory snapshots may go where
+	// anyone may pull.
+	MemoryAnonymousPullKey = task.ParamMemoryAnonymousPull
+	CheckpointDirKey       = "checkpoint-dir"
 	// RegistryCAConfigMapKey names the ConfigMap of the registry's CAs.
 	RegistryCAConfigMapKey = "registry-ca-configmap"
 	// CommitEphemeralStorageKey sets the commit step's ephemeral-storage.
@@ -158,6 +164,12 @@ type Snapshot struct {
 	SnapshotMode string
 	// MemoryFallback is what a memory snapshot does where it cannot be taken.
 	MemoryFallback string
+	// MemoryRestoreBase is the image, pinned by digest, a restore lays a
+	// self-contained memory snapshot over; empty for none.
+	MemoryRestoreBase string
+	// MemoryAnonymousPull is task.MemoryAnonymousPullRefuse or
+	// task.MemoryAnonymousPullAllow.
+	MemoryAnonymousPull string
 	// CheckpointDir is the node directory containerd writes memory snapshots to.
 	CheckpointDir string
 	// TaskRunRetentionSucceeded is how long a Succeed snapshot's TaskRuns stay.
@@ -197,6 +209,7 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		CommitEphemeralStorage: DefaultCommitEphemeralStorage,
 		SnapshotMode:           task.SnapshotModeFilesystem,
 		MemoryFallback:         task.MemoryFallbackNone,
+		MemoryAnonymousPull:    task.MemoryAnonymousPullRefuse,
 		CheckpointDir:          task.DefaultCheckpointDir,
 
 		TaskRunRetentionSucceeded: DefaultTaskRunRetentionSucceeded,
@@ -312,6 +325,20 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 			s.MemoryFallback = v
 		default:
 			errs = append(errs, fmt.Errorf("key %q: %q is neither %q nor %q", MemoryFallbackKey, v, task.MemoryFallbackNone, task.MemoryFallbackFilesystem))
+		}
+	}
+	if v, ok := cm.Data[MemoryRestoreBaseKey]; ok {
+		if ref, err := task.ParseMemoryRestoreBase(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", MemoryRestoreBaseKey, err))
+		} else {
+			s.MemoryRestoreBase = ref
+		}
+	}
+	if v, ok := cm.Data[MemoryAnonymousPullKey]; ok {
+		if allow, err := task.ParseMemoryAnonymousPull(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", MemoryAnonymousPullKey, err))
+		} else if allow {
+			s.MemoryAnonymousPull = task.MemoryAnonymousPullAllow
 		}
 	}
 	if v := strings.TrimSpace(cm.Data[CheckpointDirKey]); v != "" {

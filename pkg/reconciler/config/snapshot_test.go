@@ -18,13 +18,17 @@ package config
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"knative.dev/pkg/configmap"
 	logtesting "knative.dev/pkg/logging/testing"
+	"sigs.k8s.io/yaml"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 )
@@ -49,6 +53,7 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		CommitEphemeralStorage: "20Gi",
 		SnapshotMode:           "Filesystem",
 		MemoryFallback:         "None",
+		MemoryAnonymousPull:    "Refuse",
 		CheckpointDir:          "/var/lib/sandbox-snapshot-operator/checkpoints",
 
 		TaskRunRetentionSucceeded: 5 * time.Minute,
@@ -62,6 +67,9 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		t.Errorf("defaults = %+v, want %+v", *s, want)
 	}
 }
+
+// testRestoreBase is a restore base pinned by digest.
+const testRestoreBase = "registry.test/restore-base@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
 
 // testBundle is a bundle reference pinned by digest.
 const testBundle = "registry.test/tasks/sandbox-commit@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
@@ -77,6 +85,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		ImageDeletionTimeoutKey: "30m ", ImageCheckIntervalKey: " 0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
 		SnapshotModeKey: " Memory ", MemoryFallbackKey: "Filesystem", CheckpointDirKey: "/srv/checkpoints",
 		MaxPauseKey: " 45s ", KeepLocalKey: "true", KeepLocalMaxSizeKey: " 5Gi ", CommitEphemeralStorageKey: " 512Mi ",
+		MemoryRestoreBaseKey: " " + testRestoreBase + " ", MemoryAnonymousPullKey: "Allow",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
 		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
@@ -84,7 +93,8 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		TaskRunRetentionSucceeded: 0, TaskRunRetentionFailed: KeepTaskRuns, ImageDeletionPolicy: ImageDeletionDelete,
 		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5,
 		SnapshotMode: "Memory", MemoryFallback: "Filesystem", CheckpointDir: "/srv/checkpoints",
-		MaxPause: 45 * time.Second, KeepLocal: true, KeepLocalMaxSize: "5Gi", CommitEphemeralStorage: "512Mi"}
+		MaxPause: 45 * time.Second, KeepLocal: true, KeepLocalMaxSize: "5Gi", CommitEphemeralStorage: "512Mi",
+		MemoryRestoreBase: testRestoreBase, MemoryAnonymousPull: "Allow"}
 	if *s != want {
 		t.Errorf("config = %+v, want %+v", *s, want)
 	}
@@ -111,6 +121,8 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"bad timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "ten minutes"}, `key "commit-timeout": "ten minutes" is not a duration`},
 		{"bad snapshot mode", map[string]string{RegistryKey: "r", SnapshotModeKey: "memory"}, `key "snapshot-mode": "memory" is neither "Filesystem" nor "Memory"`},
 		{"bad memory fallback", map[string]string{RegistryKey: "r", MemoryFallbackKey: "Fail"}, `key "memory-fallback": "Fail" is neither "None" nor "Filesystem"`},
+		{"restore base by tag", map[string]string{RegistryKey: "r", MemoryRestoreBaseKey: "registry.test/restore-base:1"}, `key "memory-restore-base": "registry.test/restore-base:1" is not an image pinned by digest`},
+		{"bad anonymous pull", map[string]string{RegistryKey: "r", MemoryAnonymousPullKey: "yes"}, `key "memory-anonymous-pull": "yes" is neither "Refuse" nor "Allow"`},
 		{"relative checkpoint dir", map[string]string{RegistryKey: "r", CheckpointDirKey: "checkpoints"}, `key "checkpoint-dir": "checkpoints" is not an absolute path`},
 		{"negative timeout", map[string]string{RegistryKey: "r", CommitTimeoutKey: "-1m"}, `key "commit-timeout": "-1m" must be positive`},
 		{"bad insecure flag", map[string]string{RegistryKey: "r", InsecureRegistryKey: "maybe"}, `key "insecure-registry": "maybe" is not a boolean`},
@@ -245,6 +257,34 @@ func TestParseEphemeralStorage(t *testing.T) {
 	for _, in := range []string{"-1Gi", "lots", "0.5.5"} {
 		if got, err := parseEphemeralStorage(in); err == nil {
 			t.Errorf("parseEphemeralStorage(%q) = %q, want an error", in, got)
+		}
+	}
+}
+
+// TestShippedExample checks config/config-snapshot.yaml: its
+// knative.dev/example-checksum is its _example's, as knative's webhook
+// checks, and the _example documents every key the controller reads.
+func TestShippedExample(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "config-snapshot.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := yaml.Unmarshal(b, &cm); err != nil {
+		t.Fatal(err)
+	}
+	example := cm.Data[configmap.ExampleKey]
+	if got, want := cm.Annotations[configmap.ExampleChecksumAnnotation], configmap.Checksum(example); got != want {
+		t.Errorf("%s is %q, want %q, the checksum of the _example block", configmap.ExampleChecksumAnnotation, got, want)
+	}
+	for _, key := range []string{RegistryKey, PushSecretKey, RegistrySecretKey, InsecureRegistryKey, CommitTimeoutKey,
+		ContainerdSocketKey, OverlayfsRootKey, TaskNameKey, TaskBundleKey, DefaultClassKey, PriorityClassKey, MaxLayersKey,
+		MaxPauseKey, KeepLocalKey, KeepLocalMaxSizeKey, SnapshotModeKey, MemoryFallbackKey, MemoryRestoreBaseKey,
+		MemoryAnonymousPullKey, CheckpointDirKey, RegistryCAConfigMapKey, CommitEphemeralStorageKey,
+		TaskRunRetentionSucceededKey, TaskRunRetentionFailedKey, ImageDeletionPolicyKey, ImageDeletionTimeoutKey,
+		ImageCheckIntervalKey, ImageChecksPerMinuteKey} {
+		if !strings.Contains("\n"+example, "\n"+key+": ") {
+			t.Errorf("the _example block does not document key %q", key)
 		}
 	}
 }

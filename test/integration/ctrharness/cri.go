@@ -105,8 +105,14 @@ func (c *Containerd) RunPod(ctx context.Context, name, namespace, uid string) (*
 // container name in p running args, with the labels and annotations a
 // kubelet sets. It returns the container's ID.
 func (c *Containerd) StartContainer(ctx context.Context, p *Pod, name, image string, args ...string) (string, error) {
+	return c.StartContainerWithAuth(ctx, p, name, image, nil, args...)
+}
+
+// StartContainerWithAuth is StartContainer pulling image with auth, as a
+// kubelet does with a pod's pull secret.
+func (c *Containerd) StartContainerWithAuth(ctx context.Context, p *Pod, name, image string, auth *runtimeapi.AuthConfig, args ...string) (string, error) {
 	img, err := runtimeapi.NewImageServiceClient(c.Client.Conn().(*grpc.ClientConn)).PullImage(ctx, &runtimeapi.PullImageRequest{
-		Image: &runtimeapi.ImageSpec{Image: image}, SandboxConfig: p.Config,
+		Image: &runtimeapi.ImageSpec{Image: image}, Auth: auth, SandboxConfig: p.Config,
 	})
 	if err != nil {
 		return "", fmt.Errorf("pulling %s: %w", image, err)

@@ -72,6 +72,8 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 		tr.Spec.Params = append(tr.Spec.Params,
 			pipelinev1.Param{Name: task.ParamSnapshotMode, Value: *pipelinev1.NewStructuredValues(task.SnapshotModeMemory)},
 			pipelinev1.Param{Name: task.ParamMemoryFallback, Value: *pipelinev1.NewStructuredValues(cfg.MemoryFallback)},
+			pipelinev1.Param{Name: task.ParamMemoryRestoreBase, Value: *pipelinev1.NewStructuredValues(cfg.MemoryRestoreBase)},
+			pipelinev1.Param{Name: task.ParamMemoryAnonymousPull, Value: *pipelinev1.NewStructuredValues(cfg.MemoryAnonymousPull)},
 		)
 	}
 	if cfg.CommitEphemeralStorage != "" {

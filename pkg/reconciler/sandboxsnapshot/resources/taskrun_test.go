@@ -176,20 +176,24 @@ func TestMakeTaskRunOverlayfsCopyOff(t *testing.T) {
 }
 
 // TestMakeTaskRunMemory checks that a memory snapshot passes the mode, the
-// fallback and the checkpoint directory, and gets that host directory as the
-// checkpoints volume.
+// fallback, the restore base, whether anonymous pulls are allowed and the
+// checkpoint directory, and gets that host directory as the checkpoints
+// volume.
 func TestMakeTaskRunMemory(t *testing.T) {
+	const restoreBase = "r.test/restore-base@sha256:4f53cda18c2baa0c0354bb5f9a3ecbe5ed12ab4d8e11ba873c2f11161202b945"
 	s, src := testSource()
 	src.Mode = task.SnapshotModeMemory
 	cfg, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: map[string]string{
 		config.RegistryKey: "r.test/s", config.MemoryFallbackKey: "Filesystem", config.CheckpointDirKey: "/srv/ck",
+		config.MemoryRestoreBaseKey: restoreBase, config.MemoryAnonymousPullKey: "Allow",
 	}})
 	tr := MakeTaskRun(s, src, cfg, "ns")
 	got := map[string]string{}
 	for _, p := range tr.Spec.Params {
 		got[p.Name] = p.Value.StringVal
 	}
-	for k, v := range map[string]string{"snapshot-mode": "Memory", "memory-fallback": "Filesystem", "checkpoint-dir": "/srv/ck"} {
+	for k, v := range map[string]string{"snapshot-mode": "Memory", "memory-fallback": "Filesystem", "checkpoint-dir": "/srv/ck",
+		"memory-restore-base": restoreBase, "memory-anonymous-pull": "Allow"} {
 		if got[k] != v {
 			t.Errorf("param %s = %q, want %q", k, got[k], v)
 		}
