@@ -19,23 +19,16 @@ limitations under the License.
 package committer
 
 import (
-	"archive/tar"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-	"github.com/google/go-containerregistry/pkg/v1/types"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -52,32 +45,12 @@ func (k basicKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 	return &b, nil
 }
 
-// pushRestoreBase pushes to ref an image of one empty layer, the kind of
-// restore base a platform serves to every node, and returns its name pinned
-// by digest.
+// pushRestoreBase pushes a restore base (ctrharness.RestoreBaseImage) to
+// ref and returns its name pinned by digest.
 func pushRestoreBase(t *testing.T, ref string) string {
 	t.Helper()
-	var buf bytes.Buffer
-	if err := tar.NewWriter(&buf).Close(); err != nil {
-		t.Fatal(err)
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
-	}, tarball.WithMediaType(types.OCILayer))
+	img, err := ctrharness.RestoreBaseImage()
 	if err != nil {
-		t.Fatal(err)
-	}
-	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	if img, err = mutate.Append(img, mutate.Addendum{Layer: layer}); err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS, cf.Config.Cmd = "amd64", "linux", []string{"/bin/sh"}
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
 	if err := ctrharness.PushImage(ref, img); err != nil {

@@ -247,9 +247,10 @@ node_daemons_recorded() {
 # the node's overlayfs snapshots (node-up.sh: containerd's root), and are kept
 # on the node for a resume (its kubelet verifies pull credentials). Memory
 # snapshots and the node's disk ledger go to a checkpoint-dir in the node's
-# own directory, which node-down.sh removes with it.
+# own directory, which node-down.sh removes with it. The registry is this
+# machine's own, with no credentials: memory snapshots may go to it.
 local_node_config() {
-  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "keep-local": "true", "containerd-socket": "%s", "containerd-overlayfs-root": "%s", "checkpoint-dir": "%s"}}' \
+  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "keep-local": "true", "memory-anonymous-pull": "Allow", "containerd-socket": "%s", "containerd-overlayfs-root": "%s", "checkpoint-dir": "%s"}}' \
     "$1" "${NODE_RUN_DIR}/containerd.sock" "${NODE_DIR}/containerd/root/io.containerd.snapshotter.v1.overlayfs" "${NODE_DIR}/checkpoints"
 }
 

@@ -285,7 +285,8 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 				"taskRunRetentionSucceeded", s.TaskRunRetentionSucceeded.String(), "taskRunRetentionFailed", s.TaskRunRetentionFailed.String(),
 				"imageDeletionPolicy", s.ImageDeletionPolicy, "imageDeletionTimeout", s.ImageDeletionTimeout.String(),
 				"imageCheckInterval", s.ImageCheckInterval.String(), "imageChecksPerMinute", s.ImageChecksPerMinute,
-				"snapshotMode", s.SnapshotMode, "memoryFallback", s.MemoryFallback, "checkpointDir", s.CheckpointDir)
+				"snapshotMode", s.SnapshotMode, "memoryFallback", s.MemoryFallback, "memoryRestoreBase", s.MemoryRestoreBase,
+				"memoryAnonymousPull", s.MemoryAnonymousPull, "checkpointDir", s.CheckpointDir)
 		}
 	}
 }

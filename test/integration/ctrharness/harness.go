@@ -563,6 +563,33 @@ func BusyboxImage(oci bool) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
+// RestoreBaseImage builds what a platform serves as config-snapshot's
+// memory-restore-base: an image of one empty layer, with a command and the
+// node's platform, that holds nothing of any sandbox's.
+func RestoreBaseImage() (v1.Image, error) {
+	var buf bytes.Buffer
+	if err := tar.NewWriter(&buf).Close(); err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	img, err := mutate.Append(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), mutate.Addendum{Layer: layer})
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS, cf.Config.Cmd = "amd64", "linux", []string{"/bin/sh"}
+	return mutate.ConfigFile(img, cf)
+}
+
 // PushImage pushes img to ref on a plain-HTTP registry.
 func PushImage(ref string, img v1.Image) error {
 	r, err := name.ParseReference(ref, name.Insecure)

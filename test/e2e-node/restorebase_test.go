@@ -1,0 +1,110 @@
+//go:build e2e_node
+
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2enode
+
+import (
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
+)
+
+// restoreBase pushes a platform's restore base (ctrharness.RestoreBaseImage)
+// to the node's registry, serves that registry on loopback for the test
+// (where containerd 2.1's restore pulls anonymously, over plain HTTP), and
+// returns the image's name there, pinned by digest.
+func restoreBase(t *testing.T) string {
+	t.Helper()
+	img, err := ctrharness.RestoreBaseImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := name.ParseReference(localRegistry+"/platform/restore-base:1", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(dst, img); err != nil {
+		t.Fatalf("pushing %s: %v", dst, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
+	host := test.ListenAndServe(t, "127.0.0.1:0", proxy)
+	return "localhost:" + strings.TrimPrefix(host, "127.0.0.1:") + "/platform/restore-base@" + d.String()
+}
+
+// TestMemorySnapshotPrivateBase takes a memory snapshot of a sandbox whose
+// base image the node reaches only through its registry configuration
+// (this cluster's registry, plain HTTP on the bridge), which containerd's
+// restore does not read: with memory-restore-base set, the snapshot holds
+// the sandbox's whole root filesystem over that image, and the sandbox
+// resumes from it with its processes going on and its files back. With
+// memory-anonymous-pull Refuse, the next memory snapshot, to this cluster's
+// registry, which asks no one for credentials, is refused before the
+// freeze, naming the repository, and the sandbox counts on.
+func TestMemorySnapshotPrivateBase(t *testing.T) {
+	ns := newNamespace(t)
+	rb := restoreBase(t)
+	setConfig(t, map[string]any{task.ParamMemoryRestoreBase: rb}, `"memoryRestoreBase":"`+rb+`"`)
+	runSandbox(t, ns, "priv", hibernatingPod, localRegistry+"/busybox:latest")
+	eventually(t, "the counter to pass 10", 30*time.Second, func() (bool, error) {
+		_, n := counterLines(t, ns, "priv-0")
+		return n >= 10, nil
+	})
+	mark, _ := counterLines(t, ns, "priv-0")
+	run(t, "", "kubectl", "-n", ns, "exec", "priv-0", "-c", "app", "--", "sh", "-c", "echo the-change >/tmp/change")
+
+	createMemorySnapshot(t, ns, "priv", "priv-pause")
+	s := waitForPhase(t, ns, "priv-pause", v1alpha1.PhaseSucceed)
+	if mode := resultOf(commitTaskRunOf(t, ns, s.Name), task.ResultSnapshotMode); mode != task.SnapshotModeMemory {
+		t.Fatalf("the snapshot took %s %q, want %s", task.ResultSnapshotMode, mode, task.SnapshotModeMemory)
+	}
+	run(t, "", "kubectl", "-n", ns, "delete", "pod", "priv-0", "--wait=true", "--timeout=60s")
+	spec := test.MustParse[corev1.PodSpec](t, hibernatingPod, s.Status.Containers[0].ImageURI)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "priv-0", Labels: map[string]string{sandbox.BatchSandboxPodLabel: "priv"}}, Spec: *spec}
+	if _, err := c.Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/priv-0", "--timeout=2m")
+	if rmark, _ := counterLines(t, ns, "priv-0"); rmark != mark {
+		t.Fatalf("the resumed counter runs under mark %s, want %s: it restarted", rmark, mark)
+	}
+	countsOn(t, pod)
+	if got := strings.TrimSpace(run(t, "", "kubectl", "-n", ns, "exec", "priv-0", "-c", "app", "--", "cat", "/tmp/change")); got != "the-change" {
+		t.Errorf("after the resume /tmp/change holds %q, want the change", got)
+	}
+
+	setConfig(t, map[string]any{task.ParamMemoryAnonymousPull: task.MemoryAnonymousPullRefuse}, `"memoryAnonymousPull":"Refuse"`)
+	refusedAs(t, ns, "priv", "priv-public", v1alpha1.ReasonMemorySnapshotUnsupported, "anyone may pull from repository "+localRegistry+"/")
+	countsOn(t, pod)
+}
