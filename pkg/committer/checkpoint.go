@@ -187,15 +187,31 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 
 // checkpointable fails with ErrMemorySnapshotUnsupported, before anything
 // is frozen, when the node's containerd cannot restore what this step
-// writes (before 2.1) or a container's runtime is not runc.
+// writes through the pod creation OpenSandbox's resume makes (before 2.1;
+// 2.2 and 2.3 with restore through CreateContainer turned off; 2.4 and
+// later, which restore only through the kubelet's RestorePod) or a
+// container's runtime is not runc.
 func (c *Committer) checkpointable(ctx context.Context, live []*liveContainer) error {
 	v, err := c.client.Version(ctx)
 	if err != nil {
 		return fmt.Errorf("pod %s: containerd's version: %w", c.podRef(), err)
 	}
-	if major, minor, ok := majorMinor(v.Version); !ok || major < 2 || major == 2 && minor < 1 {
+	major, minor, ok := majorMinor(v.Version)
+	switch {
+	case !ok || major < 2 || major == 2 && minor < 1:
 		return fmt.Errorf("pod %s: %w: the node's containerd is %s; restoring a memory snapshot needs containerd 2.1 or later (with CRIU 4 on its PATH)",
 			c.podRef(), ErrMemorySnapshotUnsupported, v.Version)
+	case major > 2 || minor >= 4:
+		return fmt.Errorf("pod %s: %w: the node's containerd is %s, which restores a checkpoint only through the kubelet's RestorePod, not when a pod is created from its image as OpenSandbox's resume does; memory snapshots need containerd 2.1 to 2.3",
+			c.podRef(), ErrMemorySnapshotUnsupported, v.Version)
+	case minor >= 2:
+		off, err := c.restoreViaCreateOff(ctx)
+		if err != nil {
+			c.log.Printf("pod %s: not checked that containerd %s restores through CreateContainer: %v", c.podRef(), v.Version, err)
+		} else if off {
+			return fmt.Errorf("pod %s: %w: the node's containerd %s restores a checkpoint when a pod is created from its image only with enable_experimental_restore_via_create = true in its CRI configuration",
+				c.podRef(), ErrMemorySnapshotUnsupported, v.Version)
+		}
 	}
 	for _, l := range live {
 		if l.info.Runtime.Name != runcRuntime {
@@ -203,6 +219,25 @@ func (c *Committer) checkpointable(ctx context.Context, live []*liveContainer) e
 		}
 	}
 	return nil
+}
+
+// restoreViaCreateOff reports whether the CRI's configuration, as its
+// verbose status shows it, turns restore through CreateContainer off:
+// containerd 2.2.7 and 2.3.4 brought the setting, off unless set; earlier
+// 2.2 and 2.3 releases have none, and restore.
+func (c *Committer) restoreViaCreateOff(ctx context.Context) (bool, error) {
+	rs := runtimeapi.NewRuntimeServiceClient(c.client.Conn().(*grpc.ClientConn))
+	r, err := rs.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	if err != nil {
+		return false, fmt.Errorf("the CRI's status: %w", err)
+	}
+	var cfg struct {
+		RestoreViaCreate *bool `json:"enableExperimentalRestoreViaCreate"`
+	}
+	if err := json.Unmarshal([]byte(r.GetInfo()["config"]), &cfg); err != nil {
+		return false, fmt.Errorf("the CRI's configuration: %w", err)
+	}
+	return cfg.RestoreViaCreate != nil && !*cfg.RestoreViaCreate, nil
 }
 
 var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)`)

@@ -57,6 +57,12 @@ func criuDir(t *testing.T) string {
 // on, pulling from regB, with the directories in path on its PATH.
 func (e *testEnv) startCRI(t *testing.T, path ...string) *ctrharness.Containerd {
 	t.Helper()
+	return e.startCRIWith(t, ctrharness.CRIOptions{Path: path})
+}
+
+// startCRIWith is startCRI with o's path and settings.
+func (e *testEnv) startCRIWith(t *testing.T, o ctrharness.CRIOptions) *ctrharness.Containerd {
+	t.Helper()
 	sandboxImage := e.regB.Host + "/base/pause:sleep"
 	img, err := ctrharness.BusyboxImage(true)
 	if err == nil {
@@ -72,7 +78,8 @@ func (e *testEnv) startCRI(t *testing.T, path ...string) *ctrharness.Containerd 
 	if err != nil {
 		t.Fatalf("pushing the pod sandbox image: %v", err)
 	}
-	cri, err := ctrharness.StartCRI(ctrharness.Bin(), ctrharness.CRIOptions{SandboxImage: sandboxImage, Registry: e.regB.Host, Path: path})
+	o.SandboxImage, o.Registry = sandboxImage, e.regB.Host
+	cri, err := ctrharness.StartCRI(ctrharness.Bin(), o)
 	if err != nil {
 		t.Fatalf("starting containerd with CRI: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -188,4 +189,26 @@ func pushedAnnotations(t *testing.T, ref, user, pass string) map[string]string {
 		t.Fatal(err)
 	}
 	return m.Annotations
+}
+
+// TestCheckpointRestoreViaCreateOff takes a memory snapshot on a containerd
+// 2.2 or 2.3 whose CRI restores through CreateContainer only when told to,
+// and is not: the snapshot is refused before the freeze, naming the
+// setting, rather than pushed into an image no pod there resumes from, and
+// the container counts on.
+func TestCheckpointRestoreViaCreateOff(t *testing.T) {
+	e := requireEnv(t)
+	cri := e.startCRIWith(t, ctrharness.CRIOptions{Path: []string{criuDir(t)}, NoRestoreViaCreate: true})
+	if !regexp.MustCompile(` v2\.[23]\.`).MatchString(cri.Version) {
+		t.Skipf("%s has no setting for restore through CreateContainer", cri.Version)
+	}
+	ctx := context.Background()
+	pod, id := e.counting(t, ctx, cri, "")
+	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:off")
+	_, err := cm.Checkpoint(ctx)
+	if !errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), "enable_experimental_restore_via_create = true") {
+		t.Fatalf("checkpoint on %s with restore through CreateContainer off: got %v, want %v naming the setting", cri.Version, err, ErrMemorySnapshotUnsupported)
+	}
+	t.Logf("refused as expected: %v", err)
+	countsOn(t, ctx, cri, id, "after the refused checkpoint")
 }

@@ -14,7 +14,8 @@
 #
 # env: SKIP_DEPLOY=1, SKIP_TEKTON=1 (and Chains), SKIP_CHAINS=1 skip those steps;
 #      SNAPSHOT_CRDS (lib.sh) chooses the SandboxSnapshot and BatchSandbox CRDs;
-#      NODE_CONTAINERD=v2.1.3 (default) or system;
+#      NODE_CONTAINERD=v2.1.3 (default), another 2.x built from its module
+#      (v2.2.9, v2.3.7: restore through CreateContainer turned on), or system;
 #      KUBELET_FEATURE_GATES, e.g. EventedPLEG=true, the kubelet's feature
 #      gates (comma-separated name=bool; none by default);
 #      KUBELET_IMAGE_VERIFICATION, the kubelet's
@@ -147,6 +148,15 @@ push_images() {
 
 # ------------------------------------------------------------------ containerd
 
+# restore_via_create prints the CRI setting containerd 2.2 and 2.3 need to
+# restore a memory snapshot when a pod is created from its image (from 2.2.7
+# and 2.3.4 on, off unless set); nothing for other versions.
+restore_via_create() {
+  if [[ "${NODE_CONTAINERD}" =~ ^v2\.[23]\. ]]; then
+    echo "    enable_experimental_restore_via_create = true"
+  fi
+}
+
 start_containerd() {
   local d="${NODE_DIR}/containerd" certs="${NODE_DIR}/containerd/certs.d/${LOCAL_REGISTRY}"
   mkdir -p "${d}/root" "${certs}" "${NODE_DIR}/cni/net.d" "${NODE_DIR}/cni/ipam"
@@ -200,6 +210,7 @@ oom_score = 0
     restrict_oom_score_adj = true
     netns_mounts_under_state_dir = true
     enable_selinux = false
+$(restore_via_create)
     [plugins."io.containerd.grpc.v1.cri".containerd]
       snapshotter = "overlayfs"
       default_runtime_name = "runc"

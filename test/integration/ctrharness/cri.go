@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -34,13 +35,16 @@ type CRIOptions struct {
 	Registry string
 	// Path lists directories put on containerd's PATH (CRIU's, for one).
 	Path []string
+	// NoRestoreViaCreate leaves restore through CreateContainer off on the
+	// containerds that have the setting (restoreViaCreate).
+	NoRestoreViaCreate bool
 }
 
 // StartCRI launches containerd as Start does, with its CRI plugin on, as a
 // kubelet's node runs it: pod sandboxes on the host network only, runc's
 // state and the pods' cgroups private to the daemon.
 func StartCRI(bin string, o CRIOptions) (*Containerd, error) {
-	return start(bin, func(dir string) string {
+	return start(bin, func(dir, version string) string {
 		certs := filepath.Join(dir, "certs.d")
 		hosts := fmt.Sprintf("server = %q\n\n[host.%q]\n  capabilities = [\"pull\", \"resolve\"]\n", "http://"+o.Registry, "http://"+o.Registry)
 		if err := os.MkdirAll(filepath.Join(certs, o.Registry), 0o700); err == nil {
@@ -51,7 +55,7 @@ func StartCRI(bin string, o CRIOptions) (*Containerd, error) {
   sandbox_image = %q
   restrict_oom_score_adj = true
   enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
+%s  [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
@@ -62,9 +66,22 @@ func StartCRI(bin string, o CRIOptions) (*Containerd, error) {
     conf_dir = %q
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %q
-`, o.SandboxImage, filepath.Join(dir, "runc"), filepath.Join(dir, "cni"), certs)
+`, o.SandboxImage, restoreViaCreate(version, !o.NoRestoreViaCreate), filepath.Join(dir, "runc"), filepath.Join(dir, "cni"), certs)
 	}, o.Path)
 }
+
+// restoreViaCreate is the CRI setting with which containerd 2.2 or 2.3
+// (version as `containerd --version` prints it) restores a checkpoint image
+// through CreateContainer, as a kubelet asks, or not: from 2.2.7 and 2.3.4
+// on they refuse it unless enable_experimental_restore_via_create is set.
+func restoreViaCreate(version string, on bool) string {
+	if !restoresViaCreateIfSet.MatchString(version) {
+		return ""
+	}
+	return fmt.Sprintf("  enable_experimental_restore_via_create = %t\n", on)
+}
+
+var restoresViaCreateIfSet = regexp.MustCompile(` v2\.[23]\.`)
 
 // Runtime returns a CRI runtime client on the daemon's socket.
 func (c *Containerd) Runtime() runtimeapi.RuntimeServiceClient {

@@ -94,7 +94,7 @@ func Start(bin string) (*Containerd, error) {
 // start launches containerd; cri, when set, turns the CRI plugin on with
 // the configuration it returns for the daemon's directory, and path is put
 // on the daemon's PATH (after the shim's directory).
-func start(bin string, cri func(dir string) string, path []string) (*Containerd, error) {
+func start(bin string, cri func(dir, version string) string, path []string) (*Containerd, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("containerd needs root")
 	}
@@ -136,15 +136,15 @@ disabled_plugins = [%s]
 [plugins."io.containerd.internal.v1.opt"]
   path = %q
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), disabled, c.Address, c.Address+".ttrpc", filepath.Join(dir, "opt"))
+	if out, err := exec.Command(bin, "--version").CombinedOutput(); err == nil {
+		c.Version = strings.TrimSpace(string(out))
+	}
 	if cri != nil {
-		cfg += cri(dir)
+		cfg += cri(dir, c.Version)
 	}
 	cfgPath := filepath.Join(dir, "config.toml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
-	}
-	if out, err := exec.Command(bin, "--version").CombinedOutput(); err == nil {
-		c.Version = strings.TrimSpace(string(out))
 	}
 	c.logFile, err = os.Create(filepath.Join(dir, "containerd.log"))
 	if err != nil {
