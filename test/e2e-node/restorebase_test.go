@@ -19,6 +19,7 @@ limitations under the License.
 package e2enode
 
 import (
+	"context"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -63,20 +64,50 @@ func restoreBase(t *testing.T) string {
 	return "localhost:" + strings.TrimPrefix(host, "127.0.0.1:") + "/platform/restore-base@" + d.String()
 }
 
-// TestMemorySnapshotPrivateBase takes a memory snapshot of a sandbox whose
-// base image the node reaches only through its registry configuration
-// (this cluster's registry, plain HTTP on the bridge), which containerd's
-// restore does not read: with memory-restore-base set, the snapshot holds
-// the sandbox's whole root filesystem over that image, and the sandbox
-// resumes from it with its processes going on and its files back. With
-// memory-anonymous-pull Refuse, the next memory snapshot, to this cluster's
-// registry, which asks no one for credentials, is refused before the
-// freeze, naming the repository, and the sandbox counts on.
+// TestMemorySnapshotPrivateBase hibernates a sandbox as a shared cluster
+// must: its base image and its snapshots on a registry that asks for
+// credentials, which the node reaches only through its registry
+// configuration, and neither of which containerd's restore can pull. With
+// memory-restore-base set, the memory snapshot holds the sandbox's whole
+// root filesystem over that image, and the sandbox resumes from it, with
+// its pull secret, its processes going on and its files back. With the
+// registry pointed at this cluster's own, which asks no one for
+// credentials, and memory-anonymous-pull Refuse, the next memory snapshot
+// is refused before the freeze, naming the repository, and the sandbox
+// counts on.
 func TestMemorySnapshotPrivateBase(t *testing.T) {
-	ns := newNamespace(t)
+	password := "pw-" + strings.TrimSpace(randomMarker(t, "private"))
+	host := privateRegistry(t, "tenant", password)
+	dockerConfig := dockerConfigFor(host, "tenant", password)
+	pushSecret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "e2e-private-memory", Namespace: test.SystemNamespace},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig},
+	}
+	if _, err := c.Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), pushSecret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), pushSecret.Name, metav1.DeleteOptions{})
+	})
 	rb := restoreBase(t)
-	setConfig(t, map[string]any{task.ParamMemoryRestoreBase: rb}, `"memoryRestoreBase":"`+rb+`"`)
-	runSandbox(t, ns, "priv", hibernatingPod, localRegistry+"/busybox:latest")
+	setConfig(t, map[string]any{"registry": host + "/snapshots", "push-secret": pushSecret.Name,
+		task.ParamMemoryRestoreBase: rb, task.ParamMemoryAnonymousPull: task.MemoryAnonymousPullRefuse},
+		`"registry":"`+host+`/snapshots"`)
+
+	ns := newNamespace(t)
+	pullSecret := pushSecret.DeepCopy()
+	pullSecret.ObjectMeta = metav1.ObjectMeta{Name: "registry", Namespace: ns}
+	if _, err := c.Kube.CoreV1().Secrets(ns).Create(t.Context(), pullSecret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	podSpec := func(image string) corev1.PodSpec {
+		spec := test.MustParse[corev1.PodSpec](t, hibernatingPod, image)
+		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret.Name}}
+		return *spec
+	}
+	test.CreateSandbox(t.Context(), t, c, ns, "priv", podSpec(host+"/busybox:latest"))
+	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/priv-0", "--timeout=2m")
 	eventually(t, "the counter to pass 10", 30*time.Second, func() (bool, error) {
 		_, n := counterLines(t, ns, "priv-0")
 		return n >= 10, nil
@@ -90,8 +121,8 @@ func TestMemorySnapshotPrivateBase(t *testing.T) {
 		t.Fatalf("the snapshot took %s %q, want %s", task.ResultSnapshotMode, mode, task.SnapshotModeMemory)
 	}
 	run(t, "", "kubectl", "-n", ns, "delete", "pod", "priv-0", "--wait=true", "--timeout=60s")
-	spec := test.MustParse[corev1.PodSpec](t, hibernatingPod, s.Status.Containers[0].ImageURI)
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "priv-0", Labels: map[string]string{sandbox.BatchSandboxPodLabel: "priv"}}, Spec: *spec}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "priv-0", Labels: map[string]string{sandbox.BatchSandboxPodLabel: "priv"}},
+		Spec: podSpec(s.Status.Containers[0].ImageURI)}
 	if _, err := c.Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +135,7 @@ func TestMemorySnapshotPrivateBase(t *testing.T) {
 		t.Errorf("after the resume /tmp/change holds %q, want the change", got)
 	}
 
-	setConfig(t, map[string]any{task.ParamMemoryAnonymousPull: task.MemoryAnonymousPullRefuse}, `"memoryAnonymousPull":"Refuse"`)
-	refusedAs(t, ns, "priv", "priv-public", v1alpha1.ReasonMemorySnapshotUnsupported, "anyone may pull from repository "+localRegistry+"/")
+	setConfig(t, map[string]any{"registry": localRegistry + "/public-snapshots", "push-secret": ""}, `"registry":"`+localRegistry+`/public-snapshots"`)
+	refusedAs(t, ns, "priv", "priv-public", v1alpha1.ReasonMemorySnapshotUnsupported, "anyone may pull from repository "+localRegistry+"/public-snapshots/")
 	countsOn(t, pod)
 }
