@@ -19,14 +19,24 @@ limitations under the License.
 package e2enode
 
 import (
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 )
 
 // TestSnapshotPastEphemeralStorage asks for a snapshot of a sandbox whose
@@ -81,4 +91,109 @@ func TestSnapshotPastEphemeralStorage(t *testing.T) {
 			t.Errorf("pod %s/%s was evicted: %s", p.Namespace, p.Name, p.Status.Message)
 		}
 	}
+}
+
+// TestConcurrentSnapshotsShareTheNode takes memory snapshots of two
+// sandboxes at once on a node whose checkpoint-dir (a 64 MiB tmpfs here)
+// has room for either, 32 MiB of change each, but not both: the registry
+// holds each push for a while, so both commit pods check the disk while the
+// other holds its reservation. Exactly one snapshot succeeds; the other
+// fails before its freeze saying the disk has no room, not part-way through
+// a dump; both sandboxes run on, unpaused; no pod on the node is evicted;
+// and checkpoint-dir holds nothing but the node's disk ledger afterwards.
+func TestConcurrentSnapshotsShareTheNode(t *testing.T) {
+	dir, err := os.MkdirTemp("", "sso-e2e-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mounting a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmounting %s: %v", dir, err)
+		}
+	})
+	host := slowManifestRegistry(t, 20*time.Second)
+	setConfig(t, map[string]any{"checkpoint-dir": dir, "registry": host + "/snapshots"}, `"registry":"`+host+`/snapshots"`)
+
+	ns := newNamespace(t)
+	base := memoryBase(t)
+	names := []string{"one", "two"}
+	pods := map[string]*corev1.Pod{}
+	for _, sb := range names {
+		pods[sb] = runSandbox(t, ns, sb, hibernatingPod, base)
+		run(t, "", "kubectl", "-n", ns, "exec", sb+"-0", "-c", "app", "--",
+			"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=32 2>/dev/null")
+	}
+	for _, sb := range names {
+		createMemorySnapshot(t, ns, sb, sb+"-pause")
+	}
+	var succeeded, refused []string
+	for _, sb := range names {
+		var s *v1alpha1.SandboxSnapshot
+		eventually(t, "snapshot "+sb+"-pause to end", 3*time.Minute, func() (bool, error) {
+			var err error
+			s, err = c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), sb+"-pause", metav1.GetOptions{})
+			return err == nil && (s.Status.Phase == v1alpha1.PhaseSucceed || s.Status.Phase == v1alpha1.PhaseFailed), err
+		})
+		if s.Status.Phase == v1alpha1.PhaseSucceed {
+			succeeded = append(succeeded, sb)
+			continue
+		}
+		failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
+		if failed == nil || !strings.Contains(failed.Message, "not enough disk space for the snapshot") || !strings.Contains(failed.Message, "other snapshots running on the node have reserved") {
+			t.Errorf("snapshot %s-pause failed with %+v, want a message that the disk has no room beside the other's reservation", sb, failed)
+		}
+		t.Logf("refused: %s", failed.Message)
+		refused = append(refused, sb)
+	}
+	if len(succeeded) != 1 || len(refused) != 1 {
+		t.Errorf("snapshots succeeded: %v, refused: %v; want one of each", succeeded, refused)
+	}
+	for _, sb := range names {
+		countsOn(t, pods[sb])
+	}
+	pods2, err := c.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods2.Items {
+		if p.Status.Reason == "Evicted" {
+			t.Errorf("pod %s/%s was evicted: %s", p.Namespace, p.Name, p.Status.Message)
+		}
+	}
+	var left []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && p != dir && p != filepath.Join(dir, ".disk-ledger") && !strings.HasPrefix(p, filepath.Join(dir, ".disk-ledger")+"/") {
+			left = append(left, p)
+		}
+		return err
+	})
+	if err != nil || len(left) > 0 {
+		t.Errorf("checkpoint-dir %s holds %v (%v), want nothing but the disk ledger", dir, left, err)
+	}
+}
+
+// slowManifestRegistry serves, on the node's bridge address, the node's
+// registry behind a proxy that holds every manifest upload for hold first,
+// and returns its host:port.
+func slowManifestRegistry(t *testing.T, hold time.Duration) string {
+	t.Helper()
+	bridge, _, err := net.SplitHostPort(localRegistry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
+	return test.ListenAndServe(t, net.JoinHostPort(bridge, "0"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/") {
+			select {
+			case <-time.After(hold):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
 }
