@@ -20,6 +20,7 @@ import (
 	"context"
 	"slices"
 
+	"go.opentelemetry.io/otel"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -79,6 +80,10 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 
 	configStore := config.NewStore(logger.Named("config-store"))
 	configStore.WatchConfigs(cmw)
+	leftBehind, err := newLeftBehind(otel.GetMeterProvider().Meter(meterName))
+	if err != nil {
+		logger.Fatalw("Failed to make the image deletion metrics", "error", err)
+	}
 	r := &Reconciler{
 		kubeClient: kube,
 		records:    records.Lister().ConfigMaps(namespace),
@@ -87,11 +92,12 @@ func NewController(ctx context.Context, cmw configmap.Watcher) *controller.Impl 
 			Sandboxes: sandboxes.Informer().GetIndexer(),
 			Snapshots: snapshots.Informer().GetIndexer(),
 		},
-		registry:  registrysecret.Remote(kube, namespace),
-		recorder:  eventRecorder(ctx),
-		config:    configStore,
-		clock:     clock.RealClock{},
-		namespace: namespace,
+		registry:   registrysecret.Remote(kube, namespace),
+		recorder:   eventRecorder(ctx),
+		config:     configStore,
+		clock:      clock.RealClock{},
+		namespace:  namespace,
+		leftBehind: leftBehind,
 	}
 	impl := controller.NewContext(ctx, r, controller.ControllerOptions{WorkQueueName: "ImageDeletions", Logger: logger})
 	r.LeaderAwareFuncs = reconciler.LeaderAwareFuncs{

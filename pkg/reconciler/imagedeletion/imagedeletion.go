@@ -34,6 +34,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	corev1 "k8s.io/api/core/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -72,6 +73,8 @@ type Reconciler struct {
 	}
 	clock     clock.PassiveClock
 	namespace string
+	// leftBehind counts the images given up on (newLeftBehind).
+	leftBehind metric.Int64Counter
 }
 
 var _ controller.Reconciler = (*Reconciler)(nil)
@@ -99,6 +102,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 	img, err := imageref.Parse(rec.Image, opts...)
 	if err != nil {
 		r.event(rec, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind, "Cannot delete %s, which is not an image reference: %v", rec.Image, err)
+		r.leftBehind.Add(ctx, 1, metric.WithAttributes(causeKey.String(causeNotAnImage)))
 		return r.drop(ctx, cm)
 	}
 	// MakeRecords records only a snapshot's own images; checked again here,
@@ -134,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 		case registry.IsPermanent(err):
 			r.event(rec, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
 				"Cannot tell whether a memory snapshot's image restores from %s, which is left behind: %v", img, err)
+			r.leftBehind.Add(ctx, 1, metric.WithAttributes(causeKey.String(causeRestoreUnknown)))
 			return r.drop(ctx, cm)
 		}
 	}
@@ -148,11 +153,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, key string) error {
 	case registry.IsPermanent(err):
 		r.event(rec, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
 			"The registry refuses to delete %s, which is left behind: %v", img, err)
+		r.leftBehind.Add(ctx, 1, metric.WithAttributes(causeKey.String(causeRefused)))
 		return r.drop(ctx, cm)
 	case !rec.FailingSince.IsZero() && now.Sub(rec.FailingSince) >= cfg.ImageDeletionTimeout:
 		r.event(rec, corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
 			"Gave up deleting %s after %v (config-snapshot %s), which is left behind; last: %v",
 			img, cfg.ImageDeletionTimeout, config.ImageDeletionTimeoutKey, err)
+		r.leftBehind.Add(ctx, 1, metric.WithAttributes(causeKey.String(causeTimedOut)))
 		return r.drop(ctx, cm)
 	}
 	if rec.FailingSince.IsZero() {

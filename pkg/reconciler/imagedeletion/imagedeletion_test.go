@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -28,6 +29,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -128,7 +131,42 @@ func withRegistry(f *registrytest.Fake, data ...map[string]string) context.Conte
 		}
 	}
 	c, _ := config.NewSnapshotFromConfigMap(&corev1.ConfigMap{Data: cfg})
-	return config.ToContext(context.WithValue(context.Background(), registryKey{}, f), &config.Config{Snapshot: c})
+	ctx := context.WithValue(context.Background(), metricReaderKey{}, sdkmetric.Reader(sdkmetric.NewManualReader()))
+	return config.ToContext(context.WithValue(ctx, registryKey{}, f), &config.Config{Snapshot: c})
+}
+
+// metricReaderKey carries, in a row's context, the reader the row's
+// reconciler records its metrics to.
+type metricReaderKey struct{}
+
+// wantLeftBehind checks that the row counted one image left behind, for
+// cause, or none when cause is empty.
+func wantLeftBehind(cause string) func(*testing.T, *rtesting.TableRow) {
+	return func(t *testing.T, row *rtesting.TableRow) {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := row.Ctx.Value(metricReaderKey{}).(sdkmetric.Reader).Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "sandbox_snapshot_images_left_behind" {
+					for _, dp := range sum.DataPoints {
+						c, _ := dp.Attributes.Value(causeKey)
+						got[c.AsString()] += dp.Value
+					}
+				}
+			}
+		}
+		want := map[string]int64{}
+		if cause != "" {
+			want[cause] = 1
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("images left behind counted by cause: %v, want %v", got, want)
+		}
+	}
 }
 
 // staticConfig hands every pass the row's config.
@@ -143,6 +181,14 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 	if f == nil {
 		f = &registrytest.Fake{}
 	}
+	reader, ok := ctx.Value(metricReaderKey{}).(sdkmetric.Reader)
+	if !ok {
+		reader = sdkmetric.NewManualReader()
+	}
+	leftBehind, err := newLeftBehind(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter(meterName))
+	if err != nil {
+		panic(err)
+	}
 	index := func(fn cache.IndexFunc) cache.Indexers { return cache.Indexers{imageref.RepositoryIndex: fn} }
 	return &Reconciler{
 		kubeClient: fakekubeclient.Get(ctx),
@@ -152,11 +198,12 @@ func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 			Sandboxes: ls.Indexer(&v1alpha1.BatchSandbox{}, index(imageref.BatchSandboxRepositories)),
 			Snapshots: ls.Indexer(&v1alpha1.SandboxSnapshot{}, index(imageref.SnapshotRepositories)),
 		},
-		registry:  f.For(),
-		recorder:  controller.GetEventRecorder(ctx),
-		config:    staticConfig{config.FromContext(ctx)},
-		clock:     clocktesting.NewFakePassiveClock(now),
-		namespace: system.Namespace(),
+		registry:   f.For(),
+		recorder:   controller.GetEventRecorder(ctx),
+		config:     staticConfig{config.FromContext(ctx)},
+		clock:      clocktesting.NewFakePassiveClock(now),
+		namespace:  system.Namespace(),
+		leftBehind: leftBehind,
 	}
 }
 
@@ -208,6 +255,9 @@ func TestReconcile(t *testing.T) {
 	edited := recordOf()
 	edited.Data["image"] = registryHost + "/team-b/sb/app:" + tag + "@" + digest
 	holdingOther := &registrytest.Fake{Held: map[string]string{otherTenants: digest}}
+	notAnImage := recordOf()
+	notAnImage.Data["image"] = registryHost + "/team-a/sb/app:" + tag
+	_, notAnImageErr := imageref.Parse(notAnImage.Data["image"])
 
 	table := rtesting.TableTest{{
 		Name: "a record that is gone is done with",
@@ -219,7 +269,7 @@ func TestReconcile(t *testing.T) {
 		Key:            key,
 		WantDeletes:    []clientgotesting.DeleteActionImpl{deleteRecord()},
 		WantEvents:     []string{event(corev1.EventTypeNormal, v1alpha1.ReasonImagesDeleted, "Deleted %s from the registry", image)},
-		PostConditions: []func(*testing.T, *rtesting.TableRow){wantDeleted(plain, image)},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){wantDeleted(plain, image), wantLeftBehind("")},
 	}, {
 		Name:        "a record edited to name an image outside its snapshot's sandbox's repository is refused with an event, the image stays, and the record goes",
 		Ctx:         withRegistry(holdingOther),
@@ -294,7 +344,7 @@ func TestReconcile(t *testing.T) {
 		WantDeletes: []clientgotesting.DeleteActionImpl{deleteRecord()},
 		WantEvents: []string{event(corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
 			"Cannot tell whether a memory snapshot's image restores from %s, which is left behind: %v", image, unlisted.CheckpointsErr)},
-		PostConditions: []func(*testing.T, *rtesting.TableRow){wantDeleted(unlisted)},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){wantDeleted(unlisted), wantLeftBehind(causeRestoreUnknown)},
 	}, {
 		Name:        "a registry that refuses deletion leaves the image behind at once, saying so, and the record goes",
 		Ctx:         withRegistry(refused),
@@ -303,6 +353,7 @@ func TestReconcile(t *testing.T) {
 		WantDeletes: []clientgotesting.DeleteActionImpl{deleteRecord()},
 		WantEvents: []string{event(corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
 			"The registry refuses to delete %s, which is left behind: %v", image, refused.Err)},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){wantLeftBehind(causeRefused)},
 	}, {
 		Name:        "a registry error is recorded and retried with backoff",
 		Ctx:         withRegistry(down),
@@ -318,6 +369,7 @@ func TestReconcile(t *testing.T) {
 		WantDeletes: []clientgotesting.DeleteActionImpl{deleteRecord()},
 		WantEvents: []string{event(corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
 			"Gave up deleting %s after 1h0m0s (config-snapshot image-deletion-timeout), which is left behind; last: 503 Service Unavailable", image)},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){wantLeftBehind(causeTimedOut)},
 	}, {
 		Name:        "the controller deletes with the Secret of registry-secret, never the push Secret",
 		Ctx:         withRegistry(secret, map[string]string{config.PushSecretKey: "push", config.RegistrySecretKey: "delete"}),
@@ -330,6 +382,15 @@ func TestReconcile(t *testing.T) {
 				t.Errorf("clients were asked for with Secrets %v, want [delete]", secret.Secrets)
 			}
 		}},
+	}, {
+		Name:        "a record whose image is no image reference leaves it behind, saying so, and the record goes",
+		Ctx:         withRegistry(holding()),
+		Objects:     []runtime.Object{notAnImage},
+		Key:         key,
+		WantDeletes: []clientgotesting.DeleteActionImpl{deleteRecord()},
+		WantEvents: []string{event(corev1.EventTypeWarning, v1alpha1.ReasonImagesLeftBehind,
+			"Cannot delete %s, which is not an image reference: %v", notAnImage.Data["image"], notAnImageErr)},
+		PostConditions: []func(*testing.T, *rtesting.TableRow){wantLeftBehind(causeNotAnImage)},
 	}, {
 		Name: "a record that is not one is dropped",
 		Ctx:  withRegistry(holding()),
