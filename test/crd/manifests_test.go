@@ -567,7 +567,7 @@ func TestConfigSnapshot(t *testing.T) {
 	cm, documented := configMapWithExample(t, config.SnapshotConfigName)
 
 	keys := []string{config.RegistryKey, config.PushSecretKey, config.RegistrySecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey, config.PriorityClassKey,
-		config.SnapshotModeKey, config.MemoryFallbackKey, config.CheckpointDirKey,
+		config.SnapshotModeKey, config.MemoryFallbackKey, config.MemoryRestoreBaseKey, config.MemoryAnonymousPullKey, config.CheckpointDirKey,
 		config.ContainerdSocketKey, config.OverlayfsRootKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
 		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey, config.MaxLayersKey,

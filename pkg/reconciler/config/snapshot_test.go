@@ -18,17 +18,13 @@ package config
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"knative.dev/pkg/configmap"
 	logtesting "knative.dev/pkg/logging/testing"
-	"sigs.k8s.io/yaml"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 )
@@ -257,34 +253,6 @@ func TestParseEphemeralStorage(t *testing.T) {
 	for _, in := range []string{"-1Gi", "lots", "0.5.5"} {
 		if got, err := parseEphemeralStorage(in); err == nil {
 			t.Errorf("parseEphemeralStorage(%q) = %q, want an error", in, got)
-		}
-	}
-}
-
-// TestShippedExample checks config/config-snapshot.yaml: its
-// knative.dev/example-checksum is its _example's, as knative's webhook
-// checks, and the _example documents every key the controller reads.
-func TestShippedExample(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "config-snapshot.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm corev1.ConfigMap
-	if err := yaml.Unmarshal(b, &cm); err != nil {
-		t.Fatal(err)
-	}
-	example := cm.Data[configmap.ExampleKey]
-	if got, want := cm.Annotations[configmap.ExampleChecksumAnnotation], configmap.Checksum(example); got != want {
-		t.Errorf("%s is %q, want %q, the checksum of the _example block", configmap.ExampleChecksumAnnotation, got, want)
-	}
-	for _, key := range []string{RegistryKey, PushSecretKey, RegistrySecretKey, InsecureRegistryKey, CommitTimeoutKey,
-		ContainerdSocketKey, OverlayfsRootKey, TaskNameKey, TaskBundleKey, DefaultClassKey, PriorityClassKey, MaxLayersKey,
-		MaxPauseKey, KeepLocalKey, KeepLocalMaxSizeKey, SnapshotModeKey, MemoryFallbackKey, MemoryRestoreBaseKey,
-		MemoryAnonymousPullKey, CheckpointDirKey, RegistryCAConfigMapKey, CommitEphemeralStorageKey,
-		TaskRunRetentionSucceededKey, TaskRunRetentionFailedKey, ImageDeletionPolicyKey, ImageDeletionTimeoutKey,
-		ImageCheckIntervalKey, ImageChecksPerMinuteKey} {
-		if !strings.Contains("\n"+example, "\n"+key+": ") {
-			t.Errorf("the _example block does not document key %q", key)
 		}
 	}
 }
