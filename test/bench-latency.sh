@@ -8,10 +8,12 @@
 # node, created -> Succeeded (test/e2e-node's TestSnapshotLatency). Prints the
 # medians of all but the first snapshot, which warms the node. Runs through
 # test/e2e-node.sh (a running node, such as make dev's, is reused). Needs
-# root. Report: _output/bench-latency.md.
+# root. Report: _output/bench-latency.md. TEKTON_FLAGS ("key=value,...")
+# sets Tekton's feature-flags for the run, and puts them back after.
 #
 #   test/bench-latency.sh
 #   SNAPSHOTS=10 MODES=Filesystem test/bench-latency.sh
+#   TEKTON_FLAGS=running-in-environment-with-injected-sidecars=false test/bench-latency.sh
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
@@ -25,6 +27,7 @@ main() {
   rm -f "${REPORT}"
   E2E_NODE_RUN='^TestSnapshotLatency$' E2E_NODE_CLIENT_RUN='' E2E_NODE_OPENSANDBOX_RUN='' E2E_NODE_RELEASE_RUN='' \
     E2E_LATENCY_SNAPSHOTS="${SNAPSHOTS}" E2E_LATENCY_MODES="${MODES}" E2E_LATENCY_REPORT="${REPORT}" \
+    E2E_LATENCY_TEKTON_FLAGS="${TEKTON_FLAGS:-}" \
     test/e2e-node.sh
   [[ -s "${REPORT}" ]] || die "bench-latency: no report in ${REPORT}"
   echo

@@ -72,11 +72,16 @@ func TestSnapshotLatency(t *testing.T) {
 	}
 	n := envInt(t, "E2E_LATENCY_SNAPSHOTS", 6)
 	modes := strings.Split(envString("E2E_LATENCY_MODES", task.SnapshotModeFilesystem+","+task.SnapshotModeMemory), ",")
+	flags := setTektonFlags(t, os.Getenv("E2E_LATENCY_TEKTON_FLAGS"))
 	ns := newNamespace(t)
 
 	var out strings.Builder
-	fmt.Fprintf(&out, "bench-latency: %d snapshots a mode, 1 MiB written before each; medians of snapshots 2-%d (%s, %d cores)\n\n",
+	fmt.Fprintf(&out, "bench-latency: %d snapshots a mode, 1 MiB written before each; medians of snapshots 2-%d (%s, %d cores)\n",
 		n, n, time.Now().UTC().Format("2006-01-02T15:04Z"), runtime.NumCPU())
+	if len(flags) > 0 {
+		fmt.Fprintf(&out, "Tekton's feature-flags: %s\n", strings.Join(flags, ", "))
+	}
+	fmt.Fprintln(&out)
 	var node string
 	var floors []time.Duration
 	totals := map[string]time.Duration{}
@@ -127,6 +132,52 @@ func TestSnapshotLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log("\n" + out.String())
+}
+
+// tektonFlags is the ConfigMap of Tekton's feature flags, in Tekton's
+// namespace.
+const tektonFlags = "feature-flags"
+
+// setTektonFlags sets, for the test, the "key=value,..." of list in
+// Tekton's feature-flags, which its controller applies to TaskRuns created
+// from then on, and returns them as "key: value".
+func setTektonFlags(t *testing.T, list string) []string {
+	t.Helper()
+	if list == "" {
+		return nil
+	}
+	cms := c.Kube.CoreV1().ConfigMaps("tekton-pipelines")
+	cm, err := cms.Get(t.Context(), tektonFlags, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	undo := cm.DeepCopy()
+	var set []string
+	for _, kv := range strings.Split(list, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Fatalf("E2E_LATENCY_TEKTON_FLAGS: %q is not key=value", kv)
+		}
+		cm.Data[k] = v
+		set = append(set, k+": "+v)
+	}
+	if _, err := cms.Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cur, err := cms.Get(context.Background(), tektonFlags, metav1.GetOptions{})
+		if err == nil {
+			cur.Data = undo.Data
+			_, err = cms.Update(context.Background(), cur, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Errorf("restoring Tekton's %s: %v", tektonFlags, err)
+		}
+	})
+	// Tekton's controller reads the ConfigMap through an informer; the
+	// first snapshot of each mode, not counted, would absorb a late one.
+	time.Sleep(5 * time.Second)
+	return set
 }
 
 // snapshotStamps creates snapshot name of sandbox sb in ns, in mode, waits
