@@ -48,20 +48,7 @@ import (
 // naming the kept image by digest does not start from it, and the
 // sandbox's own namespace, with the registry's credentials, resumes from it.
 func TestKeptImageNeedsCredentials(t *testing.T) {
-	password := "pw-" + strings.TrimSpace(randomMarker(t, "kept"))
-	host := privateRegistry(t, "tenant", password)
-	dockerConfig := dockerConfigFor(host, "tenant", password)
-	pushSecret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-private", Namespace: test.SystemNamespace},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig},
-	}
-	if _, err := c.Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), pushSecret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), pushSecret.Name, metav1.DeleteOptions{})
-	})
+	host, pushSecret := privateRegistryAndSecret(t, "e2e-private")
 	setConfig(t, map[string]any{"registry": host + "/snapshots", "insecure-registry": "true", "push-secret": pushSecret.Name, "keep-local": "true"},
 		`"registry":"`+host+`/snapshots"`)
 
@@ -109,6 +96,28 @@ func TestKeptImageNeedsCredentials(t *testing.T) {
 	}
 	run(t, podFrom(ns, "resumed", ref.String(), pullSecret.Name), "kubectl", "apply", "-f", "-")
 	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/resumed", "--timeout=2m")
+}
+
+// privateRegistryAndSecret serves a privateRegistry for user "tenant" with
+// a password of its own and creates, in the operator's namespace for the
+// test, the push Secret name with those credentials; it returns the
+// registry's host:port and the Secret.
+func privateRegistryAndSecret(t *testing.T, name string) (string, *corev1.Secret) {
+	t.Helper()
+	password := "pw-" + strings.TrimSpace(randomMarker(t, name))
+	host := privateRegistry(t, "tenant", password)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: test.SystemNamespace},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfigFor(host, "tenant", password)},
+	}
+	if _, err := c.Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = c.Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
+	})
+	return host, secret
 }
 
 // podFrom is a pod manifest running image, which the node may have, with

@@ -19,7 +19,6 @@ limitations under the License.
 package e2enode
 
 import (
-	"context"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -76,20 +75,7 @@ func restoreBase(t *testing.T) string {
 // is refused before the freeze, naming the repository, and the sandbox
 // counts on.
 func TestMemorySnapshotPrivateBase(t *testing.T) {
-	password := "pw-" + strings.TrimSpace(randomMarker(t, "private"))
-	host := privateRegistry(t, "tenant", password)
-	dockerConfig := dockerConfigFor(host, "tenant", password)
-	pushSecret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "e2e-private-memory", Namespace: test.SystemNamespace},
-		Type:       corev1.SecretTypeDockerConfigJson,
-		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfig},
-	}
-	if _, err := c.Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), pushSecret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = c.Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), pushSecret.Name, metav1.DeleteOptions{})
-	})
+	host, pushSecret := privateRegistryAndSecret(t, "e2e-private-memory")
 	rb := restoreBase(t)
 	setConfig(t, map[string]any{"registry": host + "/snapshots", "push-secret": pushSecret.Name,
 		task.ParamMemoryRestoreBase: rb, task.ParamMemoryAnonymousPull: task.MemoryAnonymousPullRefuse},
