@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
@@ -91,7 +92,15 @@ func memoryBase(t *testing.T) string {
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		t.Fatal(err)
 	}
-	dst, err := name.ParseReference(localRegistry+"/memory/busybox:latest", name.Insecure)
+	return onLoopback(t, img, "memory/busybox:latest")
+}
+
+// onLoopback pushes img to the node's registry as ref (a repository and a
+// tag), serves that registry on loopback for the test, and returns ref's
+// name there.
+func onLoopback(t *testing.T, img v1.Image, ref string) string {
+	t.Helper()
+	dst, err := name.ParseReference(localRegistry+"/"+ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +109,7 @@ func memoryBase(t *testing.T) string {
 	}
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
 	host := test.ListenAndServe(t, "127.0.0.1:0", proxy)
-	return "localhost:" + strings.TrimPrefix(host, "127.0.0.1:") + "/memory/busybox:latest"
+	return "localhost:" + strings.TrimPrefix(host, "127.0.0.1:") + "/" + ref
 }
 
 // counterLines reads /tmp/counter in pod: its mark, and how many lines,

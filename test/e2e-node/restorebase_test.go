@@ -19,14 +19,10 @@ limitations under the License.
 package e2enode
 
 import (
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -37,30 +33,22 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
-// restoreBase pushes a platform's restore base (ctrharness.RestoreBaseImage)
-// to the node's registry, serves that registry on loopback for the test
-// (where containerd 2.1's restore pulls anonymously, over plain HTTP), and
-// returns the image's name there, pinned by digest.
+// restoreBase serves a platform's restore base (ctrharness.RestoreBaseImage)
+// on loopback (onLoopback), where containerd 2.1's restore pulls it
+// anonymously, over plain HTTP, and returns its name there, pinned by
+// digest.
 func restoreBase(t *testing.T) string {
 	t.Helper()
 	img, err := ctrharness.RestoreBaseImage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst, err := name.ParseReference(localRegistry+"/platform/restore-base:1", name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(dst, img); err != nil {
-		t.Fatalf("pushing %s: %v", dst, err)
-	}
 	d, err := img.Digest()
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
-	host := test.ListenAndServe(t, "127.0.0.1:0", proxy)
-	return "localhost:" + strings.TrimPrefix(host, "127.0.0.1:") + "/platform/restore-base@" + d.String()
+	ref := onLoopback(t, img, "platform/restore-base:1")
+	return strings.TrimSuffix(ref, ":1") + "@" + d.String()
 }
 
 // TestMemorySnapshotPrivateBase hibernates a sandbox as a shared cluster
