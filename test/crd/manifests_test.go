@@ -267,6 +267,7 @@ func TestRBACGrantsExactlyWhatTheCodeCalls(t *testing.T) {
 	add("cluster", "sandbox.opensandbox.io", "sandboxsnapshots/status", "update")
 	add("cluster", "sandbox.opensandbox.io", "batchsandboxes", "get", "list", "watch")
 	add("cluster", "", "pods", "get", "list", "watch")
+	add("cluster", "", "nodes", "get")
 	add("cluster", "batch", "jobs", "get", "list", "watch")
 	add("cluster", "", "events", "create", "patch")
 	add(systemNamespace, "tekton.dev", "taskruns", "get", "list", "watch", "create", "patch", "delete")
@@ -568,7 +569,7 @@ func TestConfigSnapshot(t *testing.T) {
 
 	keys := []string{config.RegistryKey, config.PushSecretKey, config.RegistrySecretKey, config.InsecureRegistryKey, config.CommitTimeoutKey, config.PriorityClassKey,
 		config.SnapshotModeKey, config.MemoryFallbackKey, config.MemoryRestoreBaseKey, config.MemoryAnonymousPullKey, config.CheckpointDirKey,
-		config.ContainerdSocketKey, config.OverlayfsRootKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
+		config.ContainerdSocketKey, config.OverlayfsRootKey, config.NodePoolsKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
 		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey, config.MaxLayersKey,
 		config.MaxPauseKey, config.KeepLocalKey, config.KeepLocalMaxSizeKey, config.CommitEphemeralStorageKey, config.RegistryCAConfigMapKey}

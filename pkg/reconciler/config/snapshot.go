@@ -141,6 +141,9 @@ type Snapshot struct {
 	ContainerdSocket string
 	// OverlayfsRoot is containerd's overlayfs root on the nodes; empty turns the copy off.
 	OverlayfsRoot string
+	// NodePools override ContainerdSocket and OverlayfsRoot on the nodes
+	// they select (OnNode).
+	NodePools []NodePool
 	// TaskName names the commit Task, namespaced or in TaskBundle.
 	TaskName string
 	// TaskBundle is a Tekton bundle holding the commit Task, pinned by digest.
@@ -246,6 +249,13 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 			errs = append(errs, fmt.Errorf("key %q: %q is not an absolute path", OverlayfsRootKey, v))
 		}
 		s.OverlayfsRoot = v
+	}
+	if v := strings.TrimSpace(cm.Data[NodePoolsKey]); v != "" {
+		if pools, err := parseNodePools(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", NodePoolsKey, err))
+		} else {
+			s.NodePools = pools
+		}
 	}
 	if v := strings.TrimSpace(cm.Data[TaskNameKey]); v != "" {
 		s.TaskName = v

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logtesting "knative.dev/pkg/logging/testing"
@@ -59,8 +61,8 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		ImageCheckInterval:        time.Hour,
 		ImageChecksPerMinute:      60,
 	}
-	if *s != want {
-		t.Errorf("defaults = %+v, want %+v", *s, want)
+	if diff := cmp.Diff(want, *s, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 }
 
@@ -91,8 +93,8 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		SnapshotMode: "Memory", MemoryFallback: "Filesystem", CheckpointDir: "/srv/checkpoints",
 		MaxPause: 45 * time.Second, KeepLocal: true, KeepLocalMaxSize: "5Gi", CommitEphemeralStorage: "512Mi",
 		MemoryRestoreBase: testRestoreBase, MemoryAnonymousPull: "Allow"}
-	if *s != want {
-		t.Errorf("config = %+v, want %+v", *s, want)
+	if diff := cmp.Diff(want, *s, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("config (-want +got):\n%s", diff)
 	}
 }
 

@@ -155,7 +155,11 @@ func (r *Reconciler) release(ctx context.Context, s *v1alpha1.SandboxSnapshot) e
 	if s.Status.Phase != v1alpha1.PhaseSucceed || s.Status.SourceNodeName == "" {
 		return nil
 	}
-	_, _, err := r.createTaskRun(ctx, s, resources.MakeReleaseTaskRun(s, config.FromContext(ctx).Snapshot, r.namespace))
+	cfg, err := r.settingsOn(ctx, config.FromContext(ctx).Snapshot, s.Status.SourceNodeName)
+	if err != nil {
+		return err
+	}
+	_, _, err = r.createTaskRun(ctx, s, resources.MakeReleaseTaskRun(s, cfg, r.namespace))
 	return err
 }
 

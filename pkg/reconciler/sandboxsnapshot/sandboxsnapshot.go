@@ -215,7 +215,11 @@ func (r *Reconciler) startCommit(ctx context.Context, s *v1alpha1.SandboxSnapsho
 		s.Status.MarkWaiting(now, "Waiting for %s to finish with pod %s", b.holder, src.Pod.Name)
 		return controller.NewRequeueAfter(b.recheck)
 	}
-	tr, created, err := r.createTaskRun(ctx, s, resources.MakeTaskRun(s, src, cfg, r.namespace))
+	onNode, err := r.settingsOn(ctx, cfg, src.Pod.Spec.NodeName)
+	if err != nil {
+		return err
+	}
+	tr, created, err := r.createTaskRun(ctx, s, resources.MakeTaskRun(s, src, onNode, r.namespace))
 	if err != nil {
 		return err
 	}

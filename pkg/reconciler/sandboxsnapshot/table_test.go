@@ -299,6 +299,35 @@ func TestReconcile(t *testing.T) {
 			mustConfig(map[string]string{config.RegistryKey: registryPrefix, config.PushSecretKey: "push"}), trNamespace))},
 		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
 	}, {
+		Name: "a sandbox on a node of a node pool is committed through that pool's containerd socket and overlayfs root",
+		Ctx:  withConfig(map[string]string{config.RegistryKey: registryPrefix, config.NodePoolsKey: k3sPool}),
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"node.example.com/image": "k3s"}}}},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates: []runtime.Object{TaskRun(resources.MakeTaskRun(snap(), resources.Source{Pod: runningPod, Containers: committed},
+			mustConfig(map[string]string{config.RegistryKey: registryPrefix, config.ContainerdSocketKey: k3sSocket, config.OverlayfsRootKey: k3sSnapshots}), trNamespace))},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name: "a sandbox on a node no node pool selects is committed through the default socket and overlayfs root",
+		Ctx:  withConfig(map[string]string{config.RegistryKey: registryPrefix, config.NodePoolsKey: k3sPool}),
+		Objects: []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod,
+			&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"node.example.com/image": "ubuntu"}}}},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WantCreates:             []runtime.Object{commitTaskRun()},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(committing)}},
+	}, {
+		Name:                    "a node whose labels cannot be read is retried, and no TaskRun is made with the wrong socket",
+		Ctx:                     withConfig(map[string]string{config.RegistryKey: registryPrefix, config.NodePoolsKey: k3sPool}),
+		Objects:                 []runtime.Object{snap(), BatchSandbox(ns, sbName, 1), runningPod},
+		Key:                     key,
+		SkipNamespaceValidation: true,
+		WithReactors:            []clientgotesting.ReactionFunc{rtesting.InduceFailure("get", "nodes")},
+		WantErr:                 true,
+		WantEvents:              []string{rtesting.Eventf(corev1.EventTypeWarning, "InternalError", "reading the labels of node %s for config-snapshot node-pools: inducing failure for get nodes", node)},
+		WantStatusUpdates:       []clientgotesting.UpdateActionImpl{{Object: snap(WithPending)}},
+	}, {
 		Name:                    "a snapshot annotated snapshot-mode Memory gets a memory snapshot TaskRun",
 		Objects:                 []runtime.Object{snap(memory), BatchSandbox(ns, sbName, 1), runningPod},
 		Key:                     key,
@@ -1346,6 +1375,14 @@ func pushFailedMessage(failedMessage func(reason, message string) string) string
 	i := len(m) - len("; see: tkn taskrun logs team-a-snap-05307b-commit -n "+system.Namespace())
 	return m[:i] + "; committer: pushing registry.test/snapshots/team-a/sb/app: connection refused" + m[i:]
 }
+
+// k3sPool is a node-pools value for nodes labelled as k3s's, whose
+// containerd keeps its socket and snapshots at k3sSocket and k3sSnapshots.
+const (
+	k3sSocket    = "/run/k3s/containerd/containerd.sock"
+	k3sSnapshots = "/var/lib/rancher/k3s/agent/containerd/io.containerd.snapshotter.v1.overlayfs"
+	k3sPool      = "- nodeSelector: {node.example.com/image: k3s}\n  containerd-socket: " + k3sSocket + "\n  containerd-overlayfs-root: " + k3sSnapshots + "\n"
+)
 
 func newReconciler(ctx context.Context, ls *Listers) controller.Reconciler {
 	r := &Reconciler{

@@ -30,6 +30,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 )
 
@@ -148,6 +149,23 @@ func (r *Reconciler) createTaskRun(ctx context.Context, s *v1alpha1.SandboxSnaps
 			tr.Namespace, tr.Name, tr.Labels[sandbox.SnapshotUIDLabel])
 	}
 	return tr, false, nil
+}
+
+// settingsOn returns cfg as it applies on node: with node-pools set, the
+// containerd socket and overlayfs root of the pool the node's labels select
+// (config.Snapshot.OnNode). A node that is gone takes cfg: no TaskRun runs
+// there.
+func (r *Reconciler) settingsOn(ctx context.Context, cfg *config.Snapshot, node string) (*config.Snapshot, error) {
+	if len(cfg.NodePools) == 0 || node == "" {
+		return cfg, nil
+	}
+	n, err := r.kubeClient.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if apierrs.IsNotFound(err) {
+		return cfg, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading the labels of node %s for config-snapshot %s: %w", node, config.NodePoolsKey, err)
+	}
+	return cfg.OnNode(n.Labels), nil
 }
 
 // cancelTaskRun cancels a running TaskRun rather than delete it: the

@@ -46,7 +46,11 @@ const (
 func (r *Reconciler) thaw(ctx context.Context, s *v1alpha1.SandboxSnapshot, pod *corev1.Pod) error {
 	unlock := r.commits.lock(pod.UID)
 	defer unlock()
-	want := resources.MakeUnpauseTaskRun(s, pod, config.FromContext(ctx).Snapshot, r.namespace)
+	cfg, err := r.settingsOn(ctx, config.FromContext(ctx).Snapshot, pod.Spec.NodeName)
+	if err != nil {
+		return err
+	}
+	want := resources.MakeUnpauseTaskRun(s, pod, cfg, r.namespace)
 	tr, created, err := r.createTaskRun(ctx, s, want)
 	if err != nil {
 		return err
