@@ -82,15 +82,7 @@ func TestSnapshotPastEphemeralStorage(t *testing.T) {
 		}
 	}
 
-	pods, err := c.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.Status.Reason == "Evicted" {
-			t.Errorf("pod %s/%s was evicted: %s", p.Namespace, p.Name, p.Status.Message)
-		}
-	}
+	noneEvicted(t)
 }
 
 // TestConcurrentSnapshotsShareTheNode takes memory snapshots of two
@@ -102,19 +94,7 @@ func TestSnapshotPastEphemeralStorage(t *testing.T) {
 // a dump; both sandboxes run on, unpaused; no pod on the node is evicted;
 // and checkpoint-dir holds nothing but the node's disk ledger afterwards.
 func TestConcurrentSnapshotsShareTheNode(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sso-e2e-shared-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(dir) })
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
-		t.Fatalf("mounting a tmpfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
+	dir := tmpfs(t, "sso-e2e-shared-", "64m")
 	host := slowManifestRegistry(t, 20*time.Second)
 	setConfig(t, map[string]any{"checkpoint-dir": dir, "registry": host + "/snapshots"}, `"registry":"`+host+`/snapshots"`)
 
@@ -155,17 +135,9 @@ func TestConcurrentSnapshotsShareTheNode(t *testing.T) {
 	for _, sb := range names {
 		countsOn(t, pods[sb])
 	}
-	pods2, err := c.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods2.Items {
-		if p.Status.Reason == "Evicted" {
-			t.Errorf("pod %s/%s was evicted: %s", p.Namespace, p.Name, p.Status.Message)
-		}
-	}
+	noneEvicted(t)
 	var left []string
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && p != dir && p != filepath.Join(dir, ".disk-ledger") && !strings.HasPrefix(p, filepath.Join(dir, ".disk-ledger")+"/") {
 			left = append(left, p)
 		}
@@ -173,6 +145,40 @@ func TestConcurrentSnapshotsShareTheNode(t *testing.T) {
 	})
 	if err != nil || len(left) > 0 {
 		t.Errorf("checkpoint-dir %s holds %v (%v), want nothing but the disk ledger", dir, left, err)
+	}
+}
+
+// tmpfs mounts, for the test, a tmpfs of size (as mount's size=) on a new
+// directory named from prefix, and returns the directory.
+func tmpfs(t *testing.T, prefix, size string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir) })
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Fatalf("mounting a tmpfs on %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmounting %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// noneEvicted fails t for each pod of the cluster the kubelet evicted.
+func noneEvicted(t *testing.T) {
+	t.Helper()
+	pods, err := c.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.Reason == "Evicted" {
+			t.Errorf("pod %s/%s was evicted: %s", p.Namespace, p.Name, p.Status.Message)
+		}
 	}
 }
 

@@ -22,11 +22,9 @@ import (
 	"io/fs"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -304,19 +302,7 @@ func TestMemorySnapshotBaseNotRestorable(t *testing.T) {
 // memory-fallback Filesystem the same request takes a filesystem snapshot
 // instead, and says so.
 func TestMemorySnapshotNoRoom(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sso-e2e-noroom-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(dir) })
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=32m"); err != nil {
-		t.Fatalf("mounting a tmpfs on %s: %v", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
+	dir := tmpfs(t, "sso-e2e-noroom-", "32m")
 	setConfig(t, map[string]any{"checkpoint-dir": dir}, `"checkpointDir":"`+dir+`"`)
 
 	ns := newNamespace(t)
@@ -329,7 +315,7 @@ func TestMemorySnapshotNoRoom(t *testing.T) {
 	refusedAs(t, ns, "big", "big-pause", v1alpha1.ReasonCommitJobFailed, "not enough disk space for the snapshot", dir+" (memory of container \"app\"")
 	// Nothing but the node's disk ledger, which holds no reservation.
 	var left []string
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && p != dir && p != filepath.Join(dir, ".disk-ledger") && p != filepath.Join(dir, ".disk-ledger", ".lock") {
 			left = append(left, p)
 		}

@@ -534,7 +534,24 @@ func BusyboxImage(oci bool) (v1.Image, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	layerBytes := buf.Bytes()
+	return shellImage(buf.Bytes(), oci, v1.History{CreatedBy: "busybox from the test host", Created: v1.Time{Time: now}}, []string{"PATH=/bin"})
+}
+
+// RestoreBaseImage builds what a platform serves as config-snapshot's
+// memory-restore-base: an image of one empty layer, with a command and the
+// node's platform, that holds nothing of any sandbox's.
+func RestoreBaseImage() (v1.Image, error) {
+	var buf bytes.Buffer
+	if err := tar.NewWriter(&buf).Close(); err != nil {
+		return nil, err
+	}
+	return shellImage(buf.Bytes(), true, v1.History{}, nil)
+}
+
+// shellImage builds a linux/amd64 image whose one layer is the tar
+// layerBytes, added with history h, and whose command is /bin/sh with env;
+// oci selects OCI media types instead of Docker schema 2.
+func shellImage(layerBytes []byte, oci bool, h v1.History, env []string) (v1.Image, error) {
 	mt := types.DockerLayer
 	base := empty.Image
 	if oci {
@@ -548,7 +565,7 @@ func BusyboxImage(oci bool) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, History: v1.History{CreatedBy: "busybox from the test host", Created: v1.Time{Time: now}}})
+	img, err := mutate.Append(base, mutate.Addendum{Layer: layer, History: h})
 	if err != nil {
 		return nil, err
 	}
@@ -558,35 +575,8 @@ func BusyboxImage(oci bool) (v1.Image, error) {
 	}
 	cf = cf.DeepCopy()
 	cf.Architecture, cf.OS = "amd64", "linux"
-	cf.Config.Env = []string{"PATH=/bin"}
+	cf.Config.Env = env
 	cf.Config.Cmd = []string{"/bin/sh"}
-	return mutate.ConfigFile(img, cf)
-}
-
-// RestoreBaseImage builds what a platform serves as config-snapshot's
-// memory-restore-base: an image of one empty layer, with a command and the
-// node's platform, that holds nothing of any sandbox's.
-func RestoreBaseImage() (v1.Image, error) {
-	var buf bytes.Buffer
-	if err := tar.NewWriter(&buf).Close(); err != nil {
-		return nil, err
-	}
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
-	}, tarball.WithMediaType(types.OCILayer))
-	if err != nil {
-		return nil, err
-	}
-	img, err := mutate.Append(mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON), mutate.Addendum{Layer: layer})
-	if err != nil {
-		return nil, err
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS, cf.Config.Cmd = "amd64", "linux", []string{"/bin/sh"}
 	return mutate.ConfigFile(img, cf)
 }
 
