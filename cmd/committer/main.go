@@ -74,7 +74,7 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitFailed
 	}
-	params, err := committer.ParseParams(committer.RawParams{
+	params, err := task.ParseParams(task.RawParams{
 		PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID, TaskPodUID: o.taskPodUID, Containers: fs.Args(),
 		InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback,
 	})
@@ -175,11 +175,11 @@ func fail(o options, err error) int {
 func newFlagSet(o *options) *flag.FlagSet {
 	fs := flag.NewFlagSet("committer", flag.ContinueOnError)
 	fs.StringVar(&o.step, "step", stepCommit, "step to run: commit, push, or all (commit then push)")
-	fs.StringVar(&o.mode, "mode", committer.ModeCommit, "commit, or unpause (only thaw containers left paused by an earlier run)")
+	fs.StringVar(&o.mode, "mode", task.ModeCommit, "commit, or unpause (only thaw containers left paused by an earlier run)")
 	fs.StringVar(&o.podName, "pod-name", "", "name of the pod whose containers are committed")
 	fs.StringVar(&o.podNamespace, "pod-namespace", "", "namespace of the pod")
 	fs.StringVar(&o.podUID, "pod-uid", "", "UID of the pod; only containers labelled io.kubernetes.pod.uid with it are touched")
-	fs.StringVar(&o.taskPodUID, "task-pod-uid", "", "UID of the pod this step runs in (the Task's pod), which owns the memory snapshots it writes: a later run removes them once no container of that pod runs (unset: an hour after they were last written)")
+	fs.StringVar(&o.taskPodUID, task.FlagTaskPodUID, "", "UID of the pod this step runs in (the Task's pod), which owns the memory snapshots it writes: a later run removes them once no container of that pod runs (unset: an hour after they were last written)")
 	fs.StringVar(&o.runID, "run-id", "", "ID of this snapshot run (the SandboxSnapshot's UID): the paused-by marker; mode=unpause thaws only containers carrying it")
 	fs.StringVar(&o.insecure, "insecure-registry", "false", "\"true\" allows plain HTTP and unverified TLS for registries")
 	fs.StringVar(&o.address, "containerd-address", "/run/containerd/containerd.sock", "containerd socket")
@@ -212,7 +212,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	return fs
 }
 
-func execute(ctx context.Context, o options, params *committer.Params, cm *atomic.Pointer[committer.Committer]) error {
+func execute(ctx context.Context, o options, params *task.Params, cm *atomic.Pointer[committer.Committer]) error {
 	cfg := committer.Config{Params: params, Namespace: o.namespace,
 		CopyDir: o.copyDir, LayerDir: o.layerDir, CheckpointDir: o.checkpointDir}
 	switch o.differ {
@@ -254,7 +254,7 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid parameters: %w", errors.Join(errs...))
 	}
-	if params.Mode == committer.ModeCommit {
+	if params.Mode == task.ModeCommit {
 		// The push step pushes with them; the commit step reads a base image
 		// from its registry when containerd no longer holds its record.
 		kc, err := dockerconfig.Load(o.dockerConfig)
@@ -263,7 +263,7 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 		}
 		cfg.Keychain = kc
 	}
-	if params.Mode != committer.ModeCommit && o.step == stepPush {
+	if params.Mode != task.ModeCommit && o.step == stepPush {
 		fmt.Fprintf(os.Stderr, "committer: mode=%s, nothing to push\n", params.Mode)
 		return errors.Join(committer.WriteResult(o.digestsPath, ""), committer.WriteResult(o.imgsP, ""))
 	}
@@ -283,7 +283,7 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 	}
 
 	switch params.Mode {
-	case committer.ModeRelease:
+	case task.ModeRelease:
 		removed, marked, err := c.Release(ctx)
 		if err != nil {
 			return err
@@ -291,7 +291,7 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 		fmt.Fprintf(os.Stderr, "committer: mode=release: removed %d kept image(s) of run %s, marked %d still in use\n", removed, params.RunID, marked)
 		return errors.Join(committer.WriteResult(o.pauseWindowPath, "0"),
 			committer.WriteResult(o.digestsPath, ""), committer.WriteResult(o.imgsP, ""))
-	case committer.ModeUnpause:
+	case task.ModeUnpause:
 		n, err := c.Unpause(ctx)
 		if err != nil {
 			return err
@@ -328,7 +328,7 @@ func execute(ctx context.Context, o options, params *committer.Params, cm *atomi
 // memory snapshot, or a filesystem one where the node cannot take that (it
 // cannot checkpoint, or its disk has no room for the memory) and params
 // allow the fallback.
-func commit(ctx context.Context, c *committer.Committer, params *committer.Params) (*committer.CommitResult, string, error) {
+func commit(ctx context.Context, c *committer.Committer, params *task.Params) (*committer.CommitResult, string, error) {
 	if params.SnapshotMode != task.SnapshotModeMemory {
 		res, err := c.Commit(ctx)
 		return res, task.SnapshotModeFilesystem, err

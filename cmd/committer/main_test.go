@@ -131,7 +131,7 @@ func TestExecuteRefusesBadFlags(t *testing.T) {
 			}
 			o.address = filepath.Join(t.TempDir(), "no-containerd.sock")
 			tc.set(&o)
-			err := execute(t.Context(), o, &committer.Params{Mode: committer.ModeCommit}, nil)
+			err := execute(t.Context(), o, &task.Params{Mode: task.ModeCommit}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("execute() = %v, want an error naming %s", err, tc.want)
 			}

@@ -29,7 +29,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -225,7 +224,7 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		if o.step != s.Name {
 			t.Errorf("step %s runs --step=%s", s.Name, o.step)
 		}
-		p, err := committer.ParseParams(committer.RawParams{PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID,
+		p, err := task.ParseParams(task.RawParams{PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID,
 			TaskPodUID: o.taskPodUID, Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback})
 		if err != nil {
 			t.Fatalf("step %s: %v", s.Name, err)

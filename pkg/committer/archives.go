@@ -31,6 +31,8 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // A checkpoint archive holds a sandbox's memory from the commit step's dump
@@ -61,7 +63,7 @@ func archiveName(taskPodUID, run, container string) string {
 // name, or "" when its name carries none.
 func archiveOwner(name string) string {
 	owner, _, ok := strings.Cut(name, "_")
-	if !ok || validateID(taskPodUIDFlag, owner) != nil {
+	if !ok || task.ValidateID(task.FlagTaskPodUID, owner) != nil {
 		return ""
 	}
 	return owner
@@ -175,12 +177,12 @@ type ownedArchives struct {
 }
 
 type ownedArchive struct {
-	target Target
+	target task.Target
 	rec    *checkpointRecord
 }
 
 // own records rec, target t's archive, as one this process writes or pushes.
-func (c *Committer) own(t Target, rec *checkpointRecord) {
+func (c *Committer) own(t task.Target, rec *checkpointRecord) {
 	c.owned.mu.Lock()
 	defer c.owned.mu.Unlock()
 	c.owned.list = append(c.owned.list, ownedArchive{t, rec})

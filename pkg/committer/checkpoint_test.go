@@ -31,14 +31,16 @@ import (
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // TestCheckpointError checks which answers of containerd's task checkpoint
 // mean the node cannot take memory snapshots, and that the reason keeps
 // runc's and CRIU's own words.
 func TestCheckpointError(t *testing.T) {
-	c := New(nil, Config{Params: &Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, Log: io.Discard})
-	l := &liveContainer{target: Target{Container: "app"}}
+	c := New(nil, Config{Params: &task.Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, Log: io.Discard})
+	l := &liveContainer{target: task.Target{Container: "app"}}
 	for _, tc := range []struct {
 		name        string
 		err         error
@@ -188,7 +190,7 @@ func TestRestrictArchive(t *testing.T) {
 // wrote or read, once, and nothing else in the checkpoint directory.
 func TestDiscard(t *testing.T) {
 	layers, checkpoints := t.TempDir(), t.TempDir()
-	c := New(nil, Config{Params: &Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, LayerDir: layers, CheckpointDir: checkpoints, Log: io.Discard})
+	c := New(nil, Config{Params: &task.Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, LayerDir: layers, CheckpointDir: checkpoints, Log: io.Discard})
 	other := filepath.Join(checkpoints, archiveName("pod-b", "run-b", "app"))
 	var owned []string
 	for _, name := range []string{"app", "sidecar"} {
@@ -196,10 +198,10 @@ func TestDiscard(t *testing.T) {
 		if err := os.MkdirAll(filepath.Join(c.archiveDir(rec), "checkpoint"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.writeCheckpointRecord(Target{Container: name}, rec); err != nil {
+		if err := c.writeCheckpointRecord(task.Target{Container: name}, rec); err != nil {
 			t.Fatal(err)
 		}
-		c.own(Target{Container: name}, rec)
+		c.own(task.Target{Container: name}, rec)
 		owned = append(owned, c.archiveDir(rec), c.checkpointRecordPath(name))
 	}
 	if err := os.Mkdir(other, 0o700); err != nil {
@@ -341,8 +343,8 @@ func TestCheckpointLayerType(t *testing.T) {
 // checkpoint directory, or a push step without one, is refused.
 func TestCheckpointRecord(t *testing.T) {
 	layers, checkpoints := t.TempDir(), t.TempDir()
-	c := New(nil, Config{Params: &Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, LayerDir: layers, CheckpointDir: checkpoints, Log: io.Discard})
-	app := Target{Container: "app"}
+	c := New(nil, Config{Params: &task.Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, LayerDir: layers, CheckpointDir: checkpoints, Log: io.Discard})
+	app := task.Target{Container: "app"}
 	want := &checkpointRecord{Archive: "run-1-app", MediaType: ocispec.MediaTypeImageLayer, Created: time.Unix(1700000000, 0).UTC(),
 		CreatedBy: "sandbox-checkpoint pod ns/p container app", Annotations: map[string]string{"a": "b"}, Labels: map[string]string{"c": "d"}}
 	if err := c.writeCheckpointRecord(app, want); err != nil {
@@ -353,7 +355,7 @@ func TestCheckpointRecord(t *testing.T) {
 		got.CreatedBy != want.CreatedBy || !maps.Equal(got.Annotations, want.Annotations) || !maps.Equal(got.Labels, want.Labels) {
 		t.Fatalf("read back %+v, %v; want %+v", got, err, want)
 	}
-	if got, err := c.readCheckpointRecord(Target{Container: "sidecar"}); got != nil || err != nil {
+	if got, err := c.readCheckpointRecord(task.Target{Container: "sidecar"}); got != nil || err != nil {
 		t.Errorf("a container without a record reads as %+v, %v; want none", got, err)
 	}
 	for _, archive := range []string{"", ".", "..", "../etc", "a/b", "/var/lib"} {

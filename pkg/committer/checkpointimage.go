@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
@@ -80,7 +81,7 @@ func (c *Committer) checkpointRecordPath(container string) string {
 }
 
 // writeCheckpointRecord leaves rec for the push step of target t.
-func (c *Committer) writeCheckpointRecord(t Target, rec *checkpointRecord) error {
+func (c *Committer) writeCheckpointRecord(t task.Target, rec *checkpointRecord) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func (c *Committer) writeCheckpointRecord(t Target, rec *checkpointRecord) error
 
 // readCheckpointRecord reads the record the commit step left of t's memory
 // snapshot; nil when it took none.
-func (c *Committer) readCheckpointRecord(t Target) (*checkpointRecord, error) {
+func (c *Committer) readCheckpointRecord(t task.Target) (*checkpointRecord, error) {
 	if c.cfg.LayerDir == "" {
 		return nil, nil
 	}
@@ -115,7 +116,7 @@ func (c *Committer) readCheckpointRecord(t Target) (*checkpointRecord, error) {
 
 // removeCheckpoint removes the archive of t's memory snapshot and its
 // record: they hold the sandbox's memory.
-func (c *Committer) removeCheckpoint(t Target, rec *checkpointRecord) {
+func (c *Committer) removeCheckpoint(t task.Target, rec *checkpointRecord) {
 	for _, p := range []string{c.archiveDir(rec), c.checkpointRecordPath(t.Container)} {
 		if err := os.RemoveAll(p); err != nil {
 			c.log.Printf("pod %s container %q: removing %s: %v", c.podRef(), t.Container, p, err)

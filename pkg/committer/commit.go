@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/diff"
@@ -53,7 +54,7 @@ const (
 // snapshot, whose image the push step builds, it has no Manifest, and of
 // its Layer only the media type.
 type Committed struct {
-	Target Target
+	Target task.Target
 	// Manifest is the descriptor of the new manifest in containerd.
 	Manifest ocispec.Descriptor
 	// DiffSize is the size of the uncompressed layer diff (of a memory
@@ -188,7 +189,7 @@ func (c *Committer) acquire(ctx context.Context) (_ context.Context, live []*liv
 // this run writes it, so neither step ever reads an image another run
 // committed, where two pods committing to one tag on one node would each
 // re-point the tag's record.
-func (c *Committer) workingName(t Target) string {
+func (c *Committer) workingName(t task.Target) string {
 	return t.Repository() + ":commit-" + c.cfg.Params.RunID
 }
 
@@ -420,7 +421,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 // saveImage writes manifest m, whose config is in containerd, and names it
 // t's working name (workingName), with labels. It returns the manifest's
 // descriptor and bytes.
-func (c *Committer) saveImage(ctx context.Context, t Target, m ocispec.Manifest, labels map[string]string) (ocispec.Descriptor, []byte, error) {
+func (c *Committer) saveImage(ctx context.Context, t task.Target, m ocispec.Manifest, labels map[string]string) (ocispec.Descriptor, []byte, error) {
 	desc, raw, err := oci.WriteManifest(ctx, c.client.ContentStore(), m)
 	if err != nil {
 		return desc, nil, err

@@ -70,7 +70,7 @@ const DefaultNamespace = "k8s.io"
 // Config configures a Committer.
 type Config struct {
 	// Params are the validated Task parameters.
-	Params *Params
+	Params *task.Params
 	// Namespace is the containerd namespace, DefaultNamespace when empty.
 	Namespace string
 	// Keychain resolves registry credentials (push only). Anonymous when nil.
@@ -158,7 +158,7 @@ func (c *Committer) podRef() string {
 
 // liveContainer is the running (or already paused) attempt of one target.
 type liveContainer struct {
-	target Target
+	target task.Target
 	ctr    client.Container
 	info   containers.Container
 	task   client.Task
@@ -566,7 +566,7 @@ func (c *Committer) Unpause(ctx context.Context) (n int, err error) {
 				}
 				continue
 			}
-			l := &liveContainer{target: Target{Container: cname}, ctr: ctr, info: info}
+			l := &liveContainer{target: task.Target{Container: cname}, ctr: ctr, info: info}
 			task, err := ctr.Task(ctx, nil)
 			if err != nil && !errdefs.IsNotFound(err) {
 				errs = append(errs, fmt.Errorf("pod %s %s: loading task: %w", c.podRef(), l, err))

@@ -24,13 +24,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // TestWhileFrozenPastMaxPause checks that a capture cut off at max-pause
 // fails as past max-pause alone, keeping its last error's words: a CRIU
 // dump cut off there is not a node that cannot take memory snapshots.
 func TestWhileFrozenPastMaxPause(t *testing.T) {
-	c := New(nil, Config{Params: &Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, MaxPause: 10 * time.Millisecond, Log: io.Discard})
+	c := New(nil, Config{Params: &task.Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, MaxPause: 10 * time.Millisecond, Log: io.Discard})
 	_, err := c.whileFrozen(context.Background(), nil, func(pctx context.Context) error {
 		<-pctx.Done()
 		return fmt.Errorf("pod ns/p container \"app\": %w: criu failed: type NOTIFY errno 0", ErrMemorySnapshotUnsupported)

@@ -193,13 +193,13 @@ func ping(port int) (string, error) {
 // target, which may be a repository anyone may pull from.
 func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string) *Committer {
 	t.Helper()
-	tgt, err := ParseTarget("app="+target, true)
+	tgt, err := task.ParseTarget("app="+target, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	md := p.Config.Metadata
 	return New(cri.Client, Config{
-		Params:        &Params{PodName: md.Name, PodNamespace: md.Namespace, PodUID: md.Uid, RunID: "run-" + randSuffix(), Targets: []Target{tgt}, Insecure: true},
+		Params:        &task.Params{PodName: md.Name, PodNamespace: md.Namespace, PodUID: md.Uid, RunID: "run-" + randSuffix(), Targets: []task.Target{tgt}, Insecure: true},
 		CheckpointDir: t.TempDir(),
 		LayerDir:      t.TempDir(),
 		Log:           testLogWriter{},
@@ -379,13 +379,13 @@ func TestCheckpointRestoreSidecar(t *testing.T) {
 	}
 	names := []string{"app", "sidecar"}
 	ports, ids, marks := map[string]int{}, map[string]string{}, map[string]string{}
-	var targets []Target
+	var targets []task.Target
 	for _, c := range names {
 		ports[c] = freePort(t)
 		if ids[c], err = cri.StartContainer(ctx, pod, c, e.ociBase, hibernating(ports[c])...); err != nil {
 			t.Fatal(err)
 		}
-		tgt, err := ParseTarget(c+"="+e.regB.Host+"/hibernate/"+name+"/"+c+":mem", true)
+		tgt, err := task.ParseTarget(c+"="+e.regB.Host+"/hibernate/"+name+"/"+c+":mem", true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,6 +47,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -567,7 +568,7 @@ func BenchmarkChunkedUploadMemory(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c := &Committer{cfg: Config{Params: &Params{Insecure: true}}, log: log.New(io.Discard, "", 0)}
+		c := &Committer{cfg: Config{Params: &task.Params{Insecure: true}}, log: log.New(io.Discard, "", 0)}
 		u, err := c.newChunkedUploader(context.Background(), repo, nil)
 		if err != nil {
 			b.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"testing"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
@@ -250,7 +251,7 @@ func TestReleaseKeptImages(t *testing.T) {
 
 	release := func(run string) (int, int) {
 		t.Helper()
-		rp, err := ParseParams(RawParams{PodName: p.name, PodNamespace: p.namespace, RunID: run, InsecureRegistry: "true", Mode: ModeRelease})
+		rp, err := task.ParseParams(task.RawParams{PodName: p.name, PodNamespace: p.namespace, RunID: run, InsecureRegistry: "true", Mode: task.ModeRelease})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -238,7 +238,7 @@ func TestUnpauseOwnRunOnly(t *testing.T) {
 	}
 	unpause := func(run string) int {
 		t.Helper()
-		pp, err := ParseParams(RawParams{PodName: p.name, PodNamespace: p.namespace, PodUID: p.uid, RunID: run, InsecureRegistry: "false", Mode: ModeUnpause})
+		pp, err := task.ParseParams(task.RawParams{PodName: p.name, PodNamespace: p.namespace, PodUID: p.uid, RunID: run, InsecureRegistry: "false", Mode: task.ModeUnpause})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -33,6 +33,7 @@ import (
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -64,11 +65,11 @@ func fakeArchive(t *testing.T, p *runningPod, taskPodUID, checkpointDir, layerDi
 			t.Fatal(err)
 		}
 	}
-	tgt, err := ParseTarget("app=127.0.0.1:1/unused:1", true)
+	tgt, err := task.ParseTarget("app=127.0.0.1:1/unused:1", true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := New(nil, Config{Params: &Params{}, LayerDir: layerDir, Log: testLogWriter{}}).writeCheckpointRecord(tgt, rec); err != nil {
+	if err := New(nil, Config{Params: &task.Params{}, LayerDir: layerDir, Log: testLogWriter{}}).writeCheckpointRecord(tgt, rec); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -43,6 +43,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -232,20 +233,20 @@ func (p *runningPod) writeBig(t *testing.T, container, path string, size int64) 
 	}
 }
 
-func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *Params {
+func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *task.Params {
 	t.Helper()
 	ins := "false"
 	if insecure {
 		ins = "true"
 	}
-	pp, err := ParseParams(RawParams{PodName: p.name, PodNamespace: p.namespace, PodUID: p.uid, RunID: p.runID, Containers: targets, InsecureRegistry: ins, Mode: ModeCommit})
+	pp, err := task.ParseParams(task.RawParams{PodName: p.name, PodNamespace: p.namespace, PodUID: p.uid, RunID: p.runID, Containers: targets, InsecureRegistry: ins, Mode: task.ModeCommit})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pp
 }
 
-func (e *testEnv) committer(p *Params) *Committer {
+func (e *testEnv) committer(p *task.Params) *Committer {
 	return New(e.ctrd.Client, Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir, LayerDir: e.copyDir})
 }
 

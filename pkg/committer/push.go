@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
@@ -165,7 +166,7 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 	pushErr := g.Wait()
 	// An image that could not be unpacked is not kept: the push stands.
 	var keep []Pushed
-	var drop []Target
+	var drop []task.Target
 	for i, ch := range unpacked {
 		if ch == nil {
 			continue
@@ -247,7 +248,7 @@ func unpush(ctx context.Context, reg registry.Client, tag name.Tag, d name.Diges
 }
 
 // deleteLocal removes this run's committed images of targets from containerd.
-func (c *Committer) deleteLocal(ctx context.Context, targets []Target) {
+func (c *Committer) deleteLocal(ctx context.Context, targets []task.Target) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, t := range targets {
@@ -260,7 +261,7 @@ func (c *Committer) deleteLocal(ctx context.Context, targets []Target) {
 // committedImage is a committed image as the commit step left it; for a
 // memory snapshot, checkpoint, until the push builds its image.
 type committedImage struct {
-	target   Target
+	target   task.Target
 	image    images.Image
 	raw      []byte
 	manifest ocispec.Manifest
@@ -274,7 +275,7 @@ type committedImage struct {
 
 // readStep reads what this run's commit step left for t: the record of a
 // memory snapshot, or the image it committed.
-func (c *Committer) readStep(ctx context.Context, t Target) (*committedImage, error) {
+func (c *Committer) readStep(ctx context.Context, t task.Target) (*committedImage, error) {
 	rec, err := c.readCheckpointRecord(t)
 	if rec != nil {
 		c.own(t, rec)
@@ -286,7 +287,7 @@ func (c *Committer) readStep(ctx context.Context, t Target) (*committedImage, er
 }
 
 // readCommitted reads the image this run's commit step committed for t.
-func (c *Committer) readCommitted(ctx context.Context, t Target) (*committedImage, error) {
+func (c *Committer) readCommitted(ctx context.Context, t task.Target) (*committedImage, error) {
 	img, err := c.client.ImageService().Get(ctx, c.workingName(t))
 	if err != nil {
 		if errdefs.IsNotFound(err) {

@@ -36,7 +36,7 @@ func FormatError(err error) string {
 
 // Pushed describes one image pushed by the push step.
 type Pushed struct {
-	Target Target
+	Target task.Target
 	// Digest is the manifest digest reported by the registry (HEAD).
 	Digest string
 }

@@ -94,9 +94,9 @@ func terminationSize(results map[string]string) int {
 	return len(b)
 }
 
-func mustTarget(t *testing.T, s string) Target {
+func mustTarget(t *testing.T, s string) task.Target {
 	t.Helper()
-	tg, err := ParseTarget(s, false)
+	tg, err := task.ParseTarget(s, false)
 	if err != nil {
 		t.Fatal(err)
 	}

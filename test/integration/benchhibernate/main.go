@@ -52,6 +52,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/proc"
 )
@@ -147,7 +148,7 @@ func once(cri *ctrharness.Containerd, base, work string, mib, i int) (sample, er
 	if err := waitResident(ctx, cri, id, mib); err != nil {
 		return s, err
 	}
-	tgt, err := committer.ParseTarget("app="+strings.Split(base, "/")[0]+"/bench/snap/"+name+":mem", true)
+	tgt, err := task.ParseTarget("app="+strings.Split(base, "/")[0]+"/bench/snap/"+name+":mem", true)
 	if err != nil {
 		return s, err
 	}
@@ -157,7 +158,7 @@ func once(cri *ctrharness.Containerd, base, work string, mib, i int) (sample, er
 	}
 	defer os.RemoveAll(dir)
 	cm := committer.New(cri.Client, committer.Config{
-		Params:        &committer.Params{PodName: name, PodNamespace: "bench", PodUID: name + "-uid", RunID: "run-" + name, Targets: []committer.Target{tgt}, Insecure: true},
+		Params:        &task.Params{PodName: name, PodNamespace: "bench", PodUID: name + "-uid", RunID: "run-" + name, Targets: []task.Target{tgt}, Insecure: true},
 		CheckpointDir: dir, LayerDir: dir, MaxPause: time.Minute, KeepLocal: true, KeepLocalMaxBytes: 64 << 30, Log: io.Discard,
 		// The bench's registry is its own, on loopback.
 		AllowAnonymousPull: true,

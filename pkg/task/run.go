@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package task
 
 import (
 	"fmt"
@@ -22,15 +22,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
-)
-
-// Mode values accepted by the committer.
-const (
-	ModeCommit  = task.ModeCommit
-	ModeUnpause = task.ModeUnpause
-	ModeRelease = task.ModeRelease
 )
 
 // RawParams holds the Task parameters exactly as Tekton passes them.
@@ -76,9 +67,9 @@ type Params struct {
 	Targets    []Target
 	Insecure   bool
 	Mode       string
-	// SnapshotMode is task.SnapshotModeFilesystem or task.SnapshotModeMemory.
+	// SnapshotMode is SnapshotModeFilesystem or SnapshotModeMemory.
 	SnapshotMode string
-	// MemoryFallback is task.MemoryFallbackNone or task.MemoryFallbackFilesystem.
+	// MemoryFallback is MemoryFallbackNone or MemoryFallbackFilesystem.
 	MemoryFallback string
 }
 
@@ -98,10 +89,10 @@ func ParseParams(in RawParams) (*Params, error) {
 	if errs := validation.IsDNS1123Label(in.PodNamespace); len(errs) > 0 {
 		return nil, fmt.Errorf("param pod-namespace %q is invalid: %s", in.PodNamespace, strings.Join(errs, "; "))
 	}
-	if err := validateID(task.ParamPodUID, in.PodUID); err != nil && !(in.Mode == ModeRelease && in.PodUID == "") {
+	if err := ValidateID(ParamPodUID, in.PodUID); err != nil && !(in.Mode == ModeRelease && in.PodUID == "") {
 		return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
 	}
-	if err := validateID(task.ParamRunID, in.RunID); err != nil {
+	if err := ValidateID(ParamRunID, in.RunID); err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
 	}
 	switch in.InsecureRegistry {
@@ -121,17 +112,17 @@ func ParseParams(in RawParams) (*Params, error) {
 	}
 	// Only a commit writes what its Task pod owns: an unpause, which may have
 	// containers to thaw, or a release does not fail for it.
-	if err := validateID(taskPodUIDFlag, in.TaskPodUID); err != nil && in.TaskPodUID != "" {
+	if err := ValidateID(FlagTaskPodUID, in.TaskPodUID); err != nil && in.TaskPodUID != "" {
 		if p.Mode == ModeCommit {
 			return nil, fmt.Errorf("pod %s/%s: %w", in.PodNamespace, in.PodName, err)
 		}
 		p.TaskPodUID = ""
 	}
 	var err error
-	if p.SnapshotMode, err = eitherOr(task.ParamSnapshotMode, in.SnapshotMode, task.SnapshotModeFilesystem, task.SnapshotModeMemory); err != nil {
+	if p.SnapshotMode, err = eitherOr(ParamSnapshotMode, in.SnapshotMode, SnapshotModeFilesystem, SnapshotModeMemory); err != nil {
 		return nil, err
 	}
-	if p.MemoryFallback, err = eitherOr(task.ParamMemoryFallback, in.MemoryFallback, task.MemoryFallbackNone, task.MemoryFallbackFilesystem); err != nil {
+	if p.MemoryFallback, err = eitherOr(ParamMemoryFallback, in.MemoryFallback, MemoryFallbackNone, MemoryFallbackFilesystem); err != nil {
 		return nil, err
 	}
 	if len(in.Containers) == 0 && p.Mode == ModeCommit {
@@ -148,7 +139,7 @@ func ParseParams(in RawParams) (*Params, error) {
 			return nil, fmt.Errorf("pod %s/%s: container %q is listed twice in param containers", in.PodNamespace, in.PodName, t.Container)
 		}
 		// One repository per container: a run names its images by
-		// repository (Committer.workingName).
+		// repository (the committer names its working images by repository).
 		key := t.Tag.Context().Name()
 		if other, ok := seenI[key]; ok {
 			return nil, fmt.Errorf("pod %s/%s: containers %q and %q both target repository %s", in.PodNamespace, in.PodName, other, t.Container, t.Repository())
@@ -171,18 +162,18 @@ func eitherOr(param, v, def, other string) (string, error) {
 	return "", fmt.Errorf("param %s must be %q or %q, got %q", param, def, other, v)
 }
 
-// taskPodUIDFlag names the committer's flag, and Params.TaskPodUID, in
+// FlagTaskPodUID names the committer's flag, and Params.TaskPodUID, in
 // errors: the UID of the Task's own pod, which Tekton does not pass as a
 // param (the Task takes it from the downward API).
-const taskPodUIDFlag = "task-pod-uid"
+const FlagTaskPodUID = "task-pod-uid"
 
 // maxIDLength bounds pod-uid and run-id; Kubernetes UIDs are 36 characters.
 const maxIDLength = 128
 
-// validateID checks a pod-uid or run-id value: Kubernetes UIDs are UUIDs, so
+// ValidateID checks a pod-uid or run-id value: Kubernetes UIDs are UUIDs, so
 // letters, digits and dashes are enough, and the value is safe in a label
 // filter and in a containerd lock reference.
-func validateID(param, v string) error {
+func ValidateID(param, v string) error {
 	if v == "" {
 		return fmt.Errorf("param %s is empty", param)
 	}
