@@ -37,6 +37,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
@@ -161,9 +162,9 @@ func fail(o options, err error) int {
 		fmt.Fprintf(os.Stderr, "committer: %v\n", werr)
 	}
 	switch {
-	case errors.Is(err, committer.ErrThawFailed):
+	case errors.Is(err, freeze.ErrThawFailed):
 		return exitMaybePaused
-	case errors.Is(err, committer.ErrFrozenElsewhere):
+	case errors.Is(err, freeze.ErrFrozenElsewhere):
 		return exitFrozenElsewhere
 	case errors.Is(err, committer.ErrMemorySnapshotUnsupported):
 		return exitMemoryUnsupported
@@ -347,5 +348,5 @@ func commit(ctx context.Context, c *committer.Committer, params *task.Params) (*
 // disk room for the memory, and everything was thawed.
 func fallsBack(err error, fallback string) bool {
 	return (errors.Is(err, committer.ErrMemorySnapshotUnsupported) || errors.Is(err, diskbudget.ErrNoRoom)) &&
-		!errors.Is(err, committer.ErrThawFailed) && fallback == task.MemoryFallbackFilesystem
+		!errors.Is(err, freeze.ErrThawFailed) && fallback == task.MemoryFallbackFilesystem
 }

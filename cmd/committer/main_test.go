@@ -27,6 +27,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -39,8 +40,8 @@ func TestFailExitCodes(t *testing.T) {
 		want int
 	}{
 		{"failed and thawed", errors.New("push failed"), task.ExitCodeThawed},
-		{"thaw failed", fmt.Errorf("diff: %w", committer.ErrThawFailed), 3},
-		{"frozen elsewhere", fmt.Errorf("pod a/b: %w", committer.ErrFrozenElsewhere), task.ExitCodeFrozenElsewhere},
+		{"thaw failed", fmt.Errorf("diff: %w", freeze.ErrThawFailed), 3},
+		{"frozen elsewhere", fmt.Errorf("pod a/b: %w", freeze.ErrFrozenElsewhere), task.ExitCodeFrozenElsewhere},
 		{"memory unsupported", fmt.Errorf("pod a/b: %w: criu failed", committer.ErrMemorySnapshotUnsupported), task.ExitCodeMemoryUnsupported},
 		{"no room for the memory", fmt.Errorf("pod a/b: %w: 256 MiB in checkpoint-dir /c", diskbudget.ErrNoRoom), task.ExitCodeThawed},
 	} {
@@ -72,8 +73,8 @@ func TestFallsBack(t *testing.T) {
 		{"no room", noRoom, task.MemoryFallbackFilesystem, true},
 		{"unsupported, no fallback asked", unsupported, task.MemoryFallbackNone, false},
 		{"no room, no fallback asked", noRoom, task.MemoryFallbackNone, false},
-		{"unsupported and not thawed", errors.Join(unsupported, committer.ErrThawFailed), task.MemoryFallbackFilesystem, false},
-		{"past max-pause", fmt.Errorf("%w: criu failed", committer.ErrMaxPauseExceeded), task.MemoryFallbackFilesystem, false},
+		{"unsupported and not thawed", errors.Join(unsupported, freeze.ErrThawFailed), task.MemoryFallbackFilesystem, false},
+		{"past max-pause", fmt.Errorf("%w: criu failed", freeze.ErrMaxPauseExceeded), task.MemoryFallbackFilesystem, false},
 		{"push failed", errors.New("push failed"), task.MemoryFallbackFilesystem, false},
 		{"succeeded", nil, task.MemoryFallbackFilesystem, false},
 	} {

@@ -32,6 +32,8 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/cri"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -130,7 +132,7 @@ func sweepCheckpoints(dir string, runs func(taskPodUID string) (bool, error), lo
 // none left, or only stopped ones, is over.
 func (c *Committer) podRuns(ctx context.Context, uid string) (bool, error) {
 	ctx = c.nsCtx(ctx)
-	list, err := c.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", LabelPodUID, strconv.Quote(uid)))
+	list, err := c.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", cri.LabelPodUID, strconv.Quote(uid)))
 	if err != nil {
 		return false, fmt.Errorf("listing the containers of task pod %s in containerd namespace %s: %w", uid, c.cfg.Namespace, err)
 	}
@@ -139,13 +141,13 @@ func (c *Committer) podRuns(ctx context.Context, uid string) (bool, error) {
 		if errdefs.IsNotFound(err) {
 			continue
 		} else if err != nil {
-			return false, fmt.Errorf("task pod %s container %s: loading its task: %w", uid, shortID(ctr.ID()), err)
+			return false, fmt.Errorf("task pod %s container %s: loading its task: %w", uid, freeze.ShortID(ctr.ID()), err)
 		}
 		st, err := task.Status(ctx)
 		if errdefs.IsNotFound(err) || err == nil && st.Status == client.Stopped {
 			continue
 		} else if err != nil {
-			return false, fmt.Errorf("task pod %s container %s: its task's status: %w", uid, shortID(ctr.ID()), err)
+			return false, fmt.Errorf("task pod %s container %s: its task's status: %w", uid, freeze.ShortID(ctr.ID()), err)
 		}
 		return true, nil
 	}

@@ -24,9 +24,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/cri"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
-	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
@@ -38,33 +39,6 @@ import (
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
-
-// ExtensionCRIMetadata is the container extension in which containerd's CRI
-// plugin records the container's metadata, including the image ID (the
-// config digest) it was created from.
-const ExtensionCRIMetadata = "io.cri-containerd.container.metadata"
-
-// criImageID returns the image ID the CRI plugin recorded for a container,
-// or "" for a container not created by the CRI plugin.
-func criImageID(info containers.Container) digest.Digest {
-	ext, ok := info.Extensions[ExtensionCRIMetadata]
-	if !ok || ext == nil {
-		return ""
-	}
-	var m struct {
-		Metadata struct {
-			ImageRef string
-		}
-	}
-	if err := json.Unmarshal(ext.GetValue(), &m); err != nil {
-		return ""
-	}
-	d, err := digest.Parse(m.Metadata.ImageRef)
-	if err != nil {
-		return ""
-	}
-	return d
-}
 
 // baseImage is the image a container's root filesystem was unpacked from.
 type baseImage struct {
@@ -81,10 +55,10 @@ type baseImage struct {
 // image the container names, the image ID the CRI plugin recorded, then
 // every image in the namespace; when the CRI plugin recorded an image ID,
 // the config must be that one too.
-func (c *Committer) resolveBase(ctx context.Context, l *liveContainer, parent string) (*baseImage, error) {
+func (c *Committer) resolveBase(ctx context.Context, l *freeze.Container, parent string) (*baseImage, error) {
 	is := c.client.ImageService()
 	cs := c.client.ContentStore()
-	recorded := criImageID(l.info)
+	recorded := cri.ImageID(l.Info)
 	tried := map[digest.Digest]bool{}
 	try := func(img images.Image) (*baseImage, error) {
 		if tried[img.Target.Digest] {
@@ -98,13 +72,13 @@ func (c *Committer) resolveBase(ctx context.Context, l *liveContainer, parent st
 		return &baseImage{img: img, manifest: *m}, nil
 	}
 
-	named, namedErr := is.Get(ctx, l.info.Image)
+	named, namedErr := is.Get(ctx, l.Info.Image)
 	if namedErr == nil {
 		if b, err := try(named); b != nil || err != nil {
 			return b, err
 		}
 	} else if !errdefs.IsNotFound(namedErr) {
-		return nil, fmt.Errorf("reading image %s: %w", l.info.Image, namedErr)
+		return nil, fmt.Errorf("reading image %s: %w", l.Info.Image, namedErr)
 	}
 	if recorded != "" {
 		if img, err := is.Get(ctx, recorded.String()); err == nil {
@@ -136,9 +110,9 @@ func (c *Committer) resolveBase(ctx context.Context, l *liveContainer, parent st
 	if recorded != "" {
 		want += " and image ID " + recorded.String()
 	}
-	now := fmt.Sprintf("image %s is not in containerd", l.info.Image)
+	now := fmt.Sprintf("image %s is not in containerd", l.Info.Image)
 	if namedErr == nil {
-		now = fmt.Sprintf("tag %s now points to %s", l.info.Image, named.Target.Digest)
+		now = fmt.Sprintf("tag %s now points to %s", l.Info.Image, named.Target.Digest)
 		if m, chain, err := firstManifestChain(ctx, cs, named.Target); err == nil {
 			now += fmt.Sprintf(" (manifest %s, layers %s)", m.Digest, chainOrNone(chain))
 		}
@@ -158,10 +132,10 @@ func (c *Committer) resolveBase(ctx context.Context, l *liveContainer, parent st
 // parent chain, with the config the CRI plugin recorded. That manifest and
 // config are written to the content store under the commit's lease. It
 // also says what it tried, for the error when nothing matched.
-func (c *Committer) fetchBase(ctx context.Context, l *liveContainer, parent string, recorded digest.Digest) (*baseImage, []string) {
-	refs := []string{l.info.Image}
-	if spec, err := l.ctr.Spec(ctx); err == nil && spec.Annotations[annotationCRIImageName] != "" {
-		refs = append(refs, spec.Annotations[annotationCRIImageName])
+func (c *Committer) fetchBase(ctx context.Context, l *freeze.Container, parent string, recorded digest.Digest) (*baseImage, []string) {
+	refs := []string{l.Info.Image}
+	if spec, err := l.Container.Spec(ctx); err == nil && spec.Annotations[cri.AnnotationImageName] != "" {
+		refs = append(refs, spec.Annotations[cri.AnnotationImageName])
 	}
 	opts := []name.Option{name.StrictValidation}
 	if c.cfg.Params.Insecure {
@@ -187,14 +161,10 @@ func (c *Committer) fetchBase(ctx context.Context, l *liveContainer, parent stri
 		}
 	}
 	if len(tried) == 0 {
-		tried = append(tried, fmt.Sprintf("%s names no registry image to look up", l.info.Image))
+		tried = append(tried, fmt.Sprintf("%s names no registry image to look up", l.Info.Image))
 	}
 	return nil, tried
 }
-
-// annotationCRIImageName is the annotation in which the CRI plugin records,
-// in a container's spec, the image its pod asked for.
-const annotationCRIImageName = "io.kubernetes.cri.image-name"
 
 // fetchManifest reads ref from its registry and returns, written to the
 // content store, the manifest (of an index: the platform manifests, the
@@ -397,7 +367,7 @@ func firstManifestChain(ctx context.Context, cs content.Provider, target ocispec
 // the container was created with when it is the base, otherwise a digest
 // reference, otherwise a tag, of an image with the same target. Bare image
 // IDs ("sha256:…") are not references.
-func (c *Committer) baseName(ctx context.Context, l *liveContainer, b *baseImage) string {
+func (c *Committer) baseName(ctx context.Context, l *freeze.Container, b *baseImage) string {
 	names := []string{b.img.Name}
 	if others, err := c.client.ImageService().List(ctx, "target.digest=="+b.img.Target.Digest.String()); err == nil {
 		for _, o := range others {
@@ -409,7 +379,7 @@ func (c *Committer) baseName(ctx context.Context, l *liveContainer, b *baseImage
 	for _, n := range names {
 		r := 2
 		switch {
-		case n == l.info.Image:
+		case n == l.Info.Image:
 			r = 0
 		case strings.HasPrefix(n, "sha256:"):
 			r = 3

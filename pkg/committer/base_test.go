@@ -23,15 +23,12 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
-	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/plugins/content/local"
-	"github.com/containerd/typeurl/v2"
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // putJSON stores v as a blob and returns its descriptor.
@@ -120,27 +117,5 @@ func TestMatchManifestIndex(t *testing.T) {
 	}
 	if got, err := matchManifest(ctx, cs, mA, identity.ChainID([]digest.Digest{l1, l2}).String(), ""); err != nil || got != nil {
 		t.Errorf("manifest without its config: %v %v", got, err)
-	}
-}
-
-// TestCRIImageID reads the image ID from the CRI plugin's metadata extension.
-func TestCRIImageID(t *testing.T) {
-	id := digest.FromString("config")
-	ext := func(v string) map[string]typeurl.Any {
-		return map[string]typeurl.Any{ExtensionCRIMetadata: &anypb.Any{TypeUrl: "github.com/containerd/containerd/pkg/cri/store/container/Metadata", Value: []byte(v)}}
-	}
-	for _, tc := range []struct {
-		name string
-		info containers.Container
-		want digest.Digest
-	}{
-		{"CRI container", containers.Container{Extensions: ext(`{"Version":"v1","Metadata":{"ID":"c1","ImageRef":"` + id.String() + `"}}`)}, id},
-		{"no extension", containers.Container{}, ""},
-		{"not a digest", containers.Container{Extensions: ext(`{"Version":"v1","Metadata":{"ImageRef":"busybox:latest"}}`)}, ""},
-		{"not JSON", containers.Container{Extensions: ext(`\x08\x01`)}, ""},
-	} {
-		if got := criImageID(tc.info); got != tc.want {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
 	}
 }

@@ -32,6 +32,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
 	crmetadata "github.com/checkpoint-restore/checkpointctl/lib"
@@ -107,7 +109,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	defer func() {
 		for _, p := range preps {
 			if p != nil {
-				c.releasePlan(ctx, p.live, p.overlay)
+				c.differ().Release(ctx, p.live, p.overlay)
 			}
 		}
 	}()
@@ -115,13 +117,13 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	// checkpoint leaves none, nor does a signal (Discard).
 	archives := make([]*checkpointRecord, len(live))
 	for i, l := range live {
-		archives[i] = &checkpointRecord{Archive: archiveName(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, l.target.Container)}
-		c.own(l.target, archives[i])
+		archives[i] = &checkpointRecord{Archive: archiveName(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, l.Target.Container)}
+		c.own(l.Target, archives[i])
 	}
 	defer func() {
 		if err != nil {
 			for i, l := range live {
-				c.removeCheckpoint(l.target, archives[i])
+				c.removeCheckpoint(l.Target, archives[i])
 			}
 		}
 	}()
@@ -151,7 +153,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	}()
 	res = &CommitResult{}
 	var at time.Time
-	res.PauseWindow, err = c.whileFrozen(ctx, live, func(pctx context.Context) error {
+	res.PauseWindow, err = c.frz.WhileFrozen(ctx, live, func(pctx context.Context) error {
 		at = time.Now()
 		errs := make([]error, len(live)+1)
 		var wg sync.WaitGroup
@@ -191,7 +193,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 // 2.2 and 2.3 with restore through CreateContainer turned off; 2.4 and
 // later, which restore only through the kubelet's RestorePod) or a
 // container's runtime is not runc.
-func (c *Committer) checkpointable(ctx context.Context, live []*liveContainer) error {
+func (c *Committer) checkpointable(ctx context.Context, live []*freeze.Container) error {
 	v, err := c.client.Version(ctx)
 	if err != nil {
 		return fmt.Errorf("pod %s: containerd's version: %w", c.podRef(), err)
@@ -214,8 +216,8 @@ func (c *Committer) checkpointable(ctx context.Context, live []*liveContainer) e
 		}
 	}
 	for _, l := range live {
-		if l.info.Runtime.Name != runcRuntime {
-			return fmt.Errorf("pod %s %s: %w: its runtime is %s; memory snapshots need %s", c.podRef(), l, ErrMemorySnapshotUnsupported, l.info.Runtime.Name, runcRuntime)
+		if l.Info.Runtime.Name != runcRuntime {
+			return fmt.Errorf("pod %s %s: %w: its runtime is %s; memory snapshots need %s", c.podRef(), l, ErrMemorySnapshotUnsupported, l.Info.Runtime.Name, runcRuntime)
 		}
 	}
 	return nil
@@ -257,7 +259,7 @@ func majorMinor(v string) (major, minor int, ok bool) {
 // dump has CRIU dump l, frozen, through containerd's task API into dir's
 // checkpoint directory, with its log and statistics in dir, as containerd's
 // CRI does into the container's own directory. The container runs on.
-func (c *Committer) dump(ctx context.Context, l *liveContainer, dir string) error {
+func (c *Committer) dump(ctx context.Context, l *freeze.Container, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("pod %s %s: removing an earlier attempt's checkpoint: %w", c.podRef(), l, err)
 	}
@@ -266,7 +268,7 @@ func (c *Committer) dump(ctx context.Context, l *liveContainer, dir string) erro
 		return fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
 	}
 	start := time.Now()
-	_, err := l.task.Checkpoint(ctx, func(info *client.CheckpointTaskInfo) error {
+	_, err := l.Task.Checkpoint(ctx, func(info *client.CheckpointTaskInfo) error {
 		info.Options = &options.CheckpointOptions{ImagePath: images, WorkPath: dir}
 		return nil
 	})
@@ -283,7 +285,7 @@ func (c *Committer) dump(ctx context.Context, l *liveContainer, dir string) erro
 // checkpointError names why a checkpoint failed: CRIU could not dump the
 // container (ErrMemorySnapshotUnsupported, with runc's and CRIU's own words:
 // no CRIU, or a process it refuses), or something else went wrong.
-func (c *Committer) checkpointError(l *liveContainer, err error) error {
+func (c *Committer) checkpointError(l *freeze.Container, err error) error {
 	if strings.Contains(strings.ToLower(err.Error()), "criu") {
 		return fmt.Errorf("pod %s %s: %w: %v", c.podRef(), l, ErrMemorySnapshotUnsupported, err)
 	}
@@ -326,26 +328,26 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 		return nil, fail("sampling the checkpoint: %v", err)
 	}
 	rec.MediaType, rec.Created = mediaType, at.UTC()
-	rec.CreatedBy = fmt.Sprintf("sandbox-checkpoint pod %s container %s", c.podRef(), l.target.Container)
+	rec.CreatedBy = fmt.Sprintf("sandbox-checkpoint pod %s container %s", c.podRef(), l.Target.Container)
 	rec.Annotations = map[string]string{
-		task.AnnotationCheckpointName:     l.target.Container,
-		task.AnnotationCRIOCheckpointName: l.target.Container,
+		task.AnnotationCheckpointName:     l.Target.Container,
+		task.AnnotationCRIOCheckpointName: l.Target.Container,
 		ocispec.AnnotationBaseImageName:   restoreName,
 	}
 	rec.Labels = map[string]string{
-		LabelSourceImage:   l.info.Image,
-		LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
-		LabelSnapshotter:   l.info.Snapshotter,
+		LabelSourceImage:      l.Info.Image,
+		LabelCommittedFrom:    c.podRef() + "/" + l.Target.Container,
+		keep.LabelSnapshotter: l.Info.Snapshotter,
 	}
 	if _, d, ok := strings.Cut(restoreRef, "@"); ok && digest.Digest(d).Validate() == nil {
 		rec.Annotations[ocispec.AnnotationBaseImageDigest] = d
 	}
-	if err := c.writeCheckpointRecord(l.target, rec); err != nil {
+	if err := c.writeCheckpointRecord(l.Target, rec); err != nil {
 		return nil, fail("leaving the checkpoint's record for the push step: %v", err)
 	}
 	c.log.Printf("pod %s %s checkpointed (archive %s, %d bytes; its %s layer is built as it is pushed)",
 		c.podRef(), l, dir, size, mediaType)
-	return &Committed{Target: l.target, DiffSize: size, Layer: ocispec.Descriptor{MediaType: mediaType}}, nil
+	return &Committed{Target: l.Target, DiffSize: size, Layer: ocispec.Descriptor{MediaType: mediaType}}, nil
 }
 
 // writeDumps writes the files containerd's CRI restore reads besides CRIU's
@@ -354,8 +356,8 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 // restore starts from (restoreName, pinned as restoreRef), and its CRI
 // status st (status.dump), which the restored container's metadata comes
 // from.
-func (c *Committer) writeDumps(l *liveContainer, st *runtimeapi.ContainerStatus, dir string, at time.Time, restoreName, restoreRef string) error {
-	if l.info.Spec == nil {
+func (c *Committer) writeDumps(l *freeze.Container, st *runtimeapi.ContainerStatus, dir string, at time.Time, restoreName, restoreRef string) error {
+	if l.Info.Spec == nil {
 		return errors.New("the container has no spec")
 	}
 	status, err := json.Marshal(st)
@@ -363,20 +365,20 @@ func (c *Committer) writeDumps(l *liveContainer, st *runtimeapi.ContainerStatus,
 		return err
 	}
 	config, err := json.Marshal(&crmetadata.ContainerConfig{
-		ID:              l.info.ID,
+		ID:              l.Info.ID,
 		Name:            st.GetMetadata().GetName(),
 		RootfsImageName: restoreName,
 		RootfsImageRef:  restoreRef,
-		OCIRuntime:      l.info.Runtime.Name,
+		OCIRuntime:      l.Info.Runtime.Name,
 		RootfsImage:     st.GetImage().GetImage(),
 		CheckpointedAt:  at,
-		CreatedTime:     l.info.CreatedAt,
+		CreatedTime:     l.Info.CreatedAt,
 	})
 	if err != nil {
 		return err
 	}
 	for name, b := range map[string][]byte{
-		crmetadata.SpecDumpFile:   l.info.Spec.GetValue(),
+		crmetadata.SpecDumpFile:   l.Info.Spec.GetValue(),
 		crmetadata.ConfigDumpFile: config,
 		crmetadata.StatusDumpFile: status,
 	} {
@@ -388,9 +390,9 @@ func (c *Committer) writeDumps(l *liveContainer, st *runtimeapi.ContainerStatus,
 }
 
 // criStatus returns the CRI's status of container l.
-func (c *Committer) criStatus(ctx context.Context, l *liveContainer) (*runtimeapi.ContainerStatus, error) {
+func (c *Committer) criStatus(ctx context.Context, l *freeze.Container) (*runtimeapi.ContainerStatus, error) {
 	rs := runtimeapi.NewRuntimeServiceClient(c.client.Conn().(*grpc.ClientConn))
-	r, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: l.info.ID})
+	r, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: l.Info.ID})
 	if err != nil {
 		return nil, fmt.Errorf("the container's CRI status: %w", err)
 	}
@@ -404,7 +406,7 @@ func (c *Committer) criStatus(ctx context.Context, l *liveContainer) (*runtimeap
 func (c *Committer) writeRootfsDiff(ctx context.Context, p *prepared, file string) error {
 	write := func(w io.Writer) error {
 		if p.upper != nil {
-			return p.upper.writeLayer(ctx, c.client.ContentStore(), w)
+			return p.upper.WriteLayer(ctx, c.client.ContentStore(), w)
 		}
 		return oci.CopyBlob(ctx, c.client.ContentStore(), p.diff, w)
 	}

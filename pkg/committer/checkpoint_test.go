@@ -32,6 +32,7 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -40,7 +41,7 @@ import (
 // runc's and CRIU's own words.
 func TestCheckpointError(t *testing.T) {
 	c := New(nil, Config{Params: &task.Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, Log: io.Discard})
-	l := &liveContainer{target: task.Target{Container: "app"}}
+	l := &freeze.Container{Target: task.Target{Container: "app"}}
 	for _, tc := range []struct {
 		name        string
 		err         error

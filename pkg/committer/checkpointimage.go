@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 
@@ -160,7 +161,7 @@ func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pus
 		return err
 	}
 	// What keeping it takes on the node: the layer and its unpacked tar.
-	labels := map[string]string{LabelLocalBytes: strconv.FormatInt(layer.Size+tarSize, 10)}
+	labels := map[string]string{keep.LabelLocalBytes: strconv.FormatInt(layer.Size+tarSize, 10)}
 	for k, v := range rec.Labels {
 		labels[k] = v
 	}
@@ -341,7 +342,7 @@ func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, bu
 	if err != nil {
 		return err
 	}
-	if err := c.unpackLocal(lctx, images.Image{Name: c.workingName(ci.target), Target: mdesc, Labels: rec.Labels}); err != nil {
+	if err := keep.Unpack(lctx, c.client, images.Image{Name: c.workingName(ci.target), Target: mdesc, Labels: rec.Labels}); err != nil {
 		return err
 	}
 	c.log.Printf("pod %s container %q: unpacked the checkpoint's image %s (%d bytes, %d unpacked) for a resume on this node",

@@ -28,7 +28,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 
 	"github.com/containerd/containerd/v2/core/content"
@@ -74,7 +77,7 @@ type CommitResult struct {
 // prepared holds everything read before the pause, so that the pause window
 // only contains the diffs.
 type prepared struct {
-	live        *liveContainer
+	live        *freeze.Container
 	baseName    string
 	manifestMT  string
 	manifestDgs digest.Digest
@@ -83,8 +86,8 @@ type prepared struct {
 	configMT    string
 	sourceRepos []string
 	// overlay is set when the overlay differ applies; upper is its result.
-	overlay *overlayPlan
-	upper   *overlayDiff
+	overlay *overlay.Plan
+	upper   *overlay.Diff
 	// diff is the walking differ's uncompressed layer otherwise.
 	diff ocispec.Descriptor
 	// selfContained marks a memory snapshot that holds the whole root
@@ -96,8 +99,8 @@ type prepared struct {
 // and then stores one new image per container in containerd, under its
 // working name (workingName). Containers are thawed on every return path.
 // It holds the pod's lock from before the first read until after the thaw,
-// and fails with ErrFrozenElsewhere, touching nothing, when another run
-// holds the pod or something else froze it (checkOwnership).
+// and fails with freeze.ErrFrozenElsewhere, touching nothing, when another run
+// holds the pod or something else froze it (freeze.Freezer.CheckOwnership).
 func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	ctx, live, unlock, done, err := c.acquire(c.nsCtx(ctx))
 	if err != nil {
@@ -109,7 +112,7 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	defer func() {
 		for _, p := range preps {
 			if p != nil {
-				c.releasePlan(ctx, p.live, p.overlay)
+				c.differ().Release(ctx, p.live, p.overlay)
 			}
 		}
 	}()
@@ -128,7 +131,7 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	}()
 
 	res = &CommitResult{}
-	if res.PauseWindow, err = c.whileFrozen(ctx, live, func(pctx context.Context) error { return c.diffAll(pctx, preps) }); err != nil {
+	if res.PauseWindow, err = c.frz.WhileFrozen(ctx, live, func(pctx context.Context) error { return c.diffAll(pctx, preps) }); err != nil {
 		return nil, err
 	}
 	c.log.Printf("pod %s: containers thawed; pause window %d ms", c.podRef(), res.PauseWindow.Milliseconds())
@@ -147,10 +150,10 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 }
 
 // acquire takes the pod's lock, finds the live target containers, checks
-// that no other run froze them (checkOwnership) and opens a lease for what
+// that no other run froze them (freeze.Freezer.CheckOwnership) and opens a lease for what
 // the run writes. unlock releases the lock, once; done ends the lease.
-func (c *Committer) acquire(ctx context.Context) (_ context.Context, live []*liveContainer, unlock, done func(), err error) {
-	lock, err := c.tryLockPod(ctx)
+func (c *Committer) acquire(ctx context.Context) (_ context.Context, live []*freeze.Container, unlock, done func(), err error) {
+	lock, err := c.frz.TryLock(ctx)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
@@ -159,13 +162,13 @@ func (c *Committer) acquire(ctx context.Context) (_ context.Context, live []*liv
 		once.Do(func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
-			if rerr := lock.release(rctx); rerr != nil {
+			if rerr := lock.Release(rctx); rerr != nil {
 				c.log.Printf("pod %s: releasing the containerd lock: %v", c.podRef(), rerr)
 			}
 		})
 	}
-	if live, err = c.findLive(ctx, false); err == nil {
-		err = c.checkOwnership(ctx, live)
+	if live, err = c.frz.FindLive(ctx, c.cfg.Params.Targets); err == nil {
+		err = c.frz.CheckOwnership(ctx, live)
 	}
 	if err != nil {
 		unlock()
@@ -208,7 +211,11 @@ func (c *Committer) removeImages(ctx context.Context, imgs []Committed) {
 
 func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 	if c.hookInPause != nil {
-		if err := c.hookInPause(ctx); err != nil {
+		live := make([]*freeze.Container, len(preps))
+		for i, p := range preps {
+			live[i] = p.live
+		}
+		if err := c.hookInPause(ctx, live); err != nil {
 			return fmt.Errorf("pod %s: %w", c.podRef(), err)
 		}
 	}
@@ -221,15 +228,15 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 			l := p.live
 			var err error
 			if p.overlay != nil {
-				p.upper, err = c.diffOverlay(ctx, l, p.overlay)
+				p.upper, err = c.differ().Diff(ctx, l, p.overlay)
 			} else {
-				sn := c.client.SnapshotService(l.info.Snapshotter)
-				ref := fmt.Sprintf("sandbox-commit-diff-%s-%d", l.info.ID, time.Now().UnixNano())
-				p.diff, err = rootfs.CreateDiff(ctx, l.info.SnapshotKey, sn, c.client.DiffService(),
+				sn := c.client.SnapshotService(l.Info.Snapshotter)
+				ref := fmt.Sprintf("sandbox-commit-diff-%s-%d", l.Info.ID, time.Now().UnixNano())
+				p.diff, err = rootfs.CreateDiff(ctx, l.Info.SnapshotKey, sn, c.client.DiffService(),
 					diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
 			}
 			if err != nil {
-				errs[i] = fmt.Errorf("pod %s %s: diffing rootfs (snapshotter %s): %w", c.podRef(), l, l.info.Snapshotter, err)
+				errs[i] = fmt.Errorf("pod %s %s: diffing rootfs (snapshotter %s): %w", c.podRef(), l, l.Info.Snapshotter, err)
 			}
 		}()
 	}
@@ -239,16 +246,16 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 
 // prepare finds the base image of a container from its snapshot's parent
 // chain and reads the base manifest and config.
-func (c *Committer) prepare(ctx context.Context, l *liveContainer) (*prepared, error) {
+func (c *Committer) prepare(ctx context.Context, l *freeze.Container) (*prepared, error) {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
 	}
-	if l.info.SnapshotKey == "" || l.info.Snapshotter == "" {
+	if l.Info.SnapshotKey == "" || l.Info.Snapshotter == "" {
 		return nil, fail("container has no snapshot")
 	}
-	st, err := c.client.SnapshotService(l.info.Snapshotter).Stat(ctx, l.info.SnapshotKey)
+	st, err := c.client.SnapshotService(l.Info.Snapshotter).Stat(ctx, l.Info.SnapshotKey)
 	if err != nil {
-		return nil, fail("snapshot %s: %v", l.info.SnapshotKey, err)
+		return nil, fail("snapshot %s: %v", l.Info.SnapshotKey, err)
 	}
 	base, err := c.resolveBase(ctx, l, st.Parent)
 	if err != nil {
@@ -272,7 +279,7 @@ func (c *Committer) prepare(ctx context.Context, l *liveContainer) (*prepared, e
 		return nil, fail("decoding base config %s: %v", p.manifest.Config.Digest, err)
 	}
 	p.configMT = p.manifest.Config.MediaType
-	if base.img.Name != l.info.Image {
+	if base.img.Name != l.Info.Image {
 		c.log.Printf("pod %s %s: base resolved by layers to %s (manifest %s)", c.podRef(), l, p.baseName, mdesc.Digest)
 	}
 	p.sourceRepos = c.sourceRepos(ctx, base.img, mdesc)
@@ -280,6 +287,21 @@ func (c *Committer) prepare(ctx context.Context, l *liveContainer) (*prepared, e
 		return nil, fail("%v", err)
 	}
 	return p, nil
+}
+
+// planOverlay plans the overlay differ for l before the pause, or returns
+// nil where containerd's walking differ is used: Config.WalkingDiffer, or a
+// container the overlay differ does not apply to.
+func (c *Committer) planOverlay(ctx context.Context, l *freeze.Container) (*overlay.Plan, error) {
+	if c.cfg.WalkingDiffer {
+		return nil, nil
+	}
+	return c.differ().Plan(ctx, l)
+}
+
+// differ returns the overlay differ of the pod's containers.
+func (c *Committer) differ() *overlay.Differ {
+	return overlay.New(c.client, c.cfg.CopyDir, c.podRef(), c.log)
 }
 
 // sourceRepos lists repositories the base layers can be fetched from: the
@@ -340,7 +362,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	}
 	write := func(w io.Writer) error { return oci.CopyBlob(ctx, cs, p.diff, w) }
 	if p.upper != nil {
-		write = func(w io.Writer) error { return p.upper.writeLayer(ctx, cs, w) }
+		write = func(w io.Writer) error { return p.upper.WriteLayer(ctx, cs, w) }
 	}
 	// The layers earlier commits stacked on the sandbox's original image,
 	// which this one squashes with its change past Config.MaxLayers.
@@ -351,7 +373,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 			return nil, fail("squashing %d layers of earlier commits: %v", squashed, err)
 		}
 	}
-	ref := fmt.Sprintf("sandbox-commit-gzip-%s-%d", l.info.ID, time.Now().UnixNano())
+	ref := fmt.Sprintf("sandbox-commit-gzip-%s-%d", l.Info.ID, time.Now().UnixNano())
 	layer, diffID, diffSize, err := c.newLayer(ctx, ref, write, layerMT)
 	if err != nil {
 		if squashed > 0 {
@@ -366,7 +388,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	}()
 
 	now := time.Now().UTC()
-	createdBy := fmt.Sprintf("sandbox-commit pod %s container %s", c.podRef(), l.target.Container)
+	createdBy := fmt.Sprintf("sandbox-commit pod %s container %s", c.podRef(), l.Target.Container)
 	if squashed > 0 {
 		createdBy += fmt.Sprintf(", squashing %d earlier commits", squashed)
 	}
@@ -403,19 +425,19 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		}
 		m.Annotations = ann
 	}
-	mdesc, _, err := c.saveImage(ctx, l.target, m, map[string]string{
-		LabelSourceImage:   p.baseName,
-		LabelSourceRepos:   strings.Join(p.sourceRepos, ","),
-		LabelCommittedFrom: c.podRef() + "/" + l.target.Container,
-		LabelLocalBytes:    strconv.FormatInt(diffSize+layer.Size, 10),
-		LabelSnapshotter:   l.info.Snapshotter,
+	mdesc, _, err := c.saveImage(ctx, l.Target, m, map[string]string{
+		LabelSourceImage:      p.baseName,
+		LabelSourceRepos:      strings.Join(p.sourceRepos, ","),
+		LabelCommittedFrom:    c.podRef() + "/" + l.Target.Container,
+		keep.LabelLocalBytes:  strconv.FormatInt(diffSize+layer.Size, 10),
+		keep.LabelSnapshotter: l.Info.Snapshotter,
 	})
 	if err != nil {
 		return nil, fail("%v", err)
 	}
 	c.log.Printf("pod %s %s committed as %s (manifest %s, %d layers, diff %d bytes, layer %d bytes)",
-		c.podRef(), l, c.workingName(l.target), mdesc.Digest, len(m.Layers), diffSize, layer.Size)
-	return &Committed{Target: l.target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
+		c.podRef(), l, c.workingName(l.Target), mdesc.Digest, len(m.Layers), diffSize, layer.Size)
+	return &Committed{Target: l.Target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
 }
 
 // saveImage writes manifest m, whose config is in containerd, and names it

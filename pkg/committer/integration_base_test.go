@@ -36,6 +36,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/cri"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -146,10 +148,10 @@ func TestBaseByIdentityAfterRetag(t *testing.T) {
 				t.Fatal(err)
 			}
 			meta := fmt.Sprintf(`{"Version":"v1","Metadata":{"ID":%q,"Name":"app","ImageRef":%q}}`, info.ID, id)
-			info.Extensions = map[string]typeurl.Any{ExtensionCRIMetadata: &anypb.Any{
+			info.Extensions = map[string]typeurl.Any{cri.ExtensionMetadata: &anypb.Any{
 				TypeUrl: "github.com/containerd/containerd/pkg/cri/store/container/Metadata", Value: []byte(meta)}}
 			if _, err := e.ctrd.Client.ContainerService().Update(ctx, containers.Container{ID: info.ID, Extensions: info.Extensions},
-				"extensions."+ExtensionCRIMetadata); err != nil {
+				"extensions."+cri.ExtensionMetadata); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -235,7 +237,10 @@ func TestBaseMismatchRefused(t *testing.T) {
 		}
 	}, podContainer{"sidecar", e.ociBase})
 	c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/mismatch:1", "sidecar="+e.regA.Host+"/snap/mismatch-side:1"))
-	c.hookInPause = func(context.Context) error { t.Error("paused although the base matches no image"); return nil }
+	c.hookInPause = func(context.Context, []*freeze.Container) error {
+		t.Error("paused although the base matches no image")
+		return nil
+	}
 	_, err := c.Commit(context.Background())
 	t.Logf("commit error: %v", err)
 	for _, w := range []string{`container "app"`, "rootfs parent sha256:", "matches no image", "tag " + tag + " now points to " + b.Target.Digest.String()} {

@@ -40,6 +40,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -471,10 +472,12 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 	ctx := context.Background()
 	pod, id := e.holding(t, ctx, cri, 256)
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded")
-	cm.cfg.MaxPause = 100 * time.Millisecond
-	_, err := cm.Checkpoint(ctx)
-	if !errors.Is(err, ErrMaxPauseExceeded) || errors.Is(err, ErrMemorySnapshotUnsupported) || errors.Is(err, ErrThawFailed) {
-		t.Fatalf("checkpoint bounded by max-pause %s: got %v, want %v alone", cm.cfg.MaxPause, err, ErrMaxPauseExceeded)
+	boundedCfg := cm.cfg
+	boundedCfg.MaxPause = 100 * time.Millisecond
+	bounded := New(cm.client, boundedCfg)
+	_, err := bounded.Checkpoint(ctx)
+	if !errors.Is(err, freeze.ErrMaxPauseExceeded) || errors.Is(err, ErrMemorySnapshotUnsupported) || errors.Is(err, freeze.ErrThawFailed) {
+		t.Fatalf("checkpoint bounded by max-pause %s: got %v, want %v alone", boundedCfg.MaxPause, err, freeze.ErrMaxPauseExceeded)
 	}
 	t.Logf("as expected: %v", err)
 	// CRIU may dump on in containerd's shim after the deadline; when it is
@@ -499,7 +502,6 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		t.Errorf("the checkpoint directory holds %v (%v) after the failed checkpoint, want nothing", left, err)
 	}
 
-	cm.cfg.MaxPause = task.DefaultMaxPause
 	res, err := cm.Checkpoint(ctx)
 	if err != nil {
 		t.Fatalf("checkpoint under the default max-pause: %v", err)
@@ -554,7 +556,7 @@ func TestCheckpointNoRoom(t *testing.T) {
 		// The check above cannot see everything (another writer, memory its
 		// cgroup does not count): dump past it.
 		cctx := cm.nsCtx(ctx)
-		live, err := cm.findLive(cctx, false)
+		live, err := cm.frz.FindLive(cctx, cm.cfg.Params.Targets)
 		if err != nil {
 			t.Fatal(err)
 		}

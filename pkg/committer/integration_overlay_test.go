@@ -228,7 +228,7 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 	if capture == captureTar {
 		c.cfg.CopyDir = ""
 	}
-	live, err := c.findLive(ctx, false)
+	live, err := c.frz.FindLive(ctx, c.cfg.Params.Targets)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,33 +240,33 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 	if plan == nil {
 		t.Fatal("the overlay differ does not apply to an overlayfs container here")
 	}
-	if (plan.copyDir != "") != (capture != captureTar) {
-		t.Fatalf("copy directory %q with capture %q", plan.copyDir, capture)
+	if (plan.CopyDir() != "") != (capture != captureTar) {
+		t.Fatalf("copy directory %q with capture %q", plan.CopyDir(), capture)
 	}
-	defer c.releasePlan(ctx, l, plan)
+	defer c.differ().Release(ctx, l, plan)
 	if capture == captureCopyFails {
 		// The copy's file is taken: the copy fails in the pause.
-		if err := os.WriteFile(filepath.Join(plan.copyDir, stage.ContentFile), nil, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(plan.CopyDir(), stage.ContentFile), nil, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The scan before the pause probed the directories there: after the
 	// changes, every one they touch; before them, new/sub but not redo,
 	// which the pause then probes.
-	if !plan.probed["new/sub"] || plan.probed["redo"] == afterScan {
-		t.Fatalf("directories probed before the pause: %v", keysOf(plan.probed))
+	if !plan.Probed("new/sub") || plan.Probed("redo") == afterScan {
+		t.Fatalf("directories probed before the pause: new/sub %v, redo %v", plan.Probed("new/sub"), plan.Probed("redo"))
 	}
 	if afterScan {
 		changeEverything(t, root)
 	}
-	sn := e.ctrd.Client.SnapshotService(l.info.Snapshotter)
-	if err := l.task.Pause(ctx); err != nil {
+	sn := e.ctrd.Client.SnapshotService(l.Info.Snapshotter)
+	if err := l.Task.Pause(ctx); err != nil {
 		t.Fatal(err)
 	}
-	walk, werr := rootfs.CreateDiff(ctx, l.info.SnapshotKey, sn, e.ctrd.Client.DiffService(),
+	walk, werr := rootfs.CreateDiff(ctx, l.Info.SnapshotKey, sn, e.ctrd.Client.DiffService(),
 		diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference("equiv-walk-"+randSuffix()))
-	od, oerr := c.diffOverlay(ctx, l, plan)
-	if err := l.task.Resume(ctx); err != nil {
+	od, oerr := c.differ().Diff(ctx, l, plan)
+	if err := l.Task.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if werr != nil || oerr != nil {
@@ -279,17 +279,17 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 			t.Fatal(err)
 		}
 	}
-	if (od.staged != nil) != (capture == captureCopy) {
-		t.Fatalf("staged copy %v with capture %q", od.staged != nil, capture)
+	if od.Copied() != (capture == captureCopy) {
+		t.Fatalf("staged copy %v with capture %q", od.Copied(), capture)
 	}
 	cs := e.ctrd.Client.ContentStore()
 	layer, _, _, err := oci.BuildLayer(ctx, cs, "equiv-layer-"+randSuffix(), func(w io.Writer) error {
-		return od.writeLayer(ctx, cs, w)
+		return od.WriteLayer(ctx, cs, w)
 	}, ocispec.MediaTypeImageLayerGzip)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("opaque directories: %v", keysOf(od.opaque))
+	t.Logf("opaque directories: %v", od.Opaque())
 
 	got := e.applyAndScan(t, ctx, base, layer)
 	want := e.applyAndScan(t, ctx, base, walk)
@@ -340,15 +340,6 @@ func sha(t *testing.T, s string) string {
 	t.Helper()
 	h := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(h[:8])
-}
-
-func keysOf(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func unionKeys(a, b map[string]string) []string {

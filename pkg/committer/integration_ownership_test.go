@@ -35,6 +35,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -79,7 +80,7 @@ func assertSameStates(t *testing.T, before, after map[string]ctrState) {
 // TestConcurrentRunsOnePod starts two commits of one pod at the same instant.
 // The pause hook of whichever run gets in holds the pause window open until
 // the other run has returned, so the two always overlap: exactly one commits,
-// the other fails with ErrFrozenElsewhere having written nothing.
+// the other fails with freeze.ErrFrozenElsewhere having written nothing.
 func TestConcurrentRunsOnePod(t *testing.T) {
 	e := requireEnv(t)
 	ctx := e.ctrd.Ctx(context.Background())
@@ -101,7 +102,7 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 			cms[i] = e.committer(params)
 			done[i] = make(chan struct{})
 			other := 1 - i
-			cms[i].hookInPause = func(context.Context) error {
+			cms[i].hookInPause = func(context.Context, []*freeze.Container) error {
 				select {
 				case <-done[other]:
 					return nil
@@ -130,7 +131,7 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 		if errs[0] != nil {
 			win, lose = 1, 0
 		}
-		if !errors.Is(errs[lose], ErrFrozenElsewhere) || !strings.Contains(errs[lose].Error(), p.namespace+"/"+p.name) ||
+		if !errors.Is(errs[lose], freeze.ErrFrozenElsewhere) || !strings.Contains(errs[lose].Error(), p.namespace+"/"+p.name) ||
 			!strings.Contains(errs[lose].Error(), "another sandbox-commit run") {
 			t.Errorf("round %d: losing run's error %v is not a frozen-elsewhere error naming the pod", round, errs[lose])
 		}
@@ -177,7 +178,7 @@ func TestForeignPauseRefused(t *testing.T) {
 	}
 	msg := readResult(t, results, "ERROR")
 	t.Logf("ERROR result: %s", msg)
-	for _, w := range []string{"without a " + LabelPausedBy + " marker", `container "sidecar"`, p.namespace + "/" + p.name} {
+	for _, w := range []string{"without a " + freeze.LabelPausedBy + " marker", `container "sidecar"`, p.namespace + "/" + p.name} {
 		if !strings.Contains(msg, w) {
 			t.Errorf("ERROR result lacks %q", w)
 		}
@@ -195,7 +196,7 @@ func TestDeadRunsPauseThawed(t *testing.T) {
 	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
 	p.writeFile(t, "sidecar", "/data/state.txt", []byte("before the kill\n"))
 	dead := "run-dead-" + randSuffix()
-	if _, err := p.ctrs["sidecar"].SetLabels(ctx, map[string]string{LabelPausedBy: dead}); err != nil {
+	if _, err := p.ctrs["sidecar"].SetLabels(ctx, map[string]string{freeze.LabelPausedBy: dead}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.tasks["sidecar"].Pause(ctx); err != nil {
@@ -229,7 +230,7 @@ func TestUnpauseOwnRunOnly(t *testing.T) {
 	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase}, podContainer{"other", e.dockerBase})
 	runX, runY := "run-x-"+randSuffix(), "run-y-"+randSuffix()
 	for n, run := range map[string]string{"app": runX, "sidecar": runX, "other": runY} {
-		if _, err := p.ctrs[n].SetLabels(ctx, map[string]string{LabelPausedBy: run}); err != nil {
+		if _, err := p.ctrs[n].SetLabels(ctx, map[string]string{freeze.LabelPausedBy: run}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.tasks[n].Pause(ctx); err != nil {
@@ -253,12 +254,12 @@ func TestUnpauseOwnRunOnly(t *testing.T) {
 	}
 	after := e.states(t, p)
 	for _, n := range []string{"app", "sidecar"} {
-		if after[n].status != client.Running || after[n].labels[LabelPausedBy] != "" {
-			t.Errorf("container %s: %s with marker %q after unpause %s", n, after[n].status, after[n].labels[LabelPausedBy], runX)
+		if after[n].status != client.Running || after[n].labels[freeze.LabelPausedBy] != "" {
+			t.Errorf("container %s: %s with marker %q after unpause %s", n, after[n].status, after[n].labels[freeze.LabelPausedBy], runX)
 		}
 	}
-	if after["other"].status != client.Paused || after["other"].labels[LabelPausedBy] != runY {
-		t.Errorf("container other (run %s) is %s with marker %q after unpause %s", runY, after["other"].status, after["other"].labels[LabelPausedBy], runX)
+	if after["other"].status != client.Paused || after["other"].labels[freeze.LabelPausedBy] != runY {
+		t.Errorf("container other (run %s) is %s with marker %q after unpause %s", runY, after["other"].status, after["other"].labels[freeze.LabelPausedBy], runX)
 	}
 	if n := unpause(runY); n != 1 {
 		t.Errorf("unpause %s thawed %d containers, want 1", runY, n)
@@ -286,7 +287,7 @@ func TestPodUIDSelection(t *testing.T) {
 
 	ref := e.regA.Host + "/snap/" + p.name + "-uid:1"
 	c := e.committer(p.params(t, true, "app="+ref))
-	c.hookInPause = func(ctx context.Context) error {
+	c.hookInPause = func(ctx context.Context, _ []*freeze.Container) error {
 		if st, err := otherTask.Status(ctx); err != nil || st.Status != client.Running {
 			return fmt.Errorf("the other pod's container is %s (%v) inside the pause window", st.Status, err)
 		}
@@ -320,7 +321,7 @@ func TestOwnRunPausedAdopted(t *testing.T) {
 	ctx := e.ctrd.Ctx(context.Background())
 	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
 	p.writeFile(t, "app", "/data/adopted.txt", []byte("adopted\n"))
-	if _, err := p.ctrs["app"].SetLabels(ctx, map[string]string{LabelPausedBy: p.runID}); err != nil {
+	if _, err := p.ctrs["app"].SetLabels(ctx, map[string]string{freeze.LabelPausedBy: p.runID}); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.tasks["app"].Pause(ctx); err != nil {
@@ -328,7 +329,7 @@ func TestOwnRunPausedAdopted(t *testing.T) {
 	}
 	ref := e.regA.Host + "/snap/" + p.name + "-adopted:1"
 	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)))
-	c.hookInPause = func(ctx context.Context) error {
+	c.hookInPause = func(ctx context.Context, _ []*freeze.Container) error {
 		for n, tk := range p.tasks {
 			if st, err := tk.Status(ctx); err != nil || st.Status != client.Paused {
 				return fmt.Errorf("container %s is %s (%v) inside the pause window", n, st.Status, err)

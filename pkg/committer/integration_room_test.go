@@ -29,6 +29,7 @@ import (
 	"testing"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 )
 
 // TestCommitNoRoom commits a container whose filesystem change (48 MiB) is
@@ -93,7 +94,7 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 	}
 	ca, cb := committerOf(pa, "shared-a"), committerOf(pb, "shared-b")
 	var errB error
-	ca.hookInPause = func(ctx context.Context) error {
+	ca.hookInPause = func(ctx context.Context, _ []*freeze.Container) error {
 		var logged strings.Builder
 		cb.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
 		_, errB = cb.Commit(context.Background())

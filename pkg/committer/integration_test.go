@@ -43,6 +43,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -274,8 +275,8 @@ func (e *testEnv) assertAllRunning(t *testing.T, p *runningPod) {
 		labels, err := p.ctrs[n].Labels(ctx)
 		if err != nil {
 			t.Errorf("container %s: labels: %v", n, err)
-		} else if v := labels[LabelPausedBy]; v != "" {
-			t.Errorf("container %s still carries %s=%s", n, LabelPausedBy, v)
+		} else if v := labels[freeze.LabelPausedBy]; v != "" {
+			t.Errorf("container %s still carries %s=%s", n, freeze.LabelPausedBy, v)
 		}
 	}
 }
@@ -506,7 +507,7 @@ func TestCommitFailureThaws(t *testing.T) {
 	t.Run("failure inside the pause window", func(t *testing.T) {
 		c := e.committer(params)
 		var sawPaused bool
-		c.hookInPause = func(ctx context.Context) error {
+		c.hookInPause = func(ctx context.Context, _ []*freeze.Container) error {
 			for n, task := range p.tasks {
 				st, err := task.Status(ctx)
 				if err != nil || st.Status != client.Paused {
@@ -534,16 +535,16 @@ func TestCommitFailureThaws(t *testing.T) {
 		// reads the snapshot's directories before it).
 		c := e.committer(params)
 		c.cfg.WalkingDiffer = true
-		c.hookInPause = func(ctx context.Context) error {
+		c.hookInPause = func(ctx context.Context, live []*freeze.Container) error {
 			ctx = c.nsCtx(ctx)
 			info, err := p.ctrs["sidecar"].Info(ctx)
 			if err != nil {
 				return err
 			}
 			// Point the container at a missing snapshot for the diff only.
-			for _, l := range c.frzList() {
-				if l.target.Container == "sidecar" {
-					l.info.SnapshotKey = info.SnapshotKey + "-missing"
+			for _, l := range live {
+				if l.Target.Container == "sidecar" {
+					l.Info.SnapshotKey = info.SnapshotKey + "-missing"
 				}
 			}
 			return nil
@@ -559,7 +560,10 @@ func TestCommitFailureThaws(t *testing.T) {
 	t.Run("missing container fails before pausing", func(t *testing.T) {
 		bad := p.params(t, true, "app="+e.regA.Host+"/snap/fail:1", "ghost="+e.regA.Host+"/snap/ghost:1")
 		c := e.committer(bad)
-		c.hookInPause = func(context.Context) error { t.Error("paused although a container is missing"); return nil }
+		c.hookInPause = func(context.Context, []*freeze.Container) error {
+			t.Error("paused although a container is missing")
+			return nil
+		}
 		_, err := c.Commit(context.Background())
 		t.Logf("commit error: %v", err)
 		if err == nil || !strings.Contains(err.Error(), `container "ghost"`) || !strings.Contains(err.Error(), "/snap/ghost:1") {
@@ -643,13 +647,6 @@ func TestPushFailureThaws(t *testing.T) {
 			}
 		})
 	}
-}
-
-// frzList returns the containers the freezer is tracking (test helper).
-func (c *Committer) frzList() []*liveContainer {
-	c.frz.mu.Lock()
-	defer c.frz.mu.Unlock()
-	return append([]*liveContainer(nil), c.frz.attempted...)
 }
 
 // sideRef names a sidecar's image beside a container's: one repository per

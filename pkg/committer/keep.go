@@ -18,263 +18,32 @@ package committer
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"sort"
-	"strconv"
-	"time"
 
-	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/content"
-	"github.com/containerd/containerd/v2/core/images"
-	"github.com/containerd/errdefs"
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 )
 
-const (
-	// LabelLocalBytes records, on a committed image, the bytes it holds on
-	// the node once unpacked: the uncompressed diff plus the compressed layer.
-	LabelLocalBytes = "sandbox.opensandbox.io/local-bytes"
-	// LabelSnapshotter records the snapshotter of the committed container.
-	LabelSnapshotter = "sandbox.opensandbox.io/snapshotter"
-	// LabelKept marks images kept, unpacked, for a resume on this node; only
-	// they are evicted to honour Config.KeepLocalMaxBytes.
-	LabelKept = "sandbox.opensandbox.io/kept-for-resume"
-	// LabelKeptFor records, on a kept image, the run ID (the SandboxSnapshot's
-	// UID) that committed it, which mode=release gives back.
-	LabelKeptFor = "sandbox.opensandbox.io/kept-for-run"
-	// LabelReleased marks a kept image whose snapshot is deleted while a
-	// container still runs from it: it goes once none does.
-	LabelReleased = "sandbox.opensandbox.io/released"
-	// labelCRIImage is the label the CRI plugin puts on the images it manages.
-	labelCRIImage = "io.cri-containerd.image"
-)
-
-// unpackLocal unpacks a committed image into its container's snapshotter, so
-// that a pod on this node starts from it without pulling or unpacking.
-func (c *Committer) unpackLocal(ctx context.Context, img images.Image) error {
-	sn := img.Labels[LabelSnapshotter]
-	if sn == "" {
-		sn = snapshotterOvl
-	}
-	if err := client.NewImage(c.client, img).Unpack(ctx, sn); err != nil {
-		return fmt.Errorf("unpacking into snapshotter %s: %w", sn, err)
-	}
-	return nil
-}
-
-// keepLocal keeps each pushed image under <repository>@<digest>, the name
-// the CRI plugin resolves a pinned imageUri (<repository>:<tag>@<digest>)
-// to, marked kept, and drops its working name; then it evicts kept images
-// beyond the disk bound. A digest names its own bytes only, so a node never
-// serves one snapshot's image under another's name. No tag is kept: a pod
-// asking for a bare tag pulls what the registry holds for it now.
+// keepLocal keeps each pushed image in containerd under its digest for a
+// resume on this node (keep.Store.Keep), then evicts kept images beyond the
+// disk bound.
 func (c *Committer) keepLocal(ctx context.Context, pushed []Pushed) error {
-	is := c.client.ImageService()
 	for _, p := range pushed {
-		working := c.workingName(p.Target)
-		img, err := is.Get(ctx, working)
-		if err != nil {
-			return fmt.Errorf("pod %s container %q: reading committed image: %w", c.podRef(), p.Target.Container, err)
+		name := p.Target.Repository() + "@" + p.Digest
+		if err := c.keeper().Keep(ctx, c.workingName(p.Target), name, c.cfg.Params.RunID); err != nil {
+			return fmt.Errorf("pod %s container %q: %w", c.podRef(), p.Target.Container, err)
 		}
-		img.Name = p.Target.Repository() + "@" + p.Digest
-		img.Labels[LabelKept] = "true"
-		img.Labels[LabelKeptFor] = c.cfg.Params.RunID
-		img.Labels[labelCRIImage] = "managed"
-		if _, err := is.Create(ctx, img); errdefs.IsAlreadyExists(err) {
-			_, err = is.Update(ctx, img, "target", "labels")
-			if err != nil {
-				return fmt.Errorf("pod %s container %q: naming kept image %s: %w", c.podRef(), p.Target.Container, img.Name, err)
-			}
-		} else if err != nil {
-			return fmt.Errorf("pod %s container %q: naming kept image %s: %w", c.podRef(), p.Target.Container, img.Name, err)
-		}
-		if err := is.Delete(ctx, working); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("pod %s container %q: removing working image %s: %w", c.podRef(), p.Target.Container, working, err)
-		}
-		c.log.Printf("pod %s container %q: kept %s in containerd for a resume on this node", c.podRef(), p.Target.Container, img.Name)
+		c.log.Printf("pod %s container %q: kept %s in containerd for a resume on this node", c.podRef(), p.Target.Container, name)
 	}
-	return c.evictKept(ctx)
+	return c.keeper().Evict(ctx)
 }
 
-// keptImage is a kept image: its names (one per repository that pushed the
-// same manifest) and what it holds on the node.
-type keptImage struct {
-	names    []string
-	bytes    int64
-	created  time.Time
-	released bool
-	target   ocispec.Descriptor
-}
-
-// listKept lists the kept images matching filter (all when it is empty),
-// one per manifest.
-func (c *Committer) listKept(ctx context.Context, filters ...string) ([]*keptImage, error) {
-	filter := fmt.Sprintf("labels.%q==true", LabelKept)
-	for _, f := range filters {
-		filter += "," + f
-	}
-	list, err := c.client.ImageService().List(ctx, filter)
-	if err != nil {
-		return nil, fmt.Errorf("listing kept images: %w", err)
-	}
-	byTarget := map[digest.Digest]*keptImage{}
-	var out []*keptImage
-	for _, img := range list {
-		k := byTarget[img.Target.Digest]
-		if k == nil {
-			n, _ := strconv.ParseInt(img.Labels[LabelLocalBytes], 10, 64)
-			k = &keptImage{bytes: n, created: img.CreatedAt, target: img.Target}
-			byTarget[img.Target.Digest] = k
-			out = append(out, k)
-		}
-		k.names = append(k.names, img.Name)
-		k.released = k.released || img.Labels[LabelReleased] == "true"
-		if img.CreatedAt.Before(k.created) {
-			k.created = img.CreatedAt
-		}
-	}
-	return out, nil
-}
-
-// imagesInUse lists what the containers on the node run from: the image
-// names they were created with and the image IDs (config digests) the CRI
-// plugin recorded. A container keeps only its root filesystem's snapshots
-// alive; its image's manifest and config, which the next commit of the
-// container stacks on, live only as long as an image record names them.
-type imagesInUse struct {
-	names   map[string]bool
-	configs map[digest.Digest]bool
-}
-
-func (c *Committer) imagesInUse(ctx context.Context) (*imagesInUse, error) {
-	list, err := c.client.ContainerService().List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("listing containers: %w", err)
-	}
-	u := &imagesInUse{names: map[string]bool{}, configs: map[digest.Digest]bool{}}
-	for _, ctr := range list {
-		u.names[ctr.Image] = true
-		if id := criImageID(ctr); id != "" {
-			u.configs[id] = true
-		}
-	}
-	return u, nil
-}
-
-// runsFrom reports whether a container runs from k.
-func (u *imagesInUse) runsFrom(ctx context.Context, cs content.Provider, k *keptImage) bool {
-	for _, n := range k.names {
-		if u.names[n] {
-			return true
-		}
-	}
-	raw, err := content.ReadBlob(ctx, cs, k.target)
-	if err != nil {
-		return false
-	}
-	var m ocispec.Manifest
-	return json.Unmarshal(raw, &m) == nil && u.configs[m.Config.Digest]
-}
-
-// deleteKept removes every name of k.
-func (c *Committer) deleteKept(ctx context.Context, k *keptImage) error {
-	for _, n := range k.names {
-		if err := c.client.ImageService().Delete(ctx, n); err != nil && !errdefs.IsNotFound(err) {
-			return fmt.Errorf("removing kept image %s: %w", n, err)
-		}
-	}
-	return nil
-}
-
-// evictKept removes the kept images no container on the node runs from:
-// those whose snapshot is deleted (LabelReleased) always, then the oldest
-// until the bytes kept are within Config.KeepLocalMaxBytes. An image a
-// container runs from stays, whatever the bound.
-func (c *Committer) evictKept(ctx context.Context) error {
-	kept, err := c.listKept(ctx)
-	if err != nil {
-		return err
-	}
-	used, err := c.imagesInUse(ctx)
-	if err != nil {
-		return err
-	}
-	cs := c.client.ContentStore()
-	var total int64
-	var idle []*keptImage
-	for _, k := range kept {
-		total += k.bytes
-		if !used.runsFrom(ctx, cs, k) {
-			idle = append(idle, k)
-		}
-	}
-	sort.Slice(idle, func(i, j int) bool {
-		if idle[i].released != idle[j].released {
-			return idle[i].released
-		}
-		return idle[i].created.Before(idle[j].created)
-	})
-	for _, k := range idle {
-		if !k.released && total <= c.cfg.KeepLocalMaxBytes {
-			break
-		}
-		if err := c.deleteKept(ctx, k); err != nil {
-			return err
-		}
-		total -= k.bytes
-		why := "to stay within"
-		if k.released {
-			why = "(snapshot deleted); bound"
-		}
-		c.log.Printf("evicted kept images %v (%d bytes) %s %d bytes", k.names, k.bytes, why, c.cfg.KeepLocalMaxBytes)
-	}
-	if total > c.cfg.KeepLocalMaxBytes {
-		c.log.Printf("kept images hold %d bytes, over the bound of %d: the rest are in use by containers on this node", total, c.cfg.KeepLocalMaxBytes)
-	}
-	return nil
+// keeper returns the store of the images kept on this node.
+func (c *Committer) keeper() *keep.Store {
+	return keep.New(c.client, c.cfg.KeepLocalMaxBytes, c.log)
 }
 
 // Release implements mode=release, run when the snapshot of this run ID is
-// deleted: each image kept for its resume is removed when no container on
-// the node runs from it, and otherwise marked released, for evictKept to
-// remove once none does. It returns how many it removed and marked.
+// deleted (keep.Store.Release).
 func (c *Committer) Release(ctx context.Context) (removed, marked int, err error) {
-	ctx = c.nsCtx(ctx)
-	kept, err := c.listKept(ctx, fmt.Sprintf("labels.%q==%q", LabelKeptFor, c.cfg.Params.RunID))
-	if err != nil || len(kept) == 0 {
-		return 0, 0, err
-	}
-	used, err := c.imagesInUse(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
-	is := c.client.ImageService()
-	var errs []error
-	for _, k := range kept {
-		if !used.runsFrom(ctx, c.client.ContentStore(), k) {
-			if err := c.deleteKept(ctx, k); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			removed++
-			c.log.Printf("removed kept images %v of the deleted snapshot", k.names)
-			continue
-		}
-		for _, n := range k.names {
-			img, err := is.Get(ctx, n)
-			if err == nil {
-				img.Labels[LabelReleased] = "true"
-				_, err = is.Update(ctx, img, "labels."+LabelReleased)
-			}
-			if err != nil && !errdefs.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("marking kept image %s released: %w", n, err))
-			}
-		}
-		marked++
-		c.log.Printf("kept images %v of the deleted snapshot are in use on this node: marked %s, removed once unused", k.names, LabelReleased)
-	}
-	return removed, marked, errors.Join(errs...)
+	return c.keeper().Release(c.nsCtx(ctx), c.cfg.Params.RunID)
 }

@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 
@@ -128,7 +129,7 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 				if ci.checkpoint != nil {
 					err = c.ingestCheckpoint(ctx, ci, built[i])
 				} else if err = c.ingestLayerFiles(ctx, ci); err == nil {
-					err = c.unpackLocal(ctx, ci.image)
+					err = keep.Unpack(ctx, c.client, ci.image)
 				}
 				unpacked[i] <- err
 			}()

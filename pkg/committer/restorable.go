@@ -31,6 +31,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
@@ -58,7 +59,7 @@ const baseResolveTimeout = 30 * time.Second
 // ErrMemorySnapshotUnsupported. An image on a loopback registry is the
 // node's own, out of this step's network namespace: unchecked, so relied on
 // only when there is no restore base, and logged.
-func (c *Committer) restoreBases(ctx context.Context, live []*liveContainer) (selfContained []bool, err error) {
+func (c *Committer) restoreBases(ctx context.Context, live []*freeze.Container) (selfContained []bool, err error) {
 	restoreBase := c.cfg.MemoryRestoreBase
 	selfContained = make([]bool, len(live))
 	for i, l := range live {

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 )
 
 // fullBelow is the free space under which a filesystem that a failed dump
@@ -53,8 +54,8 @@ type change struct {
 }
 
 // changeOf measures the filesystem change of l.
-func (c *Committer) changeOf(ctx context.Context, l *liveContainer) (change, error) {
-	u, err := c.client.SnapshotService(l.info.Snapshotter).Usage(ctx, l.info.SnapshotKey)
+func (c *Committer) changeOf(ctx context.Context, l *freeze.Container) (change, error) {
+	u, err := c.client.SnapshotService(l.Info.Snapshotter).Usage(ctx, l.Info.SnapshotKey)
 	if err != nil {
 		return change{}, fmt.Errorf("pod %s %s: measuring its filesystem change: %w", c.podRef(), l, err)
 	}
@@ -65,10 +66,10 @@ func (c *Committer) changeOf(ctx context.Context, l *liveContainer) (change, err
 // baseOf measures the layers of l's base image: the committed snapshots
 // below its active one, as its snapshotter counts them, and a bound on
 // their tar.
-func (c *Committer) baseOf(ctx context.Context, l *liveContainer) (change, error) {
-	sn := c.client.SnapshotService(l.info.Snapshotter)
+func (c *Committer) baseOf(ctx context.Context, l *freeze.Container) (change, error) {
+	sn := c.client.SnapshotService(l.Info.Snapshotter)
 	var base change
-	key := l.info.SnapshotKey
+	key := l.Info.SnapshotKey
 	for {
 		st, err := sn.Stat(ctx, key)
 		if err != nil {
@@ -121,13 +122,13 @@ func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory boo
 		if err != nil {
 			return err
 		}
-		name := fmt.Sprintf("container %q", l.target.Container)
-		if p.overlay != nil && p.overlay.copyDir != "" {
+		name := fmt.Sprintf("container %q", l.Target.Container)
+		if p.overlay != nil && p.overlay.CopyDir() != "" {
 			add(c.cfg.CopyDir, ch.bytes, "copy of the change of "+name)
 		}
 		image := ch.tarBytes
 		if memory {
-			mem, err := memoryOf(ctx, l.task)
+			mem, err := memoryOf(ctx, l.Task)
 			if err != nil {
 				c.log.Printf("pod %s %s: not counting its memory against the disk: %v", c.podRef(), l, err)
 			}
@@ -147,7 +148,7 @@ func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory boo
 			add(c.cfg.LayerDir, ch.tarBytes, "layer of "+name)
 		}
 		if c.cfg.KeepLocal && p.overlay != nil {
-			add(p.overlay.upper, 2*image, "kept copy of "+name)
+			add(p.overlay.Upper(), 2*image, "kept copy of "+name)
 		}
 	}
 	if limit := c.cfg.ScratchLimit; limit > 0 && scratch > limit-limit/scratchMarginFraction {

@@ -14,31 +14,31 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package freeze
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // TestWhileFrozenPastMaxPause checks that a capture cut off at max-pause
 // fails as past max-pause alone, keeping its last error's words: a CRIU
 // dump cut off there is not a node that cannot take memory snapshots.
 func TestWhileFrozenPastMaxPause(t *testing.T) {
-	c := New(nil, Config{Params: &task.Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, MaxPause: 10 * time.Millisecond, Log: io.Discard})
-	_, err := c.whileFrozen(context.Background(), nil, func(pctx context.Context) error {
+	errUnsupported := errors.New("MemorySnapshotUnsupported")
+	f := New(nil, Pod{Name: "p", Namespace: "ns", UID: "u"}, Options{MaxPause: 10 * time.Millisecond, Log: log.New(io.Discard, "", 0)})
+	_, err := f.WhileFrozen(context.Background(), nil, func(pctx context.Context) error {
 		<-pctx.Done()
-		return fmt.Errorf("pod ns/p container \"app\": %w: criu failed: type NOTIFY errno 0", ErrMemorySnapshotUnsupported)
+		return fmt.Errorf("pod ns/p container \"app\": %w: criu failed: type NOTIFY errno 0", errUnsupported)
 	})
-	if !errors.Is(err, ErrMaxPauseExceeded) || errors.Is(err, ErrMemorySnapshotUnsupported) {
-		t.Errorf("got %v, want %v and not %v", err, ErrMaxPauseExceeded, ErrMemorySnapshotUnsupported)
+	if !errors.Is(err, ErrMaxPauseExceeded) || errors.Is(err, errUnsupported) {
+		t.Errorf("got %v, want %v and not %v", err, ErrMaxPauseExceeded, errUnsupported)
 	}
 	if err == nil || !strings.Contains(err.Error(), "criu failed") || !strings.Contains(err.Error(), "max-pause 10ms") {
 		t.Errorf("%v does not name the bound and keep the last error's words", err)

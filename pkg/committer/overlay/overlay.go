@@ -14,7 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+// Package overlay takes a container's diff from its overlayfs upper
+// directory alone, so that the pause window grows with the change and not
+// with the image.
+package overlay
 
 import (
 	"archive/tar"
@@ -25,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log"
 	"os"
 	"path"
 	"path/filepath"
@@ -32,25 +36,24 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
-
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/diff"
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
 )
 
-// The overlay differ takes a container's diff from its overlayfs upper
-// directory alone, so that the pause window grows with the change and not
-// with the image. While the containers are frozen it takes two small diffs:
+// While the containers are frozen, the differ takes two small diffs:
 //
 //  1. the upper directory against an empty directory: every added or changed
 //     entry, deletions as overlayfs whiteouts (character devices 0/0). When
-//     the upper directory is readable here (Config.CopyDir, stage.go), the
-//     committer copies it itself and tars the copy after the thaw; otherwise
+//     the upper directory is readable here (a Differ's copyDir, package stage), the
+//     differ copies it itself and tars the copy after the thaw; otherwise
 //     containerd's diff service tars it into the content store;
 //  2. an overlay of the upper directory over a probe layer holding one probe
 //     file in every directory of (1), against the upper directory: the probe
@@ -59,7 +62,7 @@ import (
 //     extended attributes.
 //
 // The probes of the directories the upper directory holds before the pause
-// are applied then (prescanOverlay), so that inside the pause (2) runs beside
+// are applied then (prescan), so that inside the pause (2) runs beside
 // (1), and only directories made in the meantime need a probe round after
 // (1).
 //
@@ -69,28 +72,57 @@ import (
 
 const (
 	overlayProbeName = ".sandbox-commit-opaque-probe-6f1d"
-	snapshotterOvl   = "overlayfs"
 	// overlayParamsDir holds the overlay module's defaults; redirect_dir and
 	// metacopy make an upper directory depend on its lower layers.
 	overlayParamsDir = "/sys/module/overlay/parameters"
 )
 
-// overlayPlan is what the overlay differ needs, all read before the pause.
-type overlayPlan struct {
+// Snapshotter is the snapshotter whose containers the differ applies to.
+const Snapshotter = "overlayfs"
+
+// Differ takes the diffs of one pod's containers.
+type Differ struct {
+	client *client.Client
+	// copyDir, when set, is where the differ copies an upper directory
+	// inside the pause, when that directory is readable here; otherwise
+	// containerd tars it inside the pause.
+	copyDir string
+	// pod names the pod in messages.
+	pod string
+	log *log.Logger
+}
+
+// New returns a Differ of pod's containers in c.
+func New(c *client.Client, copyDir, pod string, log *log.Logger) *Differ {
+	return &Differ{client: c, copyDir: copyDir, pod: pod, log: log}
+}
+
+// Plan is what the differ needs, all read before the pause.
+type Plan struct {
 	upper  string
 	lowers []string
 	// probeKey is an empty active snapshot the probe layer is applied to.
 	probeKey    string
 	probeMounts []mount.Mount
 	// probed lists the directories whose probes were applied before the
-	// pause, from a scan of the upper directory then (see prescanOverlay).
+	// pause, from a scan of the upper directory then (see prescan).
 	probed map[string]bool
 	// copyDir, when set, receives the copy of the upper directory.
 	copyDir string
 }
 
-// overlayDiff is the result of the in-pause part of the overlay differ.
-type overlayDiff struct {
+// Upper returns the upper directory.
+func (p *Plan) Upper() string { return p.upper }
+
+// CopyDir returns where the upper directory is copied in the pause, or ""
+// when containerd tars it.
+func (p *Plan) CopyDir() string { return p.copyDir }
+
+// Probed reports whether dir's probe was applied before the pause.
+func (p *Plan) Probed(dir string) bool { return p.probed[dir] }
+
+// Diff is the result of the in-pause part of the differ.
+type Diff struct {
 	// staged is the copy of the upper directory; when nil, upper is its tar
 	// in the content store (whiteouts as devices).
 	staged *stage.Upper
@@ -145,54 +177,54 @@ func overlayKernelDefaultsSafe() error {
 	return nil
 }
 
-// planOverlay decides, before the pause, whether the overlay differ applies
+// Plan decides, before the pause, whether the differ applies
 // to a container, and prepares its probe snapshot. It returns nil, with the
 // reason logged, when the walking differ must be used.
-func (c *Committer) planOverlay(ctx context.Context, l *liveContainer) (*overlayPlan, error) {
-	if l.info.Snapshotter != snapshotterOvl || c.cfg.WalkingDiffer {
+func (d *Differ) Plan(ctx context.Context, l *freeze.Container) (*Plan, error) {
+	if l.Info.Snapshotter != Snapshotter {
 		return nil, nil
 	}
-	sn := c.client.SnapshotService(l.info.Snapshotter)
-	mounts, err := sn.Mounts(ctx, l.info.SnapshotKey)
+	sn := d.client.SnapshotService(l.Info.Snapshotter)
+	mounts, err := sn.Mounts(ctx, l.Info.SnapshotKey)
 	if err != nil {
-		return nil, fmt.Errorf("mounts of snapshot %s: %w", l.info.SnapshotKey, err)
+		return nil, fmt.Errorf("mounts of snapshot %s: %w", l.Info.SnapshotKey, err)
 	}
 	upper, lowers, ok := overlayLayout(mounts)
 	if !ok {
-		c.log.Printf("pod %s %s: snapshot mounts are not a plain overlay; using the walking differ", c.podRef(), l)
+		d.log.Printf("pod %s %s: snapshot mounts are not a plain overlay; using the walking differ", d.pod, l)
 		return nil, nil
 	}
 	if err := overlayKernelDefaultsSafe(); err != nil {
-		c.log.Printf("pod %s %s: %v; using the walking differ", c.podRef(), l, err)
+		d.log.Printf("pod %s %s: %v; using the walking differ", d.pod, l, err)
 		return nil, nil
 	}
-	plan := &overlayPlan{upper: upper, lowers: lowers}
-	if c.cfg.CopyDir != "" {
+	plan := &Plan{upper: upper, lowers: lowers}
+	if d.copyDir != "" {
 		if fi, err := os.Stat(upper); err != nil || !fi.IsDir() {
 			if err == nil {
 				err = fmt.Errorf("%s is not a directory", upper)
 			}
-			c.log.Printf("pod %s %s: upper directory not visible here (%v); containerd tars it in the pause", c.podRef(), l, err)
-		} else if plan.copyDir, err = os.MkdirTemp(c.cfg.CopyDir, "upper-"+shortID(l.info.ID)+"-"); err != nil {
+			d.log.Printf("pod %s %s: upper directory not visible here (%v); containerd tars it in the pause", d.pod, l, err)
+		} else if plan.copyDir, err = os.MkdirTemp(d.copyDir, "upper-"+freeze.ShortID(l.Info.ID)+"-"); err != nil {
 			return nil, fmt.Errorf("making a directory for the copy of the upper directory: %w", err)
 		}
 	}
 	if len(lowers) == 0 {
 		return plan, nil
 	}
-	plan.probeKey = fmt.Sprintf("sandbox-commit-probe-%s-%d", l.info.ID, time.Now().UnixNano())
+	plan.probeKey = fmt.Sprintf("sandbox-commit-probe-%s-%d", l.Info.ID, time.Now().UnixNano())
 	plan.probeMounts, err = sn.Prepare(ctx, plan.probeKey, "")
 	if err != nil {
 		plan.probeKey = ""
-		c.releasePlan(ctx, l, plan)
+		d.Release(ctx, l, plan)
 		return nil, fmt.Errorf("preparing probe snapshot: %w", err)
 	}
 	if len(plan.probeMounts) != 1 || plan.probeMounts[0].Type != "bind" {
-		c.releasePlan(ctx, l, plan)
-		c.log.Printf("pod %s %s: unexpected probe snapshot mounts; using the walking differ", c.podRef(), l)
+		d.Release(ctx, l, plan)
+		d.log.Printf("pod %s %s: unexpected probe snapshot mounts; using the walking differ", d.pod, l)
 		return nil, nil
 	}
-	c.prescanOverlay(ctx, l, plan)
+	d.prescan(ctx, l, plan)
 	return plan, nil
 }
 
@@ -202,17 +234,17 @@ func (c *Committer) planOverlay(ctx context.Context, l *liveContainer) (*overlay
 // A readable upper directory is listed directly, whatever its size.
 const prescanMaxBytes = 64 << 20
 
-// prescanOverlay applies, before the pause, the probes of the directories
+// prescan applies, before the pause, the probes of the directories
 // the upper directory holds now, so that inside the pause the probe diff can
 // run beside the upper diff; only directories made since need a probe round
 // in the pause. Any failure just leaves the probes to the pause.
-func (c *Committer) prescanOverlay(ctx context.Context, l *liveContainer, plan *overlayPlan) {
-	dirs, err := c.upperDirs(ctx, l, plan)
+func (d *Differ) prescan(ctx context.Context, l *freeze.Container, plan *Plan) {
+	dirs, err := d.upperDirs(ctx, l, plan)
 	if err == nil && len(dirs) > 0 {
-		err = c.applyProbes(ctx, plan, dirs)
+		err = d.applyProbes(ctx, plan, dirs)
 	}
 	if err != nil {
-		c.log.Printf("pod %s %s: probing the upper directory before the pause: %v", c.podRef(), l, err)
+		d.log.Printf("pod %s %s: probing the upper directory before the pause: %v", d.pod, l, err)
 		return
 	}
 	plan.probed = map[string]bool{}
@@ -224,7 +256,7 @@ func (c *Committer) prescanOverlay(ctx context.Context, l *liveContainer, plan *
 // upperDirs lists the directories of the upper directory before the pause:
 // directly when it is readable here, else from a containerd diff of it; nil
 // when it is too large for that.
-func (c *Committer) upperDirs(ctx context.Context, l *liveContainer, plan *overlayPlan) ([]string, error) {
+func (d *Differ) upperDirs(ctx context.Context, l *freeze.Container, plan *Plan) ([]string, error) {
 	if plan.copyDir != "" {
 		var dirs []string
 		err := filepath.WalkDir(plan.upper, func(p string, d fs.DirEntry, err error) error {
@@ -237,20 +269,20 @@ func (c *Committer) upperDirs(ctx context.Context, l *liveContainer, plan *overl
 		})
 		return dirs, err
 	}
-	sn := c.client.SnapshotService(l.info.Snapshotter)
-	if u, err := sn.Usage(ctx, l.info.SnapshotKey); err != nil || u.Size > prescanMaxBytes {
+	sn := d.client.SnapshotService(l.Info.Snapshotter)
+	if u, err := sn.Usage(ctx, l.Info.SnapshotKey); err != nil || u.Size > prescanMaxBytes {
 		return nil, err
 	}
-	ref := fmt.Sprintf("sandbox-commit-prescan-%s-%d", l.info.ID, time.Now().UnixNano())
-	d, err := c.client.DiffService().Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
+	ref := fmt.Sprintf("sandbox-commit-prescan-%s-%d", l.Info.ID, time.Now().UnixNano())
+	desc, err := d.client.DiffService().Compare(ctx, nil, plan.upperRO(), diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
 	if err != nil {
 		return nil, err
 	}
-	return tarDirs(ctx, c.client.ContentStore(), d)
+	return tarDirs(ctx, d.client.ContentStore(), desc)
 }
 
 // upperRO mounts the upper directory read-only.
-func (p *overlayPlan) upperRO() []mount.Mount {
+func (p *Plan) upperRO() []mount.Mount {
 	return []mount.Mount{{Type: "bind", Source: p.upper, Options: []string{"ro", "rbind"}}}
 }
 
@@ -266,29 +298,29 @@ func tarDirs(ctx context.Context, cs content.Provider, d ocispec.Descriptor) ([]
 }
 
 // applyProbes adds the probe files of dirs to the probe snapshot.
-func (c *Committer) applyProbes(ctx context.Context, plan *overlayPlan, dirs []string) error {
+func (d *Differ) applyProbes(ctx context.Context, plan *Plan, dirs []string) error {
 	probe, err := probeTar(dirs)
 	if err != nil {
 		return err
 	}
 	pdesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: digest.FromBytes(probe), Size: int64(len(probe))}
-	if err := oci.WriteBlob(ctx, c.client.ContentStore(), pdesc, probe, nil); err != nil {
+	if err := oci.WriteBlob(ctx, d.client.ContentStore(), pdesc, probe, nil); err != nil {
 		return fmt.Errorf("writing probe layer: %w", err)
 	}
-	if _, err := c.client.DiffService().Apply(ctx, pdesc, plan.probeMounts); err != nil {
+	if _, err := d.client.DiffService().Apply(ctx, pdesc, plan.probeMounts); err != nil {
 		return fmt.Errorf("applying probe layer: %w", err)
 	}
 	return nil
 }
 
-// releasePlan removes the probe snapshot and the copy of a plan, if any.
-func (c *Committer) releasePlan(ctx context.Context, l *liveContainer, plan *overlayPlan) {
+// Release removes the probe snapshot and the copy of a plan, if any.
+func (d *Differ) Release(ctx context.Context, l *freeze.Container, plan *Plan) {
 	if plan == nil {
 		return
 	}
 	if plan.copyDir != "" {
 		if err := os.RemoveAll(plan.copyDir); err != nil {
-			c.log.Printf("pod %s %s: removing the copy of the upper directory: %v", c.podRef(), l, err)
+			d.log.Printf("pod %s %s: removing the copy of the upper directory: %v", d.pod, l, err)
 		}
 		plan.copyDir = ""
 	}
@@ -297,22 +329,22 @@ func (c *Committer) releasePlan(ctx context.Context, l *liveContainer, plan *ove
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := c.client.SnapshotService(l.info.Snapshotter).Remove(ctx, plan.probeKey); err != nil {
-		c.log.Printf("pod %s %s: removing probe snapshot %s: %v", c.podRef(), l, plan.probeKey, err)
+	if err := d.client.SnapshotService(l.Info.Snapshotter).Remove(ctx, plan.probeKey); err != nil {
+		d.log.Printf("pod %s %s: removing probe snapshot %s: %v", d.pod, l, plan.probeKey, err)
 	}
 	plan.probeKey = ""
 }
 
-// diffOverlay runs the in-pause part of the overlay differ. When probes
+// Diff runs the in-pause part of the differ. When probes
 // were applied before the pause, the probe diff runs beside the upper diff,
 // and a second probe round is needed only for directories made since.
-func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *overlayPlan) (*overlayDiff, error) {
-	ds := c.client.DiffService()
+func (d *Differ) Diff(ctx context.Context, l *freeze.Container, plan *Plan) (*Diff, error) {
+	ds := d.client.DiffService()
 	start := time.Now()
 	defer func() {
-		c.log.Printf("pod %s %s: overlay differ took %s in the pause", c.podRef(), l, time.Since(start).Round(time.Millisecond))
+		d.log.Printf("pod %s %s: overlay differ took %s in the pause", d.pod, l, time.Since(start).Round(time.Millisecond))
 	}()
-	ref := fmt.Sprintf("sandbox-commit-upper-%s-%d", l.info.ID, time.Now().UnixNano())
+	ref := fmt.Sprintf("sandbox-commit-upper-%s-%d", l.Info.ID, time.Now().UnixNano())
 	var (
 		pd   ocispec.Descriptor
 		perr error
@@ -322,10 +354,10 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
-			pd, perr = c.probeDiff(ctx, plan, ref+"-probe")
+			pd, perr = d.probeDiff(ctx, plan, ref+"-probe")
 		}()
 	}
-	out := &overlayDiff{opaque: map[string]bool{}}
+	out := &Diff{opaque: map[string]bool{}}
 	var (
 		dirs []string
 		err  error
@@ -335,11 +367,11 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 		switch {
 		case err == nil:
 			dirs = out.staged.Dirs()
-			c.log.Printf("pod %s %s: copied the upper directory in the pause: %d entries, %d bytes in %s",
-				c.podRef(), l, out.staged.Entries(), out.staged.Bytes(), time.Since(start).Round(time.Millisecond))
+			d.log.Printf("pod %s %s: copied the upper directory in the pause: %d entries, %d bytes in %s",
+				d.pod, l, out.staged.Entries(), out.staged.Bytes(), time.Since(start).Round(time.Millisecond))
 		case ctx.Err() == nil:
 			// Unreadable entries or a full disk: containerd may still manage.
-			c.log.Printf("pod %s %s: copying the upper directory: %v; containerd tars it instead", c.podRef(), l, err)
+			d.log.Printf("pod %s %s: copying the upper directory: %v; containerd tars it instead", d.pod, l, err)
 			err = nil
 		}
 	}
@@ -348,7 +380,7 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 			diff.WithReference(ref)); err != nil {
 			err = fmt.Errorf("diffing upper directory: %w", err)
 		} else if len(plan.lowers) > 0 {
-			if dirs, err = tarDirs(ctx, c.client.ContentStore(), out.upper); err != nil {
+			if dirs, err = tarDirs(ctx, d.client.ContentStore(), out.upper); err != nil {
 				err = fmt.Errorf("reading upper diff: %w", err)
 			}
 		}
@@ -370,17 +402,17 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 	}
 	if len(unprobed) > 0 || perr != nil {
 		if len(unprobed) > 0 {
-			if err := c.applyProbes(ctx, plan, unprobed); err != nil {
+			if err := d.applyProbes(ctx, plan, unprobed); err != nil {
 				return nil, err
 			}
 		}
-		pd, perr = c.probeDiff(ctx, plan, ref+"-probe2")
+		pd, perr = d.probeDiff(ctx, plan, ref+"-probe2")
 	}
 	if perr != nil {
 		return nil, perr
 	}
 	visible := map[string]bool{}
-	if err := walkTarHeaders(ctx, c.client.ContentStore(), pd, func(h *tar.Header) {
+	if err := walkTarHeaders(ctx, d.client.ContentStore(), pd, func(h *tar.Header) {
 		if n := oci.CleanTarName(h.Name); path.Base(n) == overlayProbeName {
 			visible[path.Dir(n)] = true
 		}
@@ -398,7 +430,7 @@ func (c *Committer) diffOverlay(ctx context.Context, l *liveContainer, plan *ove
 // probeDiff diffs the upper directory laid over the probe snapshot against
 // the upper directory alone: the probe of a directory shows through unless
 // that directory is opaque.
-func (c *Committer) probeDiff(ctx context.Context, plan *overlayPlan, ref string) (ocispec.Descriptor, error) {
+func (d *Differ) probeDiff(ctx context.Context, plan *Plan, ref string) (ocispec.Descriptor, error) {
 	opts := []string{"ro", "lowerdir=" + plan.upper + ":" + plan.probeMounts[0].Source}
 	if _, err := os.Stat(overlayParamsDir + "/index"); err == nil {
 		// The upper directory is in use by the container's mount: with the
@@ -406,7 +438,7 @@ func (c *Committer) probeDiff(ctx context.Context, plan *overlayPlan, ref string
 		opts = append(opts, "index=off")
 	}
 	merged := []mount.Mount{{Type: "overlay", Source: "overlay", Options: opts}}
-	pd, err := c.client.DiffService().Compare(ctx, plan.upperRO(), merged, diff.WithMediaType(ocispec.MediaTypeImageLayer),
+	pd, err := d.client.DiffService().Compare(ctx, plan.upperRO(), merged, diff.WithMediaType(ocispec.MediaTypeImageLayer),
 		diff.WithReference(ref))
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("diffing probe overlay: %w", err)
@@ -500,8 +532,22 @@ func (s *seekBuffer) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// writeLayer writes the layer of an overlay diff to w.
-func (od *overlayDiff) writeLayer(ctx context.Context, cs content.Provider, w io.Writer) error {
+// Copied reports whether the differ copied the upper directory in the
+// pause, rather than containerd tarring it.
+func (od *Diff) Copied() bool { return od.staged != nil }
+
+// Opaque lists the opaque directories of the upper directory, sorted.
+func (od *Diff) Opaque() []string {
+	dirs := make([]string, 0, len(od.opaque))
+	for d := range od.opaque {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	return dirs
+}
+
+// WriteLayer writes the layer of the diff to w.
+func (od *Diff) WriteLayer(ctx context.Context, cs content.Provider, w io.Writer) error {
 	if od.staged != nil {
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(od.staged.WriteTar(pw)) }()

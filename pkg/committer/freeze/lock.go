@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package freeze
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	contentapi "github.com/containerd/containerd/api/services/content/v1"
+	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"google.golang.org/grpc"
@@ -37,35 +38,35 @@ var ErrFrozenElsewhere = errors.New("the pod is frozen by another run; nothing w
 // lockRefPrefix names the containerd content ingest used as the pod's lock.
 const lockRefPrefix = "sandbox-commit-lock-"
 
-// lockRetryInterval is how often mode=unpause retries a held lock.
+// lockRetryInterval is how often WaitLock retries a held lock.
 const lockRetryInterval = 250 * time.Millisecond
 
-// podLock is a per-pod mutex held inside containerd. containerd's content
-// store locks an ingest ref for as long as the gRPC Write stream that opened
-// it stays open: a second Write on the same ref fails with Unavailable, in
-// one atomic step inside the daemon. The lock dies with its holder: when the
+// Lock is a per-pod mutex held inside containerd. containerd's content store
+// locks an ingest ref for as long as the gRPC Write stream that opened it
+// stays open: a second Write on the same ref fails with Unavailable, in one
+// atomic step inside the daemon. The lock dies with its holder: when the
 // holding process exits, even by SIGKILL, its connection closes and
 // containerd ends the stream and unlocks the ref. No expiry is needed.
-type podLock struct {
-	c      *Committer
+type Lock struct {
+	store  content.Store
 	ref    string
 	stream contentapi.Content_WriteClient
 	cancel context.CancelFunc
 }
 
-func (c *Committer) lockRef() string {
-	return lockRefPrefix + c.cfg.Params.PodUID
+func (f *Freezer) lockRef() string {
+	return lockRefPrefix + f.pod.UID
 }
 
-// tryLockPod takes the pod's lock or fails at once with ErrFrozenElsewhere.
-func (c *Committer) tryLockPod(ctx context.Context) (*podLock, error) {
-	ref := c.lockRef()
-	conn, ok := c.client.Conn().(*grpc.ClientConn)
+// TryLock takes the pod's lock or fails at once with ErrFrozenElsewhere.
+func (f *Freezer) TryLock(ctx context.Context) (*Lock, error) {
+	ref := f.lockRef()
+	conn, ok := f.client.Conn().(*grpc.ClientConn)
 	if !ok {
-		return nil, fmt.Errorf("pod %s: the containerd client has no gRPC connection for the pod lock", c.podRef())
+		return nil, fmt.Errorf("pod %s: the containerd client has no gRPC connection for the pod lock", f.pod)
 	}
 	// The stream must outlive ctx's cancellation (a signal cancels ctx while
-	// the signal handler still thaws); release or process exit ends it.
+	// the signal handler still thaws); Release or process exit ends it.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stream, err := contentapi.NewContentClient(conn).Write(sctx)
 	if err == nil {
@@ -80,40 +81,40 @@ func (c *Committer) tryLockPod(ctx context.Context) (*podLock, error) {
 		err = errgrpc.ToNative(err)
 		if errdefs.IsUnavailable(err) {
 			return nil, fmt.Errorf("pod %s: another sandbox-commit run of this pod is in flight (containerd lock %s: %v): %w",
-				c.podRef(), ref, err, ErrFrozenElsewhere)
+				f.pod, ref, err, ErrFrozenElsewhere)
 		}
-		return nil, fmt.Errorf("pod %s: taking the containerd lock %s: %w", c.podRef(), ref, err)
+		return nil, fmt.Errorf("pod %s: taking the containerd lock %s: %w", f.pod, ref, err)
 	}
-	return &podLock{c: c, ref: ref, stream: stream, cancel: cancel}, nil
+	return &Lock{store: f.client.ContentStore(), ref: ref, stream: stream, cancel: cancel}, nil
 }
 
-// waitLockPod takes the pod's lock, waiting while another run holds it.
-func (c *Committer) waitLockPod(ctx context.Context) (*podLock, error) {
+// WaitLock takes the pod's lock, waiting while another run holds it.
+func (f *Freezer) WaitLock(ctx context.Context) (*Lock, error) {
 	logged := false
 	for {
-		l, err := c.tryLockPod(ctx)
+		l, err := f.TryLock(ctx)
 		if err == nil || !errors.Is(err, ErrFrozenElsewhere) {
 			return l, err
 		}
 		if !logged {
-			c.log.Printf("%v; waiting for it to finish", err)
+			f.opts.Log.Printf("%v; waiting for it to finish", err)
 			logged = true
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("pod %s: waiting for the containerd lock %s: %w", c.podRef(), c.lockRef(), ctx.Err())
+			return nil, fmt.Errorf("pod %s: waiting for the containerd lock %s: %w", f.pod, f.lockRef(), ctx.Err())
 		case <-time.After(lockRetryInterval):
 		}
 	}
 }
 
-// release drops the ingest record (nobody else can use it while the lock is
+// Release drops the ingest record (nobody else can use it while the lock is
 // held), closes the stream and waits until containerd has ended it, so that
-// the ref is unlocked when release returns.
-func (l *podLock) release(ctx context.Context) error {
+// the ref is unlocked when Release returns.
+func (l *Lock) Release(ctx context.Context) error {
 	defer l.cancel()
 	var errs []error
-	if err := l.c.client.ContentStore().Abort(ctx, l.ref); err != nil && !errdefs.IsNotFound(err) {
+	if err := l.store.Abort(ctx, l.ref); err != nil && !errdefs.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("removing ingest %s: %w", l.ref, err))
 	}
 	if err := l.stream.CloseSend(); err != nil {

@@ -1,0 +1,71 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package cri holds what containerd's CRI plugin records on the containers
+// and images it manages: the labels that name a container's pod, and the
+// image a container was created from.
+package cri
+
+import (
+	"encoding/json"
+
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/opencontainers/go-digest"
+)
+
+// Labels on a container naming its pod and itself.
+const (
+	LabelPodName       = "io.kubernetes.pod.name"
+	LabelPodNamespace  = "io.kubernetes.pod.namespace"
+	LabelPodUID        = "io.kubernetes.pod.uid"
+	LabelContainerName = "io.kubernetes.container.name"
+	// LabelKind is "sandbox" on a pod's sandbox (pause) container.
+	LabelKind = "io.cri-containerd.kind"
+)
+
+// LabelImage is the label on the images the CRI plugin manages.
+const LabelImage = "io.cri-containerd.image"
+
+// AnnotationImageName is the annotation in which the CRI plugin records,
+// in a container's spec, the image name the pod asked for.
+const AnnotationImageName = "io.kubernetes.cri.image-name"
+
+// ExtensionMetadata is the container extension in which the CRI plugin
+// records the container's metadata, including the image ID (the config
+// digest) it was created from.
+const ExtensionMetadata = "io.cri-containerd.container.metadata"
+
+// ImageID returns the image ID the CRI plugin recorded for a container, or
+// "" for a container not created by the CRI plugin.
+func ImageID(info containers.Container) digest.Digest {
+	ext, ok := info.Extensions[ExtensionMetadata]
+	if !ok || ext == nil {
+		return ""
+	}
+	var m struct {
+		Metadata struct {
+			ImageRef string
+		}
+	}
+	if err := json.Unmarshal(ext.GetValue(), &m); err != nil {
+		return ""
+	}
+	d, err := digest.Parse(m.Metadata.ImageRef)
+	if err != nil {
+		return ""
+	}
+	return d
+}
