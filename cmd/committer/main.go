@@ -31,8 +31,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
-
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
@@ -40,6 +38,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
 const (

@@ -32,10 +32,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-
 	crmetadata "github.com/checkpoint-restore/checkpointctl/lib"
 	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
@@ -46,6 +42,9 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 

@@ -30,10 +30,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
-
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/leases"
@@ -45,6 +41,9 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 

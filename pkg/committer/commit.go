@@ -28,12 +28,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
-
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/diff"
 	"github.com/containerd/containerd/v2/core/images"
@@ -43,6 +37,13 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/base"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 const (
@@ -257,17 +258,18 @@ func (c *Committer) prepare(ctx context.Context, l *freeze.Container) (*prepared
 	if err != nil {
 		return nil, fail("snapshot %s: %v", l.Info.SnapshotKey, err)
 	}
-	base, err := c.resolveBase(ctx, l, st.Parent)
+	res := c.resolver(ctx)
+	base, err := res.Resolve(ctx, l, st.Parent)
 	if err != nil {
 		return nil, fail("%v", err)
 	}
 	cs := c.client.ContentStore()
-	mdesc := base.manifest
+	mdesc := base.Manifest
 	raw, err := content.ReadBlob(ctx, cs, mdesc)
 	if err != nil {
 		return nil, fail("reading base manifest %s: %v", mdesc.Digest, err)
 	}
-	p := &prepared{live: l, baseName: c.baseName(ctx, l, base), manifestMT: mdesc.MediaType, manifestDgs: mdesc.Digest}
+	p := &prepared{live: l, baseName: res.Name(ctx, l, base), manifestMT: mdesc.MediaType, manifestDgs: mdesc.Digest}
 	if err := json.Unmarshal(raw, &p.manifest); err != nil {
 		return nil, fail("decoding base manifest %s: %v", mdesc.Digest, err)
 	}
@@ -279,10 +281,10 @@ func (c *Committer) prepare(ctx context.Context, l *freeze.Container) (*prepared
 		return nil, fail("decoding base config %s: %v", p.manifest.Config.Digest, err)
 	}
 	p.configMT = p.manifest.Config.MediaType
-	if base.img.Name != l.Info.Image {
+	if base.Record.Name != l.Info.Image {
 		c.log.Printf("pod %s %s: base resolved by layers to %s (manifest %s)", c.podRef(), l, p.baseName, mdesc.Digest)
 	}
-	p.sourceRepos = c.sourceRepos(ctx, base.img, mdesc)
+	p.sourceRepos = c.sourceRepos(ctx, base.Record, mdesc)
 	if p.overlay, err = c.planOverlay(ctx, l); err != nil {
 		return nil, fail("%v", err)
 	}
@@ -297,6 +299,11 @@ func (c *Committer) planOverlay(ctx context.Context, l *freeze.Container) (*over
 		return nil, nil
 	}
 	return c.differ().Plan(ctx, l)
+}
+
+// resolver returns the resolver of the pod's base images.
+func (c *Committer) resolver(ctx context.Context) *base.Resolver {
+	return base.New(c.client, c.remoteOptions(ctx), c.cfg.Params.Insecure, c.podRef(), c.log)
 }
 
 // differ returns the overlay differ of the pod's containers.

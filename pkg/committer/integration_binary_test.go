@@ -37,13 +37,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
-
-	"github.com/containerd/containerd/v2/client"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"

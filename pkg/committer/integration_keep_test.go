@@ -27,9 +27,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
-
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/leases"
@@ -37,6 +34,8 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 

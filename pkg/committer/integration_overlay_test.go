@@ -36,10 +36,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
-
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-
 	"github.com/containerd/containerd/v2/core/diff"
 	"github.com/containerd/containerd/v2/pkg/archive"
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
@@ -50,6 +46,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 

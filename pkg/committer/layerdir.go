@@ -25,11 +25,11 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
 // With Config.LayerDir set, the commit step writes each new compressed

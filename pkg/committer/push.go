@@ -28,10 +28,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
-
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
@@ -45,7 +41,10 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 

@@ -24,11 +24,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/squash"
-
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/squash"
 )
 
 // Each commit appends one layer, and OpenSandbox resumes from the image the

@@ -24,11 +24,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/klauspost/compress/gzip"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
 func TestConvertUpperTarWhiteoutsAndOpaque(t *testing.T) {

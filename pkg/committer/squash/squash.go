@@ -29,9 +29,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-
 	"github.com/opencontainers/go-digest"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
 // entry is one entry of a squashed layer.

@@ -31,9 +31,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-
 	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
 // When the node's overlayfs snapshots are visible to the commit step (the

@@ -26,12 +26,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/gzip"
 )
 
 // filesPerDir is how many files each generated package directory holds.

@@ -14,20 +14,21 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+// Package base finds the image a container's root filesystem was unpacked
+// from, by the identity of its layers rather than by name: in containerd,
+// or, where containerd no longer holds it, in its registry.
+package base
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"sort"
 	"strings"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/cri"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
@@ -38,29 +39,51 @@ import (
 	"github.com/opencontainers/go-digest"
 	"github.com/opencontainers/image-spec/identity"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/cri"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// baseImage is the image a container's root filesystem was unpacked from.
-type baseImage struct {
-	// img is an image record whose target holds the manifest.
-	img images.Image
-	// manifest is the platform manifest whose layers are the parent chain.
-	manifest ocispec.Descriptor
+// Image is the image a container's root filesystem was unpacked from.
+type Image struct {
+	// Record is an image record whose target holds the manifest.
+	Record images.Image
+	// Manifest is the platform manifest whose layers are the parent chain.
+	Manifest ocispec.Descriptor
 }
 
-// resolveBase finds the image whose layers are the container snapshot's
+// Resolver finds the base images of one pod's containers.
+type Resolver struct {
+	client *client.Client
+	// remote reaches the registries a base is looked up in; insecure lets
+	// their names be plain HTTP.
+	remote   []remote.Option
+	insecure bool
+	// pod names the pod in messages.
+	pod string
+	log *log.Logger
+}
+
+// New returns a Resolver of pod's bases in c, looking them up in their
+// registries through remote.
+func New(c *client.Client, remote []remote.Option, insecure bool, pod string, log *log.Logger) *Resolver {
+	return &Resolver{client: c, remote: remote, insecure: insecure, pod: pod, log: log}
+}
+
+// Resolve finds the image whose layers are the container snapshot's
 // parent chain, by identity rather than by name: a tag the node re-pulled
 // since the container started points to other layers, and a diff against
 // the real parent stacked on those would be a wrong image. It tries the
 // image the container names, the image ID the CRI plugin recorded, then
 // every image in the namespace; when the CRI plugin recorded an image ID,
 // the config must be that one too.
-func (c *Committer) resolveBase(ctx context.Context, l *freeze.Container, parent string) (*baseImage, error) {
-	is := c.client.ImageService()
-	cs := c.client.ContentStore()
+func (r *Resolver) Resolve(ctx context.Context, l *freeze.Container, parent string) (*Image, error) {
+	is := r.client.ImageService()
+	cs := r.client.ContentStore()
 	recorded := cri.ImageID(l.Info)
 	tried := map[digest.Digest]bool{}
-	try := func(img images.Image) (*baseImage, error) {
+	try := func(img images.Image) (*Image, error) {
 		if tried[img.Target.Digest] {
 			return nil, nil
 		}
@@ -69,7 +92,7 @@ func (c *Committer) resolveBase(ctx context.Context, l *freeze.Container, parent
 		if err != nil || m == nil {
 			return nil, err
 		}
-		return &baseImage{img: img, manifest: *m}, nil
+		return &Image{Record: img, Manifest: *m}, nil
 	}
 
 	named, namedErr := is.Get(ctx, l.Info.Image)
@@ -98,7 +121,7 @@ func (c *Committer) resolveBase(ctx context.Context, l *freeze.Container, parent
 		}
 	}
 
-	fetched, fetchedNot := c.fetchBase(ctx, l, parent, recorded)
+	fetched, fetchedNot := r.fetchBase(ctx, l, parent, recorded)
 	if fetched != nil {
 		return fetched, nil
 	}
@@ -132,13 +155,13 @@ func (c *Committer) resolveBase(ctx context.Context, l *freeze.Container, parent
 // parent chain, with the config the CRI plugin recorded. That manifest and
 // config are written to the content store under the commit's lease. It
 // also says what it tried, for the error when nothing matched.
-func (c *Committer) fetchBase(ctx context.Context, l *freeze.Container, parent string, recorded digest.Digest) (*baseImage, []string) {
+func (r *Resolver) fetchBase(ctx context.Context, l *freeze.Container, parent string, recorded digest.Digest) (*Image, []string) {
 	refs := []string{l.Info.Image}
 	if spec, err := l.Container.Spec(ctx); err == nil && spec.Annotations[cri.AnnotationImageName] != "" {
 		refs = append(refs, spec.Annotations[cri.AnnotationImageName])
 	}
 	opts := []name.Option{name.StrictValidation}
-	if c.cfg.Params.Insecure {
+	if r.insecure {
 		opts = append(opts, name.Insecure)
 	}
 	var tried []string
@@ -149,14 +172,14 @@ func (c *Committer) fetchBase(ctx context.Context, l *freeze.Container, parent s
 			continue
 		}
 		seen[ref.Name()] = true
-		b, err := c.fetchManifest(ctx, ref, parent, recorded)
+		b, err := r.fetchManifest(ctx, ref, parent, recorded)
 		switch {
 		case err != nil:
 			tried = append(tried, fmt.Sprintf("registry: %v", err))
 		case b == nil:
 			tried = append(tried, fmt.Sprintf("registry: %s holds no manifest of that chain", ref))
 		default:
-			c.log.Printf("pod %s %s: no image record of its base in containerd; took manifest %s from %s", c.podRef(), l, b.manifest.Digest, ref)
+			r.log.Printf("pod %s %s: no image record of its base in containerd; took manifest %s from %s", r.pod, l, b.Manifest.Digest, ref)
 			return b, nil
 		}
 	}
@@ -170,8 +193,8 @@ func (c *Committer) fetchBase(ctx context.Context, l *freeze.Container, parent s
 // content store, the manifest (of an index: the platform manifests, the
 // default platform first) whose config has the rootfs parent chain and, when
 // recorded is set, that digest; nil when none has.
-func (c *Committer) fetchManifest(ctx context.Context, ref name.Reference, parent string, recorded digest.Digest) (*baseImage, error) {
-	opts := c.remoteOptions(ctx)
+func (r *Resolver) fetchManifest(ctx context.Context, ref name.Reference, parent string, recorded digest.Digest) (*Image, error) {
+	opts := r.remote
 	desc, err := remote.Get(ref, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("looking up %s: %w", ref, err)
@@ -199,7 +222,7 @@ func (c *Committer) fetchManifest(ctx context.Context, ref name.Reference, paren
 			}
 		}
 	}
-	cs := c.client.ContentStore()
+	cs := r.client.ContentStore()
 	for _, d := range cands {
 		mref := ref.Context().Digest(d.Digest.String())
 		raw := desc.Manifest
@@ -250,7 +273,7 @@ func (c *Committer) fetchManifest(ctx context.Context, ref name.Reference, paren
 		if err := oci.WriteBlob(ctx, cs, mdesc, raw, nil); err != nil {
 			return nil, fmt.Errorf("storing manifest %s: %w", mdesc.Digest, err)
 		}
-		return &baseImage{img: images.Image{Name: mref.Name(), Target: mdesc}, manifest: mdesc}, nil
+		return &Image{Record: images.Image{Name: mref.Name(), Target: mdesc}, Manifest: mdesc}, nil
 	}
 	return nil, nil
 }
@@ -363,19 +386,19 @@ func firstManifestChain(ctx context.Context, cs content.Provider, target ocispec
 	return ocispec.Descriptor{}, "", errdefs.ErrNotFound
 }
 
-// baseName picks the name recorded as the committed image's base: the name
+// Name picks the name recorded as the committed image's base: the name
 // the container was created with when it is the base, otherwise a digest
 // reference, otherwise a tag, of an image with the same target. Bare image
 // IDs ("sha256:…") are not references.
-func (c *Committer) baseName(ctx context.Context, l *freeze.Container, b *baseImage) string {
-	names := []string{b.img.Name}
-	if others, err := c.client.ImageService().List(ctx, "target.digest=="+b.img.Target.Digest.String()); err == nil {
+func (r *Resolver) Name(ctx context.Context, l *freeze.Container, b *Image) string {
+	names := []string{b.Record.Name}
+	if others, err := r.client.ImageService().List(ctx, "target.digest=="+b.Record.Target.Digest.String()); err == nil {
 		for _, o := range others {
 			names = append(names, o.Name)
 		}
 	}
 	sort.Strings(names)
-	best, rank := b.img.Name, 3
+	best, rank := b.Record.Name, 3
 	for _, n := range names {
 		r := 2
 		switch {

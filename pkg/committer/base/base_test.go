@@ -14,14 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package base
 
 import (
 	"context"
 	"encoding/json"
 	"testing"
-
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/plugins/content/local"
@@ -29,6 +27,8 @@ import (
 	"github.com/opencontainers/image-spec/identity"
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
 // putJSON stores v as a blob and returns its descriptor.
