@@ -34,6 +34,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
@@ -165,7 +166,7 @@ func fail(o options, err error) int {
 		return exitMaybePaused
 	case errors.Is(err, freeze.ErrFrozenElsewhere):
 		return exitFrozenElsewhere
-	case errors.Is(err, committer.ErrMemorySnapshotUnsupported):
+	case errors.Is(err, checkpoint.ErrUnsupported):
 		return exitMemoryUnsupported
 	}
 	return exitFailed
@@ -346,6 +347,6 @@ func commit(ctx context.Context, c *committer.Committer, params *task.Params) (*
 // a filesystem one under fallback: when the node cannot checkpoint or has no
 // disk room for the memory, and everything was thawed.
 func fallsBack(err error, fallback string) bool {
-	return (errors.Is(err, committer.ErrMemorySnapshotUnsupported) || errors.Is(err, diskbudget.ErrNoRoom)) &&
+	return (errors.Is(err, checkpoint.ErrUnsupported) || errors.Is(err, diskbudget.ErrNoRoom)) &&
 		!errors.Is(err, freeze.ErrThawFailed) && fallback == task.MemoryFallbackFilesystem
 }

@@ -25,7 +25,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -42,7 +42,7 @@ func TestFailExitCodes(t *testing.T) {
 		{"failed and thawed", errors.New("push failed"), task.ExitCodeThawed},
 		{"thaw failed", fmt.Errorf("diff: %w", freeze.ErrThawFailed), 3},
 		{"frozen elsewhere", fmt.Errorf("pod a/b: %w", freeze.ErrFrozenElsewhere), task.ExitCodeFrozenElsewhere},
-		{"memory unsupported", fmt.Errorf("pod a/b: %w: criu failed", committer.ErrMemorySnapshotUnsupported), task.ExitCodeMemoryUnsupported},
+		{"memory unsupported", fmt.Errorf("pod a/b: %w: criu failed", checkpoint.ErrUnsupported), task.ExitCodeMemoryUnsupported},
 		{"no room for the memory", fmt.Errorf("pod a/b: %w: 256 MiB in checkpoint-dir /c", diskbudget.ErrNoRoom), task.ExitCodeThawed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -61,7 +61,7 @@ func TestFailExitCodes(t *testing.T) {
 // as filesystem ones: those of a node that cannot checkpoint or has no room
 // for the memory, with everything thawed, and only when asked.
 func TestFallsBack(t *testing.T) {
-	unsupported := fmt.Errorf("pod a/b: %w: criu failed", committer.ErrMemorySnapshotUnsupported)
+	unsupported := fmt.Errorf("pod a/b: %w: criu failed", checkpoint.ErrUnsupported)
 	noRoom := fmt.Errorf("pod a/b: %w", diskbudget.ErrNoRoom)
 	for _, tc := range []struct {
 		name     string

@@ -18,20 +18,15 @@ package committer
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"log"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
-	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/cri"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -46,31 +41,6 @@ import (
 // more, whatever their age. A process that is signalled removes the
 // archives it was writing or pushing before it exits (Discard).
 
-// staleCheckpointAge is the age past which an archive that names no Task
-// pod (one of an earlier version, or of a run outside a pod) is taken for
-// one a killed run left: a run reads its own within minutes.
-const staleCheckpointAge = time.Hour
-
-// archiveName is the name, in CheckpointDir, of the archive of container's
-// memory snapshot in run, written in the Task pod taskPodUID (none when
-// empty). '_' is in no UID, run ID or container name.
-func archiveName(taskPodUID, run, container string) string {
-	if taskPodUID == "" {
-		return run + "-" + container
-	}
-	return taskPodUID + "_" + run + "-" + container
-}
-
-// archiveOwner returns the UID of the Task pod that owns the archive named
-// name, or "" when its name carries none.
-func archiveOwner(name string) string {
-	owner, _, ok := strings.Cut(name, "_")
-	if !ok || task.ValidateID(task.FlagTaskPodUID, owner) != nil {
-		return ""
-	}
-	return owner
-}
-
 // SweepCheckpoints removes from CheckpointDir the checkpoint archives of runs
 // that are over: those whose Task pod has no container running (or paused)
 // in containerd any more, whatever their age, and those that name no Task
@@ -81,50 +51,7 @@ func (c *Committer) SweepCheckpoints(ctx context.Context) {
 	if c.cfg.CheckpointDir == "" {
 		return
 	}
-	sweepCheckpoints(c.cfg.CheckpointDir, func(uid string) (bool, error) { return c.podRuns(ctx, uid) }, c.log)
-}
-
-// sweepCheckpoints removes the archives in dir of runs that are over, asking
-// runs whether a Task pod still runs.
-func sweepCheckpoints(dir string, runs func(taskPodUID string) (bool, error), logger *log.Logger) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			logger.Printf("checkpoint-dir %s: not sweeping it: %v", dir, err)
-		}
-		return
-	}
-	for _, e := range entries {
-		// Earlier versions left archives as .tar files; the disk ledger is
-		// a dot directory.
-		if !e.IsDir() && filepath.Ext(e.Name()) != ".tar" || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		p := filepath.Join(dir, e.Name())
-		var why string
-		if owner := archiveOwner(e.Name()); owner != "" {
-			running, err := runs(owner)
-			if err != nil {
-				logger.Printf("keeping checkpoint %s: %v", p, err)
-				continue
-			}
-			if running {
-				continue
-			}
-			why = "the run of Task pod " + owner + " is over"
-		} else {
-			st, err := os.Lstat(p)
-			if err != nil || time.Since(st.ModTime()) <= staleCheckpointAge {
-				continue
-			}
-			why = fmt.Sprintf("it names no Task pod and was last written %s ago", time.Since(st.ModTime()).Round(time.Minute))
-		}
-		if err := os.RemoveAll(p); err != nil {
-			logger.Printf("removing checkpoint %s (%s): %v", p, why, err)
-			continue
-		}
-		logger.Printf("removed checkpoint %s: %s", p, why)
-	}
+	checkpoint.Sweep(c.cfg.CheckpointDir, func(uid string) (bool, error) { return c.podRuns(ctx, uid) }, c.log)
 }
 
 // podRuns tells whether a container of the pod whose UID is uid (its
@@ -152,23 +79,6 @@ func (c *Committer) podRuns(ctx context.Context, uid string) (bool, error) {
 		return true, nil
 	}
 	return false, nil
-}
-
-// restrictArchive leaves the archive in dir readable by root only: its
-// directories 0700 and its files 0600, whatever CRIU or runc wrote them as.
-func restrictArchive(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			err = os.Chmod(p, 0o700)
-		case d.Type().IsRegular():
-			err = os.Chmod(p, 0o600)
-		}
-		return err
-	})
 }
 
 // ownedArchives are the archives this process is writing or pushing, which

@@ -41,6 +41,7 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -251,7 +252,7 @@ func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImag
 
 // archiveLayer returns the descriptor of the layer of the archive in dir.
 func archiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
-	layer, _, _, err := oci.WriteLayer(io.Discard, func(w io.Writer) error { return tarDir(dir, w) }, mediaType)
+	layer, _, _, err := oci.WriteLayer(io.Discard, func(w io.Writer) error { return checkpoint.TarDir(dir, w) }, mediaType)
 	return layer, err
 }
 
@@ -264,7 +265,7 @@ func writeArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cnt := &oci.CountingWriter{}
 	if mediaType == ocispec.MediaTypeImageLayer {
-		if err := tarDir(dir, io.MultiWriter(bw, cnt)); err != nil {
+		if err := checkpoint.TarDir(dir, io.MultiWriter(bw, cnt)); err != nil {
 			return "", 0, err
 		}
 		return "", cnt.N, bw.Flush()
@@ -274,7 +275,7 @@ func writeArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64
 		return "", 0, err
 	}
 	dg := digest.Canonical.Digester()
-	err = tarDir(dir, io.MultiWriter(zw, dg.Hash(), cnt))
+	err = checkpoint.TarDir(dir, io.MultiWriter(zw, dg.Hash(), cnt))
 	if cerr := zw.Close(); err == nil {
 		err = cerr
 	}

@@ -41,6 +41,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/base"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/layerdir"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -301,6 +302,18 @@ func (c *Committer) planOverlay(ctx context.Context, l *freeze.Container) (*over
 	return c.differ().Plan(ctx, l)
 }
 
+// layers returns the directory of this run's layer files (Config.LayerDir).
+func (c *Committer) layers() *layerdir.Dir {
+	return layerdir.New(c.cfg.LayerDir, c.client.ContentStore())
+}
+
+// removeLayerFiles removes the files of layers from Config.LayerDir.
+func (c *Committer) removeLayerFiles(layers ...ocispec.Descriptor) {
+	if err := c.layers().Remove(layers...); err != nil {
+		c.log.Printf("pod %s: %v", c.podRef(), err)
+	}
+}
+
 // resolver returns the resolver of the pod's base images.
 func (c *Committer) resolver(ctx context.Context) *base.Resolver {
 	return base.New(c.client, c.remoteOptions(ctx), c.cfg.Params.Insecure, c.podRef(), c.log)
@@ -381,7 +394,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		}
 	}
 	ref := fmt.Sprintf("sandbox-commit-gzip-%s-%d", l.Info.ID, time.Now().UnixNano())
-	layer, diffID, diffSize, err := c.newLayer(ctx, ref, write, layerMT)
+	layer, diffID, diffSize, err := c.layers().Build(ctx, ref, write, layerMT)
 	if err != nil {
 		if squashed > 0 {
 			return nil, fail("squashing %d layers of earlier commits and this change: %v", squashed, err)

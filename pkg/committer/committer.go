@@ -62,11 +62,11 @@ type Config struct {
 	WalkingDiffer bool
 	// CopyDir, when set, is where the overlay differ copies a container's
 	// upper directory inside the pause, when that directory is readable here
-	// (see stage.go); otherwise containerd tars it inside the pause.
+	// (package stage); otherwise containerd tars it inside the pause.
 	CopyDir string
 	// LayerDir, when set, receives a file of each new layer in place of a
 	// copy in containerd; the push step uploads from it, ingests it into
-	// containerd when it keeps the image, and removes it (see layerdir.go).
+	// containerd when it keeps the image, and removes it (package layerdir).
 	// Both steps must see the same directory.
 	LayerDir string
 	// ScratchLimit, when not zero, bounds what a commit writes to CopyDir
@@ -94,7 +94,7 @@ type Config struct {
 	// whole root filesystem (restoreBases).
 	MemoryRestoreBase string
 	// AllowAnonymousPull lets Checkpoint push to a repository anyone may
-	// pull from; otherwise it refuses before the freeze (privateTargets).
+	// pull from; otherwise it refuses before the freeze (checkpoint.PrivateTargets).
 	AllowAnonymousPull bool
 	// Log receives progress lines; os.Stderr when nil.
 	Log io.Writer

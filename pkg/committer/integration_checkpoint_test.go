@@ -39,6 +39,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -283,8 +284,8 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		cm.cfg.KeepLocal, cm.cfg.KeepLocalMaxBytes = kept, 1<<40
 		res, err := cm.Checkpoint(ctx)
 		if !checkpoints(cri) {
-			if !errors.Is(err, ErrMemorySnapshotUnsupported) {
-				t.Fatalf("checkpoint on %s: got %v, want %v", cri.Version, err, ErrMemorySnapshotUnsupported)
+			if !errors.Is(err, checkpoint.ErrUnsupported) {
+				t.Fatalf("checkpoint on %s: got %v, want %v", cri.Version, err, checkpoint.ErrUnsupported)
 			}
 			t.Logf("as expected on %s: %v", cri.Version, err)
 			countsOn(t, ctx, cri, id, "after the refused checkpoint")
@@ -476,7 +477,7 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 	boundedCfg.MaxPause = 100 * time.Millisecond
 	bounded := New(cm.client, boundedCfg)
 	_, err := bounded.Checkpoint(ctx)
-	if !errors.Is(err, freeze.ErrMaxPauseExceeded) || errors.Is(err, ErrMemorySnapshotUnsupported) || errors.Is(err, freeze.ErrThawFailed) {
+	if !errors.Is(err, freeze.ErrMaxPauseExceeded) || errors.Is(err, checkpoint.ErrUnsupported) || errors.Is(err, freeze.ErrThawFailed) {
 		t.Fatalf("checkpoint bounded by max-pause %s: got %v, want %v alone", boundedCfg.MaxPause, err, freeze.ErrMaxPauseExceeded)
 	}
 	t.Logf("as expected: %v", err)
@@ -539,7 +540,7 @@ func TestCheckpointNoRoom(t *testing.T) {
 
 	t.Run("before freezing", func(t *testing.T) {
 		_, err := cm.Checkpoint(ctx)
-		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), small) {
+		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), small) {
 			t.Fatalf("checkpoint into 64 MiB of 256 MiB: got %v, want %v alone, naming %s", err, diskbudget.ErrNoRoom, small)
 		}
 		t.Logf("refused: %v", err)
@@ -561,8 +562,8 @@ func TestCheckpointNoRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(small, "dump")
-		err = cm.dump(cctx, live[0], dir)
-		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), small) {
+		err = cm.dumper().Dump(cctx, live[0], dir)
+		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), small) {
 			t.Fatalf("a dump of 256 MiB into 64 MiB: got %v, want %v alone, naming %s", err, diskbudget.ErrNoRoom, small)
 		}
 		t.Logf("as expected: %v", err)
@@ -588,8 +589,8 @@ func TestCheckpointWithoutCRIU(t *testing.T) {
 	}
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/nocriu/app:mem")
 	_, err = cm.Checkpoint(ctx)
-	if !errors.Is(err, ErrMemorySnapshotUnsupported) {
-		t.Fatalf("checkpoint without CRIU: got %v, want %v", err, ErrMemorySnapshotUnsupported)
+	if !errors.Is(err, checkpoint.ErrUnsupported) {
+		t.Fatalf("checkpoint without CRIU: got %v, want %v", err, checkpoint.ErrUnsupported)
 	}
 	t.Logf("refused: %v", err)
 	task, err := cri.Client.LoadContainer(cri.Ctx(ctx), id)
@@ -632,8 +633,8 @@ func TestCheckpointRefusedByCRIU(t *testing.T) {
 	waitCounting(t, ctx, cri, id, 1)
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/refused/app:mem")
 	_, err = cm.Checkpoint(ctx)
-	if !errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), "criu-dump.log") {
-		t.Fatalf("checkpoint of a nested namespace: got %v, want %v naming CRIU's dump log", err, ErrMemorySnapshotUnsupported)
+	if !errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), "criu-dump.log") {
+		t.Fatalf("checkpoint of a nested namespace: got %v, want %v naming CRIU's dump log", err, checkpoint.ErrUnsupported)
 	}
 	t.Logf("refused: %v", err)
 	countsOn(t, ctx, cri, id, "after the refused checkpoint")

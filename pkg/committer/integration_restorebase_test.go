@@ -33,6 +33,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -165,8 +166,8 @@ func TestCheckpointRestorePrivateBase(t *testing.T) {
 	public := e.checkpointer(t, cri, pod, e.regB.Host+"/tenant/hibernate/"+sandbox+"/app:public")
 	public.cfg.AllowAnonymousPull, public.cfg.MemoryRestoreBase = false, restoreBase
 	_, err = public.Checkpoint(ctx)
-	if !errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), "anyone may pull from repository "+e.regB.Host+"/tenant/hibernate/") {
-		t.Fatalf("a memory snapshot to a repository anyone may pull from: got %v, want %v naming the repository", err, ErrMemorySnapshotUnsupported)
+	if !errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), "anyone may pull from repository "+e.regB.Host+"/tenant/hibernate/") {
+		t.Fatalf("a memory snapshot to a repository anyone may pull from: got %v, want %v naming the repository", err, checkpoint.ErrUnsupported)
 	}
 	t.Logf("refused as expected: %v", err)
 	countsOn(t, ctx, cri, id, "after the refused checkpoint")
@@ -206,8 +207,8 @@ func TestCheckpointRestoreViaCreateOff(t *testing.T) {
 	pod, id := e.counting(t, ctx, cri, "")
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:off")
 	_, err := cm.Checkpoint(ctx)
-	if !errors.Is(err, ErrMemorySnapshotUnsupported) || !strings.Contains(err.Error(), "enable_experimental_restore_via_create = true") {
-		t.Fatalf("checkpoint on %s with restore through CreateContainer off: got %v, want %v naming the setting", cri.Version, err, ErrMemorySnapshotUnsupported)
+	if !errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), "enable_experimental_restore_via_create = true") {
+		t.Fatalf("checkpoint on %s with restore through CreateContainer off: got %v, want %v naming the setting", cri.Version, err, checkpoint.ErrUnsupported)
 	}
 	t.Logf("refused as expected: %v", err)
 	countsOn(t, ctx, cri, id, "after the refused checkpoint")

@@ -33,6 +33,7 @@ import (
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -48,7 +49,7 @@ import (
 func fakeArchive(t *testing.T, p *runningPod, taskPodUID, checkpointDir, layerDir string, mib int) string {
 	t.Helper()
 	rec := &checkpointRecord{
-		Archive:     archiveName(taskPodUID, p.runID, "app"),
+		Archive:     checkpoint.ArchiveName(taskPodUID, p.runID, "app"),
 		MediaType:   ocispec.MediaTypeImageLayer,
 		Created:     time.Now().UTC(),
 		CreatedBy:   "sandbox-checkpoint pod " + p.namespace + "/" + p.name + " container app",
@@ -306,7 +307,7 @@ func TestCheckpointArchiveLifecycle(t *testing.T) {
 		if code := cmd.ProcessState.ExitCode(); code != 0 {
 			t.Fatalf("commit step: exit code %d\n%s\n%s", code, out, cri.Log())
 		}
-		archive := filepath.Join(checkpointDir, archiveName(taskPod.Config.Metadata.Uid, run, "app"))
+		archive := filepath.Join(checkpointDir, checkpoint.ArchiveName(taskPod.Config.Metadata.Uid, run, "app"))
 		if _, err := os.Stat(archive); err != nil {
 			t.Fatalf("the commit step left no archive named by its Task pod: %v\n%s", err, out)
 		}

@@ -44,6 +44,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/layerdir"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -406,7 +407,7 @@ func TestCommitPushVerify(t *testing.T) {
 	// The new layers are only in the commit step's layer files, not in
 	// containerd: the push uploads them from there.
 	for _, ci := range res.Images {
-		b, err := os.ReadFile(layerPath(e.copyDir, ci.Layer.Digest))
+		b, err := os.ReadFile(layerdir.Path(e.copyDir, ci.Layer.Digest))
 		if err != nil {
 			t.Fatalf("layer file of %s: %v", ci.Target.Container, err)
 		}
@@ -422,7 +423,7 @@ func TestCommitPushVerify(t *testing.T) {
 	}
 	// An image not kept never enters containerd's content store.
 	for _, ci := range res.Images {
-		if _, err := os.Stat(layerPath(e.copyDir, ci.Layer.Digest)); !errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(layerdir.Path(e.copyDir, ci.Layer.Digest)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("layer file of %s after the push: %v", ci.Target.Container, err)
 		}
 		e.assertNoBlob(t, ci.Layer.Digest, "the layer of "+ci.Target.Container+" after a push without keep-local")

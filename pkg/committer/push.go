@@ -127,7 +127,7 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *PushStats, error) {
 				var err error
 				if ci.checkpoint != nil {
 					err = c.ingestCheckpoint(ctx, ci, built[i])
-				} else if err = c.ingestLayerFiles(ctx, ci); err == nil {
+				} else if err = c.layers().Ingest(ctx, ci.manifest); err == nil {
 					err = keep.Unpack(ctx, c.client, ci.image)
 				}
 				unpacked[i] <- err
@@ -459,7 +459,7 @@ func (c *Committer) blobLayer(ctx context.Context, d ocispec.Descriptor, target 
 // fetched lazily from a source repository.
 func (c *Committer) sourcedLayer(ctx context.Context, d ocispec.Descriptor, sources []name.Repository, puller *remote.Puller) (l v1.Layer, local bool, err error) {
 	cs := c.client.ContentStore()
-	if p := c.layerFile(d.Digest); p != "" {
+	if p := c.layers().File(d.Digest); p != "" {
 		if l, err = partial.CompressedToLayer(&localLayer{desc: d, open: func() (io.ReadCloser, error) { return os.Open(p) }}); err != nil {
 			return nil, false, err
 		}

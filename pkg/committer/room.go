@@ -25,15 +25,10 @@ import (
 	v2stats "github.com/containerd/cgroups/v3/cgroup2/stats"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/typeurl/v2"
-	"golang.org/x/sys/unix"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 )
-
-// fullBelow is the free space under which a filesystem that a failed dump
-// wrote to is taken to have filled up: more than CRIU writes at a time.
-const fullBelow = 16 << 20
 
 // tarEntryBytes bounds what a tar adds to each entry it holds: a header
 // block and the padding of the entry's content to a whole block.
@@ -104,7 +99,7 @@ func (c *Committer) baseOf(ctx context.Context, l *freeze.Container) (change, er
 // containers' anonymous (and, on cgroup v2, shared) memory as their cgroups
 // count it; a container whose count cannot be read is logged and left out,
 // and a dump that fills the disk all the same is told apart afterwards
-// (dumpFull).
+// (checkpoint.Dumper.Dump).
 func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory bool) error {
 	var plan diskbudget.Plan
 	var scratch uint64
@@ -213,15 +208,4 @@ func memoryIn(data typeurl.Any) (uint64, error) {
 		return s.GetMemory().GetTotalRSS(), nil
 	}
 	return 0, fmt.Errorf("metrics of unknown type %T", v)
-}
-
-// dumpFull tells whether a dump into dir that failed did so because dir's
-// filesystem filled up, and how much it has free.
-func dumpFull(dir string) (bool, uint64) {
-	var fs unix.Statfs_t
-	if err := unix.Statfs(dir, &fs); err != nil {
-		return false, 0
-	}
-	free := fs.Bfree * uint64(fs.Bsize)
-	return free < fullBelow, free
 }

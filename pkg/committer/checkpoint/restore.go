@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package checkpoint
 
 import (
 	"context"
@@ -33,7 +33,6 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
 // containerd 2.1's CRI restores a checkpoint only after pulling the image
@@ -51,27 +50,26 @@ import (
 // baseResolveTimeout bounds the resolution of one base image.
 const baseResolveTimeout = 30 * time.Second
 
-// restoreBases decides, before anything is frozen, what a restore of each
+// RestoreBases decides, before anything is frozen, what a restore of each
 // container's checkpoint starts from: its own base image where containerd's
 // restore can pull that (pullableAsRestored), else Config.MemoryRestoreBase,
 // the checkpoint then holding the whole root filesystem (selfContained[i]).
 // Without a restore base, a base the restore cannot pull fails with
-// ErrMemorySnapshotUnsupported. An image on a loopback registry is the
+// ErrUnsupported. An image on a loopback registry is the
 // node's own, out of this step's network namespace: unchecked, so relied on
 // only when there is no restore base, and logged.
-func (c *Committer) restoreBases(ctx context.Context, live []*freeze.Container) (selfContained []bool, err error) {
-	restoreBase := c.cfg.MemoryRestoreBase
+func (d *Dumper) RestoreBases(ctx context.Context, live []*freeze.Container, restoreBase string) (selfContained []bool, err error) {
 	selfContained = make([]bool, len(live))
 	for i, l := range live {
-		st, err := c.criStatus(ctx, l)
+		st, err := d.Status(ctx, l)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
+			return nil, fmt.Errorf("pod %s %s: %w", d.pod, l, err)
 		}
 		ref := st.GetImageRef()
 		var why error
 		if onLoopback(ref) {
 			if restoreBase == "" {
-				c.log.Printf("pod %s %s: base image %s is on a loopback registry, out of this step's reach: not checked that a restore can pull it", c.podRef(), l, ref)
+				d.log.Printf("pod %s %s: base image %s is on a loopback registry, out of this step's reach: not checked that a restore can pull it", d.pod, l, ref)
 				continue
 			}
 			why = errors.New("it is on a loopback registry, out of this step's reach")
@@ -80,9 +78,9 @@ func (c *Committer) restoreBases(ctx context.Context, live []*freeze.Container) 
 		}
 		if restoreBase == "" {
 			return nil, fmt.Errorf("pod %s %s: %w: containerd's restore pulls the container's base image %s anonymously, over HTTPS (plain HTTP only from loopback) and without the node's registry configuration, and so it cannot: %v; config-snapshot %s names an image a restore can start from instead",
-				c.podRef(), l, ErrMemorySnapshotUnsupported, ref, why, task.ParamMemoryRestoreBase)
+				d.pod, l, ErrUnsupported, ref, why, task.ParamMemoryRestoreBase)
 		}
-		c.log.Printf("pod %s %s: a restore could not pull its base image %s (%v): its checkpoint holds its whole root filesystem, over the restore base %s", c.podRef(), l, ref, why, restoreBase)
+		d.log.Printf("pod %s %s: a restore could not pull its base image %s (%v): its checkpoint holds its whole root filesystem, over the restore base %s", d.pod, l, ref, why, restoreBase)
 		selfContained[i] = true
 	}
 	if !slices.Contains(selfContained, true) || onLoopback(restoreBase) {
@@ -90,25 +88,22 @@ func (c *Committer) restoreBases(ctx context.Context, live []*freeze.Container) 
 	}
 	if err := pullableAsRestored(ctx, restoreBase); err != nil {
 		return nil, fmt.Errorf("pod %s: %w: containerd's restore pulls the %s %s anonymously, over HTTPS (plain HTTP only from loopback) and without the node's registry configuration, and so it cannot: %v",
-			c.podRef(), ErrMemorySnapshotUnsupported, task.ParamMemoryRestoreBase, restoreBase, err)
+			d.pod, ErrUnsupported, task.ParamMemoryRestoreBase, restoreBase, err)
 	}
 	return selfContained, nil
 }
 
-// privateTargets fails with ErrMemorySnapshotUnsupported, before anything
+// PrivateTargets fails with ErrUnsupported, before anything
 // is frozen, when anyone may pull from a target repository: a memory
 // snapshot holds the sandbox's memory, and its keys and tokens with it.
 // A repository whose registry answers an anonymous listing of its tags with
 // 401 or 403 is private; one that lists them, or says it has none yet, is
 // not. Config.AllowAnonymousPull skips the check.
-func (c *Committer) privateTargets(ctx context.Context) error {
-	if c.cfg.AllowAnonymousPull {
-		return nil
-	}
+func PrivateTargets(ctx context.Context, targets []task.Target, opts []remote.Option, pod string) error {
 	ctx, cancel := context.WithTimeout(ctx, baseResolveTimeout)
 	defer cancel()
-	opts := append(upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs), remote.WithAuth(authn.Anonymous), remote.WithContext(ctx))
-	for _, t := range c.cfg.Params.Targets {
+	opts = append(opts[:len(opts):len(opts)], remote.WithAuth(authn.Anonymous), remote.WithContext(ctx))
+	for _, t := range targets {
 		repo := t.Tag.Context()
 		_, err := remote.List(repo, opts...)
 		var terr *transport.Error
@@ -116,10 +111,10 @@ func (c *Committer) privateTargets(ctx context.Context) error {
 			continue
 		}
 		if err != nil && !(errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound) {
-			return fmt.Errorf("pod %s container %q: checking that repository %s refuses anonymous pulls: %w", c.podRef(), t.Container, repo, err)
+			return fmt.Errorf("pod %s container %q: checking that repository %s refuses anonymous pulls: %w", pod, t.Container, repo, err)
 		}
 		return fmt.Errorf("pod %s container %q: %w: anyone may pull from repository %s, and a memory snapshot holds the sandbox's memory: push memory snapshots where pulls need credentials, or set config-snapshot %s to %s where only trusted parties reach the registry",
-			c.podRef(), t.Container, ErrMemorySnapshotUnsupported, repo, task.ParamMemoryAnonymousPull, task.MemoryAnonymousPullAllow)
+			pod, t.Container, ErrUnsupported, repo, task.ParamMemoryAnonymousPull, task.MemoryAnonymousPullAllow)
 	}
 	return nil
 }

@@ -14,7 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+// Package layerdir holds the new layers of a commit as files in a
+// directory that the commit and push steps share, and takes them into
+// containerd's content store only for an image kept on the node.
+package layerdir
 
 import (
 	"context"
@@ -32,41 +35,54 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// With Config.LayerDir set, the commit step writes each new compressed
-// layer to a file there and not into containerd's content store. The push
-// step uploads it from that file, and ingests it into containerd only to
-// keep the image for a resume on this node, beside the upload
-// (ingestLayerFiles). A layer goes through containerd's content API only
-// when it is kept: that costs more than building it (a gRPC message per
-// MiB, which containerd hashes again on one core).
+// With a directory set, the commit step writes each new compressed layer to
+// a file there and not into containerd's content store. The push step
+// uploads it from that file, and ingests it into containerd only to keep the
+// image for a resume on this node, beside the upload (Dir.Ingest). A layer
+// goes through containerd's content API only when it is kept: that costs
+// more than building it (a gRPC message per MiB, which containerd hashes
+// again on one core).
 
-// layerPath is where a layer with digest d lives in dir.
-func layerPath(dir string, d digest.Digest) string {
+// Dir is the directory of a commit's layer files.
+type Dir struct {
+	// path is the directory; "" puts new layers into cs.
+	path string
+	cs   content.Store
+}
+
+// New returns the Dir at path, or, when path is "", one that builds new
+// layers into cs.
+func New(path string, cs content.Store) *Dir {
+	return &Dir{path: path, cs: cs}
+}
+
+// Path is where a layer with digest d lives in dir.
+func Path(dir string, d digest.Digest) string {
 	return filepath.Join(dir, d.Algorithm().String()+"-"+d.Encoded())
 }
 
-// layerFile reports the file of a layer the commit step left in
-// Config.LayerDir; "" when there is none.
-func (c *Committer) layerFile(d digest.Digest) string {
-	if c.cfg.LayerDir == "" || d.Validate() != nil {
+// File reports the file of a layer the commit step left in the directory;
+// "" when there is none.
+func (l *Dir) File(d digest.Digest) string {
+	if l.path == "" || d.Validate() != nil {
 		return ""
 	}
-	p := layerPath(c.cfg.LayerDir, d)
+	p := Path(l.path, d)
 	if _, err := os.Stat(p); err != nil {
 		return ""
 	}
 	return p
 }
 
-// newLayer builds the layer (mediaType, writeLayer) of the tar write
-// produces: into a file in Config.LayerDir when it is set, written beside
-// the build (asyncWriter), else into containerd (buildLayer).
-func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
-	if c.cfg.LayerDir == "" {
-		return oci.BuildLayer(ctx, c.client.ContentStore(), ref, write, mediaType)
+// Build builds the layer (mediaType) of the tar write produces: into a file
+// in the directory when there is one, written beside the build
+// (asyncWriter), else into containerd (oci.BuildLayer).
+func (l *Dir) Build(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
+	if l.path == "" {
+		return oci.BuildLayer(ctx, l.cs, ref, write, mediaType)
 	}
 	var none ocispec.Descriptor
-	lf, err := newLayerFile(c.cfg.LayerDir)
+	lf, err := newLayerFile(l.path)
 	if err != nil {
 		return none, "", 0, fmt.Errorf("creating layer file: %w", err)
 	}
@@ -85,14 +101,14 @@ func (c *Committer) newLayer(ctx context.Context, ref string, write func(io.Writ
 	return layer, diffID, size, nil
 }
 
-// ingestLayerFiles writes into containerd's content store the layers of ci
-// that the commit step left only as files in Config.LayerDir, so that the
-// image can be unpacked and kept on this node.
-func (c *Committer) ingestLayerFiles(ctx context.Context, ci *committedImage) error {
-	cs := c.client.ContentStore()
+// Ingest writes into containerd's content store the layers of m that the
+// commit step left only as files in the directory, so that the image can be
+// unpacked and kept on this node.
+func (l *Dir) Ingest(ctx context.Context, m ocispec.Manifest) error {
+	cs := l.cs
 	var diffIDs []digest.Digest
-	for i, d := range ci.manifest.Layers {
-		f := c.layerFile(d.Digest)
+	for i, d := range m.Layers {
+		f := l.File(d.Digest)
 		if f == "" {
 			continue
 		}
@@ -100,18 +116,18 @@ func (c *Committer) ingestLayerFiles(ctx context.Context, ci *committedImage) er
 			continue
 		}
 		if diffIDs == nil {
-			raw, err := content.ReadBlob(ctx, cs, ci.manifest.Config)
+			raw, err := content.ReadBlob(ctx, cs, m.Config)
 			if err != nil {
-				return fmt.Errorf("reading config %s: %w", ci.manifest.Config.Digest, err)
+				return fmt.Errorf("reading config %s: %w", m.Config.Digest, err)
 			}
 			var img ocispec.Image
 			if err := json.Unmarshal(raw, &img); err != nil {
-				return fmt.Errorf("decoding config %s: %w", ci.manifest.Config.Digest, err)
+				return fmt.Errorf("decoding config %s: %w", m.Config.Digest, err)
 			}
 			diffIDs = img.RootFS.DiffIDs
 		}
 		if i >= len(diffIDs) {
-			return fmt.Errorf("config %s has %d diff IDs for %d layers", ci.manifest.Config.Digest, len(diffIDs), len(ci.manifest.Layers))
+			return fmt.Errorf("config %s has %d diff IDs for %d layers", m.Config.Digest, len(diffIDs), len(m.Layers))
 		}
 		if err := oci.IngestFile(ctx, cs, d, f, map[string]string{oci.LabelUncompressed: diffIDs[i].String()}); err != nil {
 			return fmt.Errorf("ingesting layer %s: %w", d.Digest, err)
@@ -142,7 +158,7 @@ func (f *layerFileWriter) commit(d ocispec.Descriptor) error {
 	if err := f.File.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), layerPath(f.dir, d.Digest)); err != nil {
+	if err := os.Rename(f.Name(), Path(f.dir, d.Digest)); err != nil {
 		return err
 	}
 	f.committed = true
@@ -158,14 +174,16 @@ func (f *layerFileWriter) Close() error {
 	return os.Remove(f.Name())
 }
 
-// removeLayerFiles removes the files of layers from Config.LayerDir.
-func (c *Committer) removeLayerFiles(layers ...ocispec.Descriptor) {
+// Remove removes the files of layers from the directory.
+func (l *Dir) Remove(layers ...ocispec.Descriptor) error {
+	var errs []error
 	for _, d := range layers {
-		if c.cfg.LayerDir == "" || d.Digest.Validate() != nil {
+		if l.path == "" || d.Digest.Validate() != nil {
 			continue
 		}
-		if err := os.Remove(layerPath(c.cfg.LayerDir, d.Digest)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			c.log.Printf("pod %s: removing layer file: %v", c.podRef(), err)
+		if err := os.Remove(Path(l.path, d.Digest)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing layer file: %w", err))
 		}
 	}
+	return errors.Join(errs...)
 }

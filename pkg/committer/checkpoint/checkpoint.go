@@ -1,0 +1,375 @@
+/*
+Copyright 2026 The OpenSandbox Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package checkpoint takes memory snapshots through containerd and CRIU:
+// whether a node and a restore can take one, the dump of a frozen container,
+// the files containerd's CRI restores from, and the archives they make on
+// the node.
+package checkpoint
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	crmetadata "github.com/checkpoint-restore/checkpointctl/lib"
+	"github.com/containerd/containerd/api/types/runc/options"
+	"github.com/containerd/containerd/v2/client"
+	"github.com/klauspost/compress/zstd"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+)
+
+// ErrUnsupported reports a container whose processes cannot be checkpointed
+// and restored: a containerd older than 2.1, a runtime other than runc, no
+// CRIU on containerd's PATH, a process CRIU refuses, or a base image
+// containerd's restore cannot pull. Nothing is left frozen.
+var ErrUnsupported = errors.New("MemorySnapshotUnsupported")
+
+// Dumper checkpoints the containers of one pod through containerd.
+type Dumper struct {
+	client *client.Client
+	// pod names the pod in messages.
+	pod string
+	log *log.Logger
+}
+
+// New returns a Dumper of pod's containers in c.
+func New(c *client.Client, pod string, log *log.Logger) *Dumper {
+	return &Dumper{client: c, pod: pod, log: log}
+}
+
+// runcRuntime is the only runtime whose checkpoint options this step sets.
+const runcRuntime = "io.containerd.runc.v2"
+
+// Checkpointable fails with ErrUnsupported, before anything
+// is frozen, when the node's containerd cannot restore what this step
+// writes through the pod creation OpenSandbox's resume makes (before 2.1;
+// 2.2 and 2.3 with restore through CreateContainer turned off; 2.4 and
+// later, which restore only through the kubelet's RestorePod) or a
+// container's runtime is not runc.
+func (d *Dumper) Checkpointable(ctx context.Context, live []*freeze.Container) error {
+	v, err := d.client.Version(ctx)
+	if err != nil {
+		return fmt.Errorf("pod %s: containerd's version: %w", d.pod, err)
+	}
+	major, minor, ok := majorMinor(v.Version)
+	switch {
+	case !ok || major < 2 || major == 2 && minor < 1:
+		return fmt.Errorf("pod %s: %w: the node's containerd is %s; restoring a memory snapshot needs containerd 2.1 or later (with CRIU 4 on its PATH)",
+			d.pod, ErrUnsupported, v.Version)
+	case major > 2 || minor >= 4:
+		return fmt.Errorf("pod %s: %w: the node's containerd is %s, which restores a checkpoint only through the kubelet's RestorePod, not when a pod is created from its image as OpenSandbox's resume does; memory snapshots need containerd 2.1 to 2.3",
+			d.pod, ErrUnsupported, v.Version)
+	case minor >= 2:
+		off, err := d.restoreViaCreateOff(ctx)
+		if err != nil {
+			d.log.Printf("pod %s: not checked that containerd %s restores through CreateContainer: %v", d.pod, v.Version, err)
+		} else if off {
+			return fmt.Errorf("pod %s: %w: the node's containerd %s restores a checkpoint when a pod is created from its image only with enable_experimental_restore_via_create = true in its CRI configuration",
+				d.pod, ErrUnsupported, v.Version)
+		}
+	}
+	for _, l := range live {
+		if l.Info.Runtime.Name != runcRuntime {
+			return fmt.Errorf("pod %s %s: %w: its runtime is %s; memory snapshots need %s", d.pod, l, ErrUnsupported, l.Info.Runtime.Name, runcRuntime)
+		}
+	}
+	return nil
+}
+
+// restoreViaCreateOff reports whether the CRI's configuration, as its
+// verbose status shows it, turns restore through CreateContainer off:
+// containerd 2.2.7 and 2.3.4 brought the setting, off unless set; earlier
+// 2.2 and 2.3 releases have none, and restore.
+func (d *Dumper) restoreViaCreateOff(ctx context.Context) (bool, error) {
+	rs := runtimeapi.NewRuntimeServiceClient(d.client.Conn().(*grpc.ClientConn))
+	r, err := rs.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
+	if err != nil {
+		return false, fmt.Errorf("the CRI's status: %w", err)
+	}
+	var cfg struct {
+		RestoreViaCreate *bool `json:"enableExperimentalRestoreViaCreate"`
+	}
+	if err := json.Unmarshal([]byte(r.GetInfo()["config"]), &cfg); err != nil {
+		return false, fmt.Errorf("the CRI's configuration: %w", err)
+	}
+	return cfg.RestoreViaCreate != nil && !*cfg.RestoreViaCreate, nil
+}
+
+var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)`)
+
+// majorMinor reads the major and minor numbers of a containerd version, as
+// "v2.1.3" or Debian's "1.6.20~ds1".
+func majorMinor(v string) (major, minor int, ok bool) {
+	m := versionRE.FindStringSubmatch(v)
+	if m == nil {
+		return 0, 0, false
+	}
+	major, _ = strconv.Atoi(m[1])
+	minor, _ = strconv.Atoi(m[2])
+	return major, minor, true
+}
+
+// Dump has CRIU dump l, frozen, through containerd's task API into dir's
+// checkpoint directory, with its log and statistics in dir, as containerd's
+// CRI does into the container's own directory. The container runs on.
+func (d *Dumper) Dump(ctx context.Context, l *freeze.Container, dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("pod %s %s: removing an earlier attempt's checkpoint: %w", d.pod, l, err)
+	}
+	images := filepath.Join(dir, crmetadata.CheckpointDirectory)
+	if err := os.MkdirAll(images, 0o700); err != nil {
+		return fmt.Errorf("pod %s %s: %w", d.pod, l, err)
+	}
+	start := time.Now()
+	_, err := l.Task.Checkpoint(ctx, func(info *client.CheckpointTaskInfo) error {
+		info.Options = &options.CheckpointOptions{ImagePath: images, WorkPath: dir}
+		return nil
+	})
+	if err != nil {
+		if full, free := dumpFull(dir); full {
+			return fmt.Errorf("pod %s %s: %w: checkpoint-dir %s filled up while CRIU dumped (%s free): %v", d.pod, l, diskbudget.ErrNoRoom, filepath.Dir(dir), diskbudget.Size(free), err)
+		}
+		return d.dumpError(l, err)
+	}
+	d.log.Printf("pod %s %s: CRIU dumped it in %s", d.pod, l, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// dumpError names why a checkpoint failed: CRIU could not dump the
+// container (ErrUnsupported, with runc's and CRIU's own words:
+// no CRIU, or a process it refuses), or something else went wrong.
+func (d *Dumper) dumpError(l *freeze.Container, err error) error {
+	if strings.Contains(strings.ToLower(err.Error()), "criu") {
+		return fmt.Errorf("pod %s %s: %w: %v", d.pod, l, ErrUnsupported, err)
+	}
+	return fmt.Errorf("pod %s %s: checkpointing: %w", d.pod, l, err)
+}
+
+// WriteDumps writes the files containerd's CRI restore reads besides CRIU's
+// dump, as its CheckpointContainer writes them: the OCI spec (spec.dump),
+// the CRI's view of the container (config.dump), naming the image a
+// restore starts from (restoreName, pinned as restoreRef), and its CRI
+// status st (status.dump), which the restored container's metadata comes
+// from.
+func WriteDumps(l *freeze.Container, st *runtimeapi.ContainerStatus, dir string, at time.Time, restoreName, restoreRef string) error {
+	if l.Info.Spec == nil {
+		return errors.New("the container has no spec")
+	}
+	status, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	config, err := json.Marshal(&crmetadata.ContainerConfig{
+		ID:              l.Info.ID,
+		Name:            st.GetMetadata().GetName(),
+		RootfsImageName: restoreName,
+		RootfsImageRef:  restoreRef,
+		OCIRuntime:      l.Info.Runtime.Name,
+		RootfsImage:     st.GetImage().GetImage(),
+		CheckpointedAt:  at,
+		CreatedTime:     l.Info.CreatedAt,
+	})
+	if err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{
+		crmetadata.SpecDumpFile:   l.Info.Spec.GetValue(),
+		crmetadata.ConfigDumpFile: config,
+		crmetadata.StatusDumpFile: status,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Status returns the CRI's status of container l.
+func (d *Dumper) Status(ctx context.Context, l *freeze.Container) (*runtimeapi.ContainerStatus, error) {
+	rs := runtimeapi.NewRuntimeServiceClient(d.client.Conn().(*grpc.ClientConn))
+	r, err := rs.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: l.Info.ID})
+	if err != nil {
+		return nil, fmt.Errorf("the container's CRI status: %w", err)
+	}
+	return r.GetStatus(), nil
+}
+
+// minZstdSaving is the part of a checkpoint's sample that zstd must save for
+// its layer to be compressed. Below it, zstd and the hash of its output
+// would about double the CPU the layer takes, for a few percent less to
+// push.
+const minZstdSaving = 0.10
+
+// LayerType returns the media type of the layer of the checkpoint
+// archive in dir, and the bytes of its files: zstd when it compresses a
+// sample of the archive's files by at least minZstdSaving, else a plain tar.
+// Memory may not compress (random, compressed or encrypted data), and then
+// a plain tar is written in half the time.
+func LayerType(dir string) (string, int64, error) {
+	saving, size, err := zstdSaving(dir)
+	if err != nil {
+		return "", 0, err
+	}
+	if saving < minZstdSaving {
+		return ocispec.MediaTypeImageLayer, size, nil
+	}
+	return ocispec.MediaTypeImageLayerZstd, size, nil
+}
+
+// zstdSaving returns the part of its size that zstd, at its fastest level,
+// saves on a sample of the regular files under dir (0 when they are empty),
+// and the bytes of those files.
+func zstdSaving(dir string) (float64, int64, error) {
+	type file struct {
+		path string
+		size int64
+	}
+	var files []file
+	var total int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		files = append(files, file{p, fi.Size()})
+		total += fi.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer enc.Close()
+	buf := make([]byte, sampleWindow)
+	var sampled, compressed int64
+	// The files laid end to end, window i starts at byte i*total/sampleWindows
+	// and ends at its file's end at the latest.
+	i, start := 0, int64(0)
+	at := func() int64 { return int64(i) * total / sampleWindows }
+	for _, fl := range files {
+		if i < sampleWindows && at() < start+fl.size {
+			f, err := os.Open(fl.path)
+			if err != nil {
+				return 0, 0, err
+			}
+			for ; i < sampleWindows && at() < start+fl.size; i++ {
+				n, err := f.ReadAt(buf, at()-start)
+				if err != nil && !errors.Is(err, io.EOF) {
+					f.Close()
+					return 0, 0, err
+				}
+				sampled += int64(n)
+				compressed += int64(len(enc.EncodeAll(buf[:n], nil)))
+			}
+			f.Close()
+		}
+		start += fl.size
+	}
+	if sampled == 0 {
+		return 0, total, nil
+	}
+	return float64(sampled-compressed) / float64(sampled), total, nil
+}
+
+// TarDir writes the regular files and directories under dir to w as a tar,
+// named relative to dir, owned by root.
+func TarDir(dir string, w io.Writer) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() && !fi.Mode().IsRegular() {
+			return fmt.Errorf("%s: not a regular file", p)
+		}
+		h, err := tar.FileInfoHeader(fi, "")
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = filepath.ToSlash(rel), 0, 0, "", ""
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.CopyBuffer(tw, f, make([]byte, 1<<20))
+		return err
+	})
+	return errors.Join(err, tw.Close())
+}
+
+// dumpFull tells whether a dump into dir that failed did so because dir's
+// filesystem filled up, and how much it has free.
+func dumpFull(dir string) (bool, uint64) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return false, 0
+	}
+	free := fs.Bfree * uint64(fs.Bsize)
+	return free < fullBelow, free
+}
+
+// fullBelow is the free space under which a filesystem that a failed dump
+// wrote to is taken to have filled up: more than CRIU writes at a time.
+const fullBelow = 16 << 20
+
+// A checkpoint is sampled before its layer is written: sampleWindows
+// windows of sampleWindow bytes, spread evenly through its files' bytes.
+const (
+	sampleWindows = 64
+	sampleWindow  = 64 << 10
+)
