@@ -90,11 +90,11 @@ type ownedArchives struct {
 
 type ownedArchive struct {
 	target task.Target
-	rec    *checkpointRecord
+	rec    *checkpoint.Record
 }
 
 // own records rec, target t's archive, as one this process writes or pushes.
-func (c *Committer) own(t task.Target, rec *checkpointRecord) {
+func (c *Committer) own(t task.Target, rec *checkpoint.Record) {
 	c.owned.mu.Lock()
 	defer c.owned.mu.Unlock()
 	c.owned.list = append(c.owned.list, ownedArchive{t, rec})
@@ -110,7 +110,7 @@ func (c *Committer) Discard() int {
 	defer c.owned.mu.Unlock()
 	n := 0
 	for _, o := range c.owned.list {
-		if _, err := os.Lstat(c.archiveDir(o.rec)); err == nil {
+		if _, err := os.Lstat(c.records().ArchiveDir(o.rec)); err == nil {
 			n++
 		}
 		c.removeCheckpoint(o.target, o.rec)

@@ -99,9 +99,9 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	}()
 	// The archives stay for the push step, which removes them; a failed
 	// checkpoint leaves none, nor does a signal (Discard).
-	archives := make([]*checkpointRecord, len(live))
+	archives := make([]*checkpoint.Record, len(live))
 	for i, l := range live {
-		archives[i] = &checkpointRecord{Archive: checkpoint.ArchiveName(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, l.Target.Container)}
+		archives[i] = &checkpoint.Record{Archive: checkpoint.ArchiveName(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, l.Target.Container)}
 		c.own(l.Target, archives[i])
 	}
 	defer func() {
@@ -150,7 +150,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = dumper.Dump(pctx, l, c.archiveDir(archives[i]))
+				errs[i] = dumper.Dump(pctx, l, c.records().ArchiveDir(archives[i]))
 			}()
 		}
 		wg.Wait()
@@ -177,8 +177,8 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 // (buildCheckpoint): one layer holding the archive's files (zstd where that
 // pays, checkpointLayerType), and on the manifest the annotations that make
 // containerd's CRI restore from it.
-func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *checkpointRecord, at time.Time) (*Committed, error) {
-	l, dir := p.live, c.archiveDir(rec)
+func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *checkpoint.Record, at time.Time) (*Committed, error) {
+	l, dir := p.live, c.records().ArchiveDir(rec)
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
 	}
@@ -221,7 +221,7 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 	if _, d, ok := strings.Cut(restoreRef, "@"); ok && digest.Digest(d).Validate() == nil {
 		rec.Annotations[ocispec.AnnotationBaseImageDigest] = d
 	}
-	if err := c.writeCheckpointRecord(l.Target, rec); err != nil {
+	if err := c.records().Write(l.Target.Container, rec); err != nil {
 		return nil, fail("leaving the checkpoint's record for the push step: %v", err)
 	}
 	c.log.Printf("pod %s %s checkpointed (archive %s, %d bytes; its %s layer is built as it is pushed)",

@@ -19,14 +19,9 @@ package committer
 import (
 	"errors"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
-
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -40,15 +35,15 @@ func TestDiscard(t *testing.T) {
 	other := filepath.Join(checkpoints, checkpoint.ArchiveName("pod-b", "run-b", "app"))
 	var owned []string
 	for _, name := range []string{"app", "sidecar"} {
-		rec := &checkpointRecord{Archive: checkpoint.ArchiveName("pod-a", "run-a", name)}
-		if err := os.MkdirAll(filepath.Join(c.archiveDir(rec), "checkpoint"), 0o700); err != nil {
+		rec := &checkpoint.Record{Archive: checkpoint.ArchiveName("pod-a", "run-a", name)}
+		if err := os.MkdirAll(filepath.Join(c.records().ArchiveDir(rec), "checkpoint"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.writeCheckpointRecord(task.Target{Container: name}, rec); err != nil {
+		if err := c.records().Write(name, rec); err != nil {
 			t.Fatal(err)
 		}
 		c.own(task.Target{Container: name}, rec)
-		owned = append(owned, c.archiveDir(rec), c.checkpointRecordPath(name))
+		owned = append(owned, c.records().ArchiveDir(rec), c.records().Path(name))
 	}
 	if err := os.Mkdir(other, 0o700); err != nil {
 		t.Fatal(err)
@@ -66,43 +61,5 @@ func TestDiscard(t *testing.T) {
 	}
 	if n := c.Discard(); n != 0 {
 		t.Errorf("a second Discard removed %d archives, want 0", n)
-	}
-}
-
-// TestCheckpointRecord checks the record the commit step leaves the push
-// step of a memory snapshot: it reads back as written, a container without
-// one has none, and a record that names anything but a directory of the
-// checkpoint directory, or a push step without one, is refused.
-func TestCheckpointRecord(t *testing.T) {
-	layers, checkpoints := t.TempDir(), t.TempDir()
-	c := New(nil, Config{Params: &task.Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, LayerDir: layers, CheckpointDir: checkpoints, Log: io.Discard})
-	app := task.Target{Container: "app"}
-	want := &checkpointRecord{Archive: "run-1-app", MediaType: ocispec.MediaTypeImageLayer, Created: time.Unix(1700000000, 0).UTC(),
-		CreatedBy: "sandbox-checkpoint pod ns/p container app", Annotations: map[string]string{"a": "b"}, Labels: map[string]string{"c": "d"}}
-	if err := c.writeCheckpointRecord(app, want); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.readCheckpointRecord(app)
-	if err != nil || got == nil || got.Archive != want.Archive || got.MediaType != want.MediaType || !got.Created.Equal(want.Created) ||
-		got.CreatedBy != want.CreatedBy || !maps.Equal(got.Annotations, want.Annotations) || !maps.Equal(got.Labels, want.Labels) {
-		t.Fatalf("read back %+v, %v; want %+v", got, err, want)
-	}
-	if got, err := c.readCheckpointRecord(task.Target{Container: "sidecar"}); got != nil || err != nil {
-		t.Errorf("a container without a record reads as %+v, %v; want none", got, err)
-	}
-	for _, archive := range []string{"", ".", "..", "../etc", "a/b", "/var/lib"} {
-		if err := c.writeCheckpointRecord(app, &checkpointRecord{Archive: archive}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.readCheckpointRecord(app); err == nil || !strings.Contains(err.Error(), checkpoints) {
-			t.Errorf("archive %q: got %v, want a refusal naming %s", archive, err, checkpoints)
-		}
-	}
-	if err := c.writeCheckpointRecord(app, want); err != nil {
-		t.Fatal(err)
-	}
-	c.cfg.CheckpointDir = ""
-	if _, err := c.readCheckpointRecord(app); err == nil || !strings.Contains(err.Error(), "no checkpoint directory") {
-		t.Errorf("without a checkpoint directory: got %v, want a refusal", err)
 	}
 }

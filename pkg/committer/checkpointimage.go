@@ -17,14 +17,10 @@ limitations under the License.
 package committer
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"sync"
@@ -34,9 +30,6 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/errdefs"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/partial"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -44,8 +37,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/push"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
 // A memory snapshot's image is built in the push step, from the checkpoint
@@ -56,78 +49,17 @@ import (
 // upload (and once more to keep the image on the node), never copied into a
 // layer file first.
 
-// checkpointRecord is what the commit step leaves the push step of one
-// container's memory snapshot (in Config.LayerDir): where its archive is and
-// what its image carries besides the layer.
-type checkpointRecord struct {
-	// Archive is the archive's directory, in Config.CheckpointDir.
-	Archive string `json:"archive"`
-	// MediaType is the layer's: zstd when the archive compresses, else a
-	// plain tar (checkpointLayerType).
-	MediaType string `json:"mediaType"`
-	// Created is when the containers were frozen.
-	Created time.Time `json:"created"`
-	// CreatedBy is the image history's entry.
-	CreatedBy string `json:"createdBy"`
-	// Annotations are the manifest's: those containerd's CRI restores by.
-	Annotations map[string]string `json:"annotations"`
-	// Labels are the containerd image record's.
-	Labels map[string]string `json:"labels"`
-}
-
-// checkpointRecordPath is where the commit step leaves the record of
-// container's memory snapshot.
-func (c *Committer) checkpointRecordPath(container string) string {
-	return filepath.Join(c.cfg.LayerDir, "checkpoint-"+container+".json")
-}
-
-// writeCheckpointRecord leaves rec for the push step of target t.
-func (c *Committer) writeCheckpointRecord(t task.Target, rec *checkpointRecord) error {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(c.checkpointRecordPath(t.Container), b, 0o600)
-}
-
-// readCheckpointRecord reads the record the commit step left of t's memory
-// snapshot; nil when it took none.
-func (c *Committer) readCheckpointRecord(t task.Target) (*checkpointRecord, error) {
-	if c.cfg.LayerDir == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(c.checkpointRecordPath(t.Container))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	} else if err != nil {
-		return nil, err
-	}
-	rec := &checkpointRecord{}
-	if err := json.Unmarshal(b, rec); err != nil {
-		return nil, fmt.Errorf("decoding the commit step's checkpoint record: %w", err)
-	}
-	if c.cfg.CheckpointDir == "" {
-		return nil, errors.New("the commit step took a memory snapshot, and this step has no checkpoint directory to read it from")
-	}
-	if rec.Archive == "" || rec.Archive == "." || rec.Archive == ".." || filepath.Base(rec.Archive) != rec.Archive {
-		return nil, fmt.Errorf("the commit step's checkpoint record names archive %q, not a directory of %s", rec.Archive, c.cfg.CheckpointDir)
-	}
-	return rec, nil
-}
-
 // removeCheckpoint removes the archive of t's memory snapshot and its
 // record: they hold the sandbox's memory.
-func (c *Committer) removeCheckpoint(t task.Target, rec *checkpointRecord) {
-	for _, p := range []string{c.archiveDir(rec), c.checkpointRecordPath(t.Container)} {
-		if err := os.RemoveAll(p); err != nil {
-			c.log.Printf("pod %s container %q: removing %s: %v", c.podRef(), t.Container, p, err)
-		}
+func (c *Committer) removeCheckpoint(t task.Target, rec *checkpoint.Record) {
+	if err := c.records().Remove(t.Container, rec); err != nil {
+		c.log.Printf("pod %s container %q: %v", c.podRef(), t.Container, err)
 	}
 }
 
-// archiveDir is the directory of rec's archive.
-func (c *Committer) archiveDir(rec *checkpointRecord) string {
-	return filepath.Join(c.cfg.CheckpointDir, rec.Archive)
+// records returns the records of this run's memory snapshots.
+func (c *Committer) records() checkpoint.Records {
+	return checkpoint.Records{LayerDir: c.cfg.LayerDir, CheckpointDir: c.cfg.CheckpointDir}
 }
 
 // buildCheckpoint builds the image of ci's memory snapshot as it uploads its
@@ -135,7 +67,7 @@ func (c *Committer) archiveDir(rec *checkpointRecord) string {
 // and manifest into containerd under the working name, as the commit step
 // does a filesystem snapshot's. It fills ci as readCommitted does, the layer
 // marked uploaded.
-func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pusher *remote.Pusher) error {
+func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pusher *push.Pusher) error {
 	rec := ci.checkpoint
 	start := time.Now()
 	layer, diffID, tarSize, err := c.uploadCheckpointLayer(ctx, ci, pusher)
@@ -177,7 +109,7 @@ func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pus
 // writeCheckpointConfig writes into containerd the config of rec's image,
 // whose one layer is layer with diffID, and returns its manifest: the same
 // bytes from the upload and from the pass that keeps the image on the node.
-func (c *Committer) writeCheckpointConfig(ctx context.Context, rec *checkpointRecord, layer ocispec.Descriptor, diffID digest.Digest) (ocispec.Manifest, error) {
+func (c *Committer) writeCheckpointConfig(ctx context.Context, rec *checkpoint.Record, layer ocispec.Descriptor, diffID digest.Digest) (ocispec.Manifest, error) {
 	cfg, err := json.Marshal(ocispec.Image{
 		Created:  &rec.Created,
 		Platform: ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"},
@@ -201,11 +133,11 @@ func (c *Committer) writeCheckpointConfig(ctx context.Context, rec *checkpointRe
 }
 
 // uploadCheckpointLayer uploads the layer of ci's archive, hashed as it is
-// sent (upload.Chunked.UploadStream), and returns its descriptor, its diff
-// ID and the size of its tar. A registry that refuses chunks gets it in one
+// sent (push.Pusher.UploadStream), and returns its descriptor, its diff ID
+// and the size of its tar. A registry that refuses chunks gets it in one
 // request, its digest found by a pass of its own first.
-func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImage, pusher *remote.Pusher) (ocispec.Descriptor, digest.Digest, int64, error) {
-	rec, dir := ci.checkpoint, c.archiveDir(ci.checkpoint)
+func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImage, pusher *push.Pusher) (ocispec.Descriptor, digest.Digest, int64, error) {
+	rec, dir := ci.checkpoint, c.records().ArchiveDir(ci.checkpoint)
 	// Each pass of the archive (one, unless the upload starts again) gives
 	// the tar's digest and size.
 	var mu sync.Mutex
@@ -214,7 +146,7 @@ func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImag
 	open := func() (io.ReadCloser, error) {
 		pr, pw := io.Pipe()
 		go func() {
-			d, n, err := writeArchiveLayer(pw, dir, rec.MediaType)
+			d, n, err := checkpoint.WriteArchiveLayer(pw, dir, rec.MediaType)
 			if err == nil {
 				mu.Lock()
 				tarDigest, tarSize = d, n
@@ -224,21 +156,9 @@ func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImag
 		}()
 		return pr, nil
 	}
-	repo := ci.target.Tag.Context()
-	var layer ocispec.Descriptor
-	chunked, err := c.newChunkedUploader(ctx, repo, nil)
-	if err == nil {
-		layer, err = chunked.UploadStream(ctx, rec.MediaType, open)
-	}
-	if errors.Is(err, upload.ErrChunkedRefused) {
-		c.log.Printf("pod %s: %s: %v; hashing the checkpoint's layer, then uploading it in one request", c.podRef(), repo, err)
-		if layer, err = archiveLayer(dir, rec.MediaType); err == nil {
-			var l v1.Layer
-			if l, err = partial.CompressedToLayer(&localLayer{desc: layer, open: open}); err == nil {
-				err = pusher.Upload(ctx, repo, l)
-			}
-		}
-	}
+	layer, err := pusher.UploadStream(ctx, ci.target.Tag.Context(), rec.MediaType, open, func() (ocispec.Descriptor, error) {
+		return checkpoint.ArchiveLayer(dir, rec.MediaType)
+	})
 	if err != nil {
 		return ocispec.Descriptor{}, "", 0, err
 	}
@@ -248,41 +168,6 @@ func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImag
 		tarDigest = layer.Digest
 	}
 	return layer, tarDigest, tarSize, nil
-}
-
-// archiveLayer returns the descriptor of the layer of the archive in dir.
-func archiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
-	layer, _, _, err := oci.WriteLayer(io.Discard, func(w io.Writer) error { return checkpoint.TarDir(dir, w) }, mediaType)
-	return layer, err
-}
-
-// writeArchiveLayer writes to w the layer of the archive in dir: its files
-// as a tar, compressed when mediaType says (oci.Compressor). It returns the
-// tar's size and, when it is compressed, its digest; the layer's own digest
-// (a plain tar's, its diff ID too) is left to whoever reads w, which hashes
-// what it sends or stores.
-func writeArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64, error) {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	cnt := &oci.CountingWriter{}
-	if mediaType == ocispec.MediaTypeImageLayer {
-		if err := checkpoint.TarDir(dir, io.MultiWriter(bw, cnt)); err != nil {
-			return "", 0, err
-		}
-		return "", cnt.N, bw.Flush()
-	}
-	zw, err := oci.Compressor(bw, mediaType)
-	if err != nil {
-		return "", 0, err
-	}
-	dg := digest.Canonical.Digester()
-	err = checkpoint.TarDir(dir, io.MultiWriter(zw, dg.Hash(), cnt))
-	if cerr := zw.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	return dg.Digest(), cnt.N, bw.Flush()
 }
 
 // ingestCheckpoint keeps ci's memory snapshot on this node, beside the
@@ -318,7 +203,7 @@ func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, bu
 		return err
 	}
 	cnt := &oci.CountingWriter{}
-	diffID, tarSize, err := writeArchiveLayer(io.MultiWriter(w, cnt), c.archiveDir(rec), rec.MediaType)
+	diffID, tarSize, err := checkpoint.WriteArchiveLayer(io.MultiWriter(w, cnt), c.records().ArchiveDir(rec), rec.MediaType)
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint's layer into containerd: %w", err)
 	}

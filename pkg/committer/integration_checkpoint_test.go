@@ -508,7 +508,7 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		t.Fatalf("checkpoint under the default max-pause: %v", err)
 	}
 	t.Logf("under max-pause %s: pause window %d ms", task.DefaultMaxPause, res.PauseWindow.Milliseconds())
-	rec, err := cm.readCheckpointRecord(res.Images[0].Target)
+	rec, err := cm.records().Read(res.Images[0].Target.Container)
 	if err != nil || rec == nil {
 		t.Fatalf("the checkpoint left no record for the push step: %v", err)
 	}

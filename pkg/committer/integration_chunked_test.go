@@ -47,7 +47,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -568,8 +568,7 @@ func BenchmarkChunkedUploadMemory(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c := &Committer{cfg: Config{Params: &task.Params{Insecure: true}}, log: log.New(io.Discard, "", 0)}
-		u, err := c.newChunkedUploader(context.Background(), repo, nil)
+		u, err := upload.NewChunked(context.Background(), repo, nil, upload.Options{Insecure: true, Logf: func(string, ...any) {}})
 		if err != nil {
 			b.Fatal(err)
 		}

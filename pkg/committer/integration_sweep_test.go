@@ -48,7 +48,7 @@ import (
 // layerDir.
 func fakeArchive(t *testing.T, p *runningPod, taskPodUID, checkpointDir, layerDir string, mib int) string {
 	t.Helper()
-	rec := &checkpointRecord{
+	rec := &checkpoint.Record{
 		Archive:     checkpoint.ArchiveName(taskPodUID, p.runID, "app"),
 		MediaType:   ocispec.MediaTypeImageLayer,
 		Created:     time.Now().UTC(),
@@ -70,7 +70,7 @@ func fakeArchive(t *testing.T, p *runningPod, taskPodUID, checkpointDir, layerDi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := New(nil, Config{Params: &task.Params{}, LayerDir: layerDir, Log: testLogWriter{}}).writeCheckpointRecord(tgt, rec); err != nil {
+	if err := New(nil, Config{Params: &task.Params{}, LayerDir: layerDir, Log: testLogWriter{}}).records().Write(tgt.Container, rec); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -128,7 +128,7 @@ func TestSIGTERMDuringPushRemovesCheckpoint(t *testing.T) {
 			p := &runningPod{name: "sb-" + randSuffix(), namespace: "default", uid: "uid-" + randSuffix(), runID: "run-" + randSuffix()}
 			checkpointDir, layerDir := t.TempDir(), t.TempDir()
 			archive := fakeArchive(t, p, "taskpod-"+randSuffix(), checkpointDir, layerDir, 48)
-			layer, err := archiveLayer(archive, ocispec.MediaTypeImageLayer)
+			layer, err := checkpoint.ArchiveLayer(archive, ocispec.MediaTypeImageLayer)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,9 +25,9 @@ import (
 	"strings"
 
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/push"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/squash"
 )
 
@@ -77,18 +77,17 @@ func (c *Committer) squashedWrite(ctx context.Context, p *prepared, n int, dir s
 	if err := json.Unmarshal(p.config["rootfs"], &rfs); err != nil {
 		return nil, fmt.Errorf("rootfs: %w", err)
 	}
-	opts := c.remoteOptions(ctx)
-	puller, err := remote.NewPuller(opts...)
+	blobs, err := push.NewBlobs(c.client.ContentStore(), c.layers(), c.remoteOptions(ctx))
 	if err != nil {
 		return nil, err
 	}
-	sources := c.sourceRepositories(strings.Join(p.sourceRepos, ","))
+	sources := push.SourceRepositories(strings.Join(p.sourceRepos, ","), c.cfg.Params.Insecure)
 	first := len(p.manifest.Layers) - n
 	srcs := make([]squash.Source, 0, n+1)
 	for i, d := range p.manifest.Layers[first:] {
 		diffID := rfs.DiffIDs[first+i]
 		srcs = append(srcs, func() (io.ReadCloser, error) {
-			l, _, err := c.sourcedLayer(ctx, d, sources, puller)
+			l, _, err := blobs.Layer(ctx, d, sources)
 			if err != nil {
 				return nil, err
 			}
