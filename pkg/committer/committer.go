@@ -100,11 +100,14 @@ type Config struct {
 	Log io.Writer
 }
 
-// Committer pauses, commits, pushes and thaws the containers of one pod.
+// Committer runs the commit and push steps of one pod's snapshot: it
+// orders the packages below it (freeze, overlay or the walking differ,
+// checkpoint, push, keep) and owns what a run leaves between them.
 type Committer struct {
 	cfg    Config
 	client *client.Client
 	log    *log.Logger
+	pod    freeze.Pod
 	frz    *freeze.Freezer
 	owned  ownedArchives
 
@@ -136,11 +139,12 @@ func New(c *client.Client, cfg Config) *Committer {
 		pod, runID = freeze.Pod{Name: p.PodName, Namespace: p.PodNamespace, UID: p.PodUID}, p.RunID
 	}
 	frz := freeze.New(c, pod, freeze.Options{Namespace: cfg.Namespace, RunID: runID, MaxPause: cfg.MaxPause, Log: lg})
-	return &Committer{cfg: cfg, client: c, log: lg, frz: frz}
+	return &Committer{cfg: cfg, client: c, log: lg, pod: pod, frz: frz}
 }
 
+// podRef names the pod in messages.
 func (c *Committer) podRef() string {
-	return freeze.Pod{Name: c.cfg.Params.PodName, Namespace: c.cfg.Params.PodNamespace, UID: c.cfg.Params.PodUID}.String()
+	return c.pod.String()
 }
 
 func (c *Committer) nsCtx(ctx context.Context) context.Context {
