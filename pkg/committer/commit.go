@@ -212,12 +212,12 @@ func (c *Committer) removeImages(ctx context.Context, imgs []Committed) {
 }
 
 func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
-	if c.hookInPause != nil {
+	if c.cfg.InPause != nil {
 		live := make([]*freeze.Container, len(preps))
 		for i, p := range preps {
 			live[i] = p.live
 		}
-		if err := c.hookInPause(ctx, live); err != nil {
+		if err := c.cfg.InPause(ctx, live); err != nil {
 			return fmt.Errorf("pod %s: %w", c.podRef(), err)
 		}
 	}

@@ -96,6 +96,13 @@ type Config struct {
 	// AllowAnonymousPull lets Checkpoint push to a repository anyone may
 	// pull from; otherwise it refuses before the freeze (checkpoint.PrivateTargets).
 	AllowAnonymousPull bool
+	// ChunkSize is the size of a chunked blob upload's chunks, past which a
+	// blob goes in chunks; upload.DefaultChunkSize when 0.
+	ChunkSize int
+	// InPause, when set, runs while the containers are frozen, before their
+	// diffs; its error fails the commit, the containers thawed. Tests use it
+	// to act inside the pause.
+	InPause func(context.Context, []*freeze.Container) error
 	// Log receives progress lines; os.Stderr when nil.
 	Log io.Writer
 }
@@ -110,11 +117,6 @@ type Committer struct {
 	pod    freeze.Pod
 	frz    *freeze.Freezer
 	owned  ownedArchives
-
-	// hookInPause, when set (tests only), runs while the containers are frozen.
-	hookInPause func(context.Context, []*freeze.Container) error
-	// chunkSize, when set (tests only), replaces upload.DefaultChunkSize.
-	chunkSize int
 }
 
 // New returns a Committer using an existing containerd client.

@@ -236,11 +236,11 @@ func TestBaseMismatchRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}, podContainer{"sidecar", e.ociBase})
-	c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/mismatch:1", "sidecar="+e.regA.Host+"/snap/mismatch-side:1"))
-	c.hookInPause = func(context.Context, []*freeze.Container) error {
-		t.Error("paused although the base matches no image")
-		return nil
-	}
+	c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/mismatch:1", "sidecar="+e.regA.Host+"/snap/mismatch-side:1"),
+		inPause(func(context.Context, []*freeze.Container) error {
+			t.Error("paused although the base matches no image")
+			return nil
+		}))
 	_, err := c.Commit(context.Background())
 	t.Logf("commit error: %v", err)
 	for _, w := range []string{`container "app"`, "rootfs parent sha256:", "matches no image", "tag " + tag + " now points to " + b.Target.Digest.String()} {

@@ -192,22 +192,27 @@ func ping(port int) (string, error) {
 }
 
 // checkpointer returns a Committer of container app of pod p, pushing to
-// target, which may be a repository anyone may pull from.
-func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string) *Committer {
+// target, which may be a repository anyone may pull from, its Config set by
+// opts.
+func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string, opts ...func(*Config)) *Committer {
 	t.Helper()
 	tgt, err := task.ParseTarget("app="+target, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	md := p.Config.Metadata
-	return New(cri.Client, Config{
+	cfg := Config{
 		Params:        &task.Params{PodName: md.Name, PodNamespace: md.Namespace, PodUID: md.Uid, RunID: "run-" + randSuffix(), Targets: []task.Target{tgt}, Insecure: true},
 		CheckpointDir: t.TempDir(),
 		LayerDir:      t.TempDir(),
 		Log:           testLogWriter{},
 		// The test's registries let anyone on this host pull.
 		AllowAnonymousPull: true,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return New(cri.Client, cfg)
 }
 
 // TestCheckpointRestore takes a memory snapshot of a running container
@@ -278,10 +283,9 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 			t.Fatal(err)
 		}
 		target := fmt.Sprintf("%s/hibernate/%s/app:mem-%d", e.regB.Host, name, cycle)
-		cm := e.checkpointer(t, cri, pod, target)
 		// The second cycle keeps its image on the node, and resumes from it.
 		kept := cycle == 2
-		cm.cfg.KeepLocal, cm.cfg.KeepLocalMaxBytes = kept, 1<<40
+		cm := e.checkpointer(t, cri, pod, target, func(cfg *Config) { cfg.KeepLocal, cfg.KeepLocalMaxBytes = kept, 1<<40 })
 		res, err := cm.Checkpoint(ctx)
 		if !checkpoints(cri) {
 			if !errors.Is(err, checkpoint.ErrUnsupported) {
@@ -396,8 +400,7 @@ func TestCheckpointRestoreSidecar(t *testing.T) {
 	for _, c := range names {
 		marks[c] = waitCounting(t, ctx, cri, ids[c], 1)
 	}
-	cm := e.checkpointer(t, cri, pod, targets[0].Image)
-	cm.cfg.Params.Targets = targets
+	cm := e.checkpointer(t, cri, pod, targets[0].Image, func(cfg *Config) { cfg.Params.Targets = targets })
 	res, err := cm.Checkpoint(ctx)
 	if err != nil {
 		t.Fatalf("checkpoint: %v\n%s", err, cri.Log())
@@ -472,13 +475,16 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 	}
 	ctx := context.Background()
 	pod, id := e.holding(t, ctx, cri, 256)
+	// Both runs write to the same directories, the bounded one first.
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded")
-	boundedCfg := cm.cfg
-	boundedCfg.MaxPause = 100 * time.Millisecond
-	bounded := New(cm.client, boundedCfg)
+	const bound = 100 * time.Millisecond
+	bounded := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded", func(cfg *Config) {
+		cfg.MaxPause = bound
+		cfg.CheckpointDir, cfg.LayerDir = cm.cfg.CheckpointDir, cm.cfg.LayerDir
+	})
 	_, err := bounded.Checkpoint(ctx)
 	if !errors.Is(err, freeze.ErrMaxPauseExceeded) || errors.Is(err, checkpoint.ErrUnsupported) || errors.Is(err, freeze.ErrThawFailed) {
-		t.Fatalf("checkpoint bounded by max-pause %s: got %v, want %v alone", boundedCfg.MaxPause, err, freeze.ErrMaxPauseExceeded)
+		t.Fatalf("checkpoint bounded by max-pause %s: got %v, want %v alone", bound, err, freeze.ErrMaxPauseExceeded)
 	}
 	t.Logf("as expected: %v", err)
 	// CRIU may dump on in containerd's shim after the deadline; when it is
@@ -533,10 +539,11 @@ func TestCheckpointNoRoom(t *testing.T) {
 		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
 	}
 	t.Cleanup(func() { syscall.Unmount(small, 0) })
-	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:noroom")
-	cm.cfg.CheckpointDir = small
 	var logged strings.Builder
-	cm.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
+	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:noroom", func(cfg *Config) {
+		cfg.CheckpointDir = small
+		cfg.Log = io.MultiWriter(testLogWriter{}, &logged)
+	})
 
 	t.Run("before freezing", func(t *testing.T) {
 		_, err := cm.Checkpoint(ctx)
@@ -721,9 +728,10 @@ func TestCheckpointPushedInChunks(t *testing.T) {
 				reg = r.Host
 			}
 			proxy := newCuttingProxy(t, reg, tc.fault)
-			cm := e.checkpointer(t, cri, pod, proxy.host+"/hibernate/"+pod.Config.Metadata.Name+"/app:chunked")
-			cm.chunkSize = chunk
-			cm.cfg.KeepLocal, cm.cfg.KeepLocalMaxBytes = true, 1<<40
+			cm := e.checkpointer(t, cri, pod, proxy.host+"/hibernate/"+pod.Config.Metadata.Name+"/app:chunked", func(cfg *Config) {
+				cfg.ChunkSize = chunk
+				cfg.KeepLocal, cfg.KeepLocalMaxBytes = true, 1<<40
+			})
 			if _, err := cm.Checkpoint(ctx); err != nil {
 				t.Fatalf("checkpoint: %v\n%s", err, cri.Log())
 			}

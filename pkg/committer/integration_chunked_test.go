@@ -431,8 +431,7 @@ func TestPushChunkedResumes(t *testing.T) {
 			proxy := newCuttingProxy(t, reg, tc.fault)
 			p.writeBig(t, "app", "/data/big.bin", 9<<20)
 			ref := proxy.host + "/snap/" + p.name + "-chunked:1"
-			c := e.committer(p.params(t, true, "app="+ref))
-			c.chunkSize = chunk
+			c := e.committer(p.params(t, true, "app="+ref), func(cfg *Config) { cfg.ChunkSize = chunk })
 			res, err := c.Commit(context.Background())
 			if err != nil {
 				t.Fatalf("commit: %v", err)

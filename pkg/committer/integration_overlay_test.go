@@ -222,10 +222,11 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 		t.Fatal(err)
 	}
 	defer doneLease(ctx)
-	c := e.committer(p.params(t, true, "app="+e.regB.Host+"/snap/equiv:1"))
-	if capture == captureTar {
-		c.cfg.CopyDir = ""
-	}
+	c := e.committer(p.params(t, true, "app="+e.regB.Host+"/snap/equiv:1"), func(cfg *Config) {
+		if capture == captureTar {
+			cfg.CopyDir = ""
+		}
+	})
 	live, err := c.frz.FindLive(ctx, c.cfg.Params.Targets)
 	if err != nil {
 		t.Fatal(err)

@@ -99,17 +99,16 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 			refs[i] = fmt.Sprintf("%s/snap/%s-%d-%d:1", e.regA.Host, p.name, round, i)
 			params := p.params(t, true, "app="+refs[i], "sidecar="+sideRef(refs[i]))
 			params.RunID = runs[i]
-			cms[i] = e.committer(params)
 			done[i] = make(chan struct{})
 			other := 1 - i
-			cms[i].hookInPause = func(context.Context, []*freeze.Container) error {
+			cms[i] = e.committer(params, inPause(func(context.Context, []*freeze.Container) error {
 				select {
 				case <-done[other]:
 					return nil
 				case <-time.After(30 * time.Second):
 					return errors.New("the other run did not finish while this one held the pause")
 				}
-			}
+			}))
 		}
 		var wg sync.WaitGroup
 		for i := range cms {
@@ -204,8 +203,7 @@ func TestDeadRunsPauseThawed(t *testing.T) {
 	}
 	ref := e.regA.Host + "/snap/" + p.name + "-dead:1"
 	var out strings.Builder
-	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)))
-	c.log.SetOutput(&out)
+	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)), func(cfg *Config) { cfg.Log = &out })
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
@@ -286,13 +284,12 @@ func TestPodUIDSelection(t *testing.T) {
 	impostorBefore := e.states(t, impostor)
 
 	ref := e.regA.Host + "/snap/" + p.name + "-uid:1"
-	c := e.committer(p.params(t, true, "app="+ref))
-	c.hookInPause = func(ctx context.Context, _ []*freeze.Container) error {
+	c := e.committer(p.params(t, true, "app="+ref), inPause(func(ctx context.Context, _ []*freeze.Container) error {
 		if st, err := otherTask.Status(ctx); err != nil || st.Status != client.Running {
 			return fmt.Errorf("the other pod's container is %s (%v) inside the pause window", st.Status, err)
 		}
 		return nil
-	}
+	}))
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
@@ -328,15 +325,14 @@ func TestOwnRunPausedAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := e.regA.Host + "/snap/" + p.name + "-adopted:1"
-	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)))
-	c.hookInPause = func(ctx context.Context, _ []*freeze.Container) error {
+	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)), inPause(func(ctx context.Context, _ []*freeze.Container) error {
 		for n, tk := range p.tasks {
 			if st, err := tk.Status(ctx); err != nil || st.Status != client.Paused {
 				return fmt.Errorf("container %s is %s (%v) inside the pause window", n, st.Status, err)
 			}
 		}
 		return nil
-	}
+	}))
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit: %v", err)
 	}

@@ -114,9 +114,10 @@ func TestCheckpointRestorePrivateBase(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cm := e.checkpointer(t, cri, pod, reg.Host+"/tenant/hibernate/"+sandbox+"/app:mem")
-	cm.cfg.AllowAnonymousPull, cm.cfg.MemoryRestoreBase = false, restoreBase
-	cm.cfg.Keychain = basicKeychain{Username: user, Password: pass}
+	private := func(cfg *Config) { cfg.AllowAnonymousPull, cfg.MemoryRestoreBase = false, restoreBase }
+	cm := e.checkpointer(t, cri, pod, reg.Host+"/tenant/hibernate/"+sandbox+"/app:mem", private, func(cfg *Config) {
+		cfg.Keychain = basicKeychain{Username: user, Password: pass}
+	})
 	if _, err := cm.Checkpoint(ctx); err != nil {
 		t.Fatalf("checkpoint: %v\n%s", err, cri.Log())
 	}
@@ -163,8 +164,7 @@ func TestCheckpointRestorePrivateBase(t *testing.T) {
 		t.Errorf("after the restore /data/change holds %q (%v), want the change", got, err)
 	}
 
-	public := e.checkpointer(t, cri, pod, e.regB.Host+"/tenant/hibernate/"+sandbox+"/app:public")
-	public.cfg.AllowAnonymousPull, public.cfg.MemoryRestoreBase = false, restoreBase
+	public := e.checkpointer(t, cri, pod, e.regB.Host+"/tenant/hibernate/"+sandbox+"/app:public", private)
 	_, err = public.Checkpoint(ctx)
 	if !errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), "anyone may pull from repository "+e.regB.Host+"/tenant/hibernate/") {
 		t.Fatalf("a memory snapshot to a repository anyone may pull from: got %v, want %v naming the repository", err, checkpoint.ErrUnsupported)

@@ -47,10 +47,11 @@ func TestCommitNoRoom(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(small, 0) })
 	params := p.params(t, true, "app="+e.regA.Host+"/snap/noroom:1", "sidecar="+e.regA.Host+"/snap/noroom-side:1")
-	c := e.committer(params)
-	c.cfg.CopyDir, c.cfg.LayerDir = small, small
 	var logged strings.Builder
-	c.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
+	c := e.committer(params, func(cfg *Config) {
+		cfg.CopyDir, cfg.LayerDir = small, small
+		cfg.Log = io.MultiWriter(testLogWriter{}, &logged)
+	})
 
 	_, err := c.Commit(context.Background())
 	if !errors.Is(err, diskbudget.ErrNoRoom) || !strings.Contains(err.Error(), small) || !strings.Contains(err.Error(), `layer of container "app" 48 MiB`) {
@@ -85,24 +86,22 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(small, 0) })
 	node := t.TempDir() // checkpoint-dir, which holds the node's disk ledger
-	committerOf := func(p *runningPod, repo string) *Committer {
-		c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/"+repo+":1"))
+	committerOf := func(p *runningPod, repo string, opt func(*Config)) *Committer {
+		params := p.params(t, true, "app="+e.regA.Host+"/snap/"+repo+":1")
 		// The Task pod of each run is the sandbox's own here: it runs.
-		c.cfg.Params.TaskPodUID = p.uid
-		c.cfg.CopyDir, c.cfg.LayerDir, c.cfg.CheckpointDir = small, small, node
-		return c
+		params.TaskPodUID = p.uid
+		return e.committer(params, func(cfg *Config) { cfg.CopyDir, cfg.LayerDir, cfg.CheckpointDir = small, small, node }, opt)
 	}
-	ca, cb := committerOf(pa, "shared-a"), committerOf(pb, "shared-b")
+	var loggedB strings.Builder
+	cb := committerOf(pb, "shared-b", func(cfg *Config) { cfg.Log = io.MultiWriter(testLogWriter{}, &loggedB) })
 	var errB error
-	ca.hookInPause = func(ctx context.Context, _ []*freeze.Container) error {
-		var logged strings.Builder
-		cb.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
+	ca := committerOf(pa, "shared-a", inPause(func(ctx context.Context, _ []*freeze.Container) error {
 		_, errB = cb.Commit(context.Background())
-		if strings.Contains(logged.String(), "frozen") {
-			t.Errorf("the second pod was frozen before the refusal:\n%s", logged.String())
+		if strings.Contains(loggedB.String(), "frozen") {
+			t.Errorf("the second pod was frozen before the refusal:\n%s", loggedB.String())
 		}
 		return nil
-	}
+	}))
 	res, err := ca.Commit(context.Background())
 	if err != nil {
 		t.Fatalf("the first snapshot: %v", err)
@@ -116,7 +115,6 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 	// The first's push is over: its layer file and reservation go.
 	ca.removeImages(context.Background(), res.Images)
 	ca.releaseRoom()
-	cb.hookInPause = nil
 	res, err = cb.Commit(context.Background())
 	if err != nil {
 		t.Fatalf("the second snapshot once the first is over: %v", err)
@@ -162,10 +160,11 @@ func TestCommitPastScratchLimit(t *testing.T) {
 	e := requireEnv(t)
 	p := e.startPod(t, podContainer{"app", e.ociBase})
 	p.writeBig(t, "app", "/big", 48<<20)
-	c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/limit:1"))
-	c.cfg.ScratchLimit = 64 << 20
 	var logged strings.Builder
-	c.log.SetOutput(io.MultiWriter(testLogWriter{}, &logged))
+	c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/limit:1"), func(cfg *Config) {
+		cfg.ScratchLimit = 64 << 20
+		cfg.Log = io.MultiWriter(testLogWriter{}, &logged)
+	})
 	_, err := c.Commit(context.Background())
 	if !errors.Is(err, diskbudget.ErrNoRoom) || !strings.Contains(err.Error(), "commit-ephemeral-storage") || !strings.Contains(err.Error(), "writes about 96 MiB to the commit pod's scratch") {
 		t.Fatalf("a 48 MiB change under a 64 MiB scratch limit: got %v, want %v naming the limit and the size", err, diskbudget.ErrNoRoom)

@@ -248,8 +248,19 @@ func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *tas
 	return pp
 }
 
-func (e *testEnv) committer(p *task.Params) *Committer {
-	return New(e.ctrd.Client, Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir, LayerDir: e.copyDir})
+// committer returns a Committer of p on the test's containerd, its Config
+// set by opts.
+func (e *testEnv) committer(p *task.Params, opts ...func(*Config)) *Committer {
+	cfg := Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir, LayerDir: e.copyDir}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return New(e.ctrd.Client, cfg)
+}
+
+// inPause sets Config.InPause.
+func inPause(hook func(context.Context, []*freeze.Container) error) func(*Config) {
+	return func(cfg *Config) { cfg.InPause = hook }
 }
 
 type testLogWriter struct{}
@@ -506,9 +517,8 @@ func TestCommitFailureThaws(t *testing.T) {
 	params := p.params(t, true, "app="+e.regA.Host+"/snap/fail:1", "sidecar="+e.regA.Host+"/snap/fail-side:1")
 
 	t.Run("failure inside the pause window", func(t *testing.T) {
-		c := e.committer(params)
 		var sawPaused bool
-		c.hookInPause = func(ctx context.Context, _ []*freeze.Container) error {
+		c := e.committer(params, inPause(func(ctx context.Context, _ []*freeze.Container) error {
 			for n, task := range p.tasks {
 				st, err := task.Status(ctx)
 				if err != nil || st.Status != client.Paused {
@@ -517,7 +527,7 @@ func TestCommitFailureThaws(t *testing.T) {
 			}
 			sawPaused = true
 			return errors.New("induced failure")
-		}
+		}))
 		_, err := c.Commit(context.Background())
 		t.Logf("commit error: %v", err)
 		if err == nil || !strings.Contains(err.Error(), "induced failure") || !strings.Contains(err.Error(), p.namespace+"/"+p.name) {
@@ -534,10 +544,8 @@ func TestCommitFailureThaws(t *testing.T) {
 		// snapshot that no longer exists by the time the diff runs. The
 		// walking differ reads the key in the pause (the overlay differ
 		// reads the snapshot's directories before it).
-		c := e.committer(params)
-		c.cfg.WalkingDiffer = true
-		c.hookInPause = func(ctx context.Context, live []*freeze.Container) error {
-			ctx = c.nsCtx(ctx)
+		// ctx is in the containerd namespace of the commit.
+		c := e.committer(params, func(cfg *Config) { cfg.WalkingDiffer = true }, inPause(func(ctx context.Context, live []*freeze.Container) error {
 			info, err := p.ctrs["sidecar"].Info(ctx)
 			if err != nil {
 				return err
@@ -549,7 +557,7 @@ func TestCommitFailureThaws(t *testing.T) {
 				}
 			}
 			return nil
-		}
+		}))
 		_, err := c.Commit(context.Background())
 		t.Logf("commit error: %v", err)
 		if err == nil || !strings.Contains(err.Error(), `container "sidecar"`) || !strings.Contains(err.Error(), "diffing rootfs") {
@@ -560,11 +568,10 @@ func TestCommitFailureThaws(t *testing.T) {
 
 	t.Run("missing container fails before pausing", func(t *testing.T) {
 		bad := p.params(t, true, "app="+e.regA.Host+"/snap/fail:1", "ghost="+e.regA.Host+"/snap/ghost:1")
-		c := e.committer(bad)
-		c.hookInPause = func(context.Context, []*freeze.Container) error {
+		c := e.committer(bad, inPause(func(context.Context, []*freeze.Container) error {
 			t.Error("paused although a container is missing")
 			return nil
-		}
+		}))
 		_, err := c.Commit(context.Background())
 		t.Logf("commit error: %v", err)
 		if err == nil || !strings.Contains(err.Error(), `container "ghost"`) || !strings.Contains(err.Error(), "/snap/ghost:1") {

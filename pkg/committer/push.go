@@ -63,7 +63,7 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
 		Keychain:  c.cfg.Keychain,
 		Insecure:  c.cfg.Params.Insecure,
 		RootCAs:   c.cfg.RootCAs,
-		ChunkSize: c.chunkSize,
+		ChunkSize: c.cfg.ChunkSize,
 		Remote:    c.remoteOptions(ctx),
 		Pod:       c.podRef(),
 		Log:       c.log,

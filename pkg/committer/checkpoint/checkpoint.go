@@ -21,13 +21,10 @@ limitations under the License.
 package checkpoint
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log"
 	"os"
 	"path/filepath"
@@ -39,8 +36,6 @@ import (
 	crmetadata "github.com/checkpoint-restore/checkpointctl/lib"
 	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/client"
-	"github.com/klauspost/compress/zstd"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -225,132 +220,9 @@ func (d *Dumper) Status(ctx context.Context, l *freeze.Container) (*runtimeapi.C
 	return r.GetStatus(), nil
 }
 
-// minZstdSaving is the part of a checkpoint's sample that zstd must save for
-// its layer to be compressed. Below it, zstd and the hash of its output
-// would about double the CPU the layer takes, for a few percent less to
-// push.
-const minZstdSaving = 0.10
-
-// LayerType returns the media type of the layer of the checkpoint
-// archive in dir, and the bytes of its files: zstd when it compresses a
-// sample of the archive's files by at least minZstdSaving, else a plain tar.
-// Memory may not compress (random, compressed or encrypted data), and then
-// a plain tar is written in half the time.
-func LayerType(dir string) (string, int64, error) {
-	saving, size, err := zstdSaving(dir)
-	if err != nil {
-		return "", 0, err
-	}
-	if saving < minZstdSaving {
-		return ocispec.MediaTypeImageLayer, size, nil
-	}
-	return ocispec.MediaTypeImageLayerZstd, size, nil
-}
-
-// zstdSaving returns the part of its size that zstd, at its fastest level,
-// saves on a sample of the regular files under dir (0 when they are empty),
-// and the bytes of those files.
-func zstdSaving(dir string) (float64, int64, error) {
-	type file struct {
-		path string
-		size int64
-	}
-	var files []file
-	var total int64
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		files = append(files, file{p, fi.Size()})
-		total += fi.Size()
-		return nil
-	})
-	if err != nil {
-		return 0, 0, err
-	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer enc.Close()
-	buf := make([]byte, sampleWindow)
-	var sampled, compressed int64
-	// The files laid end to end, window i starts at byte i*total/sampleWindows
-	// and ends at its file's end at the latest.
-	i, start := 0, int64(0)
-	at := func() int64 { return int64(i) * total / sampleWindows }
-	for _, fl := range files {
-		if i < sampleWindows && at() < start+fl.size {
-			f, err := os.Open(fl.path)
-			if err != nil {
-				return 0, 0, err
-			}
-			for ; i < sampleWindows && at() < start+fl.size; i++ {
-				n, err := f.ReadAt(buf, at()-start)
-				if err != nil && !errors.Is(err, io.EOF) {
-					f.Close()
-					return 0, 0, err
-				}
-				sampled += int64(n)
-				compressed += int64(len(enc.EncodeAll(buf[:n], nil)))
-			}
-			f.Close()
-		}
-		start += fl.size
-	}
-	if sampled == 0 {
-		return 0, total, nil
-	}
-	return float64(sampled-compressed) / float64(sampled), total, nil
-}
-
-// TarDir writes the regular files and directories under dir to w as a tar,
-// named relative to dir, owned by root.
-func TarDir(dir string, w io.Writer) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == dir {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if !fi.IsDir() && !fi.Mode().IsRegular() {
-			return fmt.Errorf("%s: not a regular file", p)
-		}
-		h, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		h.Name, h.Uid, h.Gid, h.Uname, h.Gname = filepath.ToSlash(rel), 0, 0, "", ""
-		if fi.IsDir() {
-			h.Name += "/"
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if fi.IsDir() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.CopyBuffer(tw, f, make([]byte, 1<<20))
-		return err
-	})
-	return errors.Join(err, tw.Close())
-}
+// fullBelow is the free space under which a filesystem that a failed dump
+// wrote to is taken to have filled up: more than CRIU writes at a time.
+const fullBelow = 16 << 20
 
 // dumpFull tells whether a dump into dir that failed did so because dir's
 // filesystem filled up, and how much it has free.
@@ -362,14 +234,3 @@ func dumpFull(dir string) (bool, uint64) {
 	free := fs.Bfree * uint64(fs.Bsize)
 	return free < fullBelow, free
 }
-
-// fullBelow is the free space under which a filesystem that a failed dump
-// wrote to is taken to have filled up: more than CRIU writes at a time.
-const fullBelow = 16 << 20
-
-// A checkpoint is sampled before its layer is written: sampleWindows
-// windows of sampleWindow bytes, spread evenly through its files' bytes.
-const (
-	sampleWindows = 64
-	sampleWindow  = 64 << 10
-)

@@ -17,19 +17,12 @@ limitations under the License.
 package checkpoint
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
 // Record is what the commit step leaves the push step of one container's
@@ -113,39 +106,4 @@ func (r Records) Remove(container string, rec *Record) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// ArchiveLayer returns the descriptor of the layer of the archive in dir.
-func ArchiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
-	layer, _, _, err := oci.WriteLayer(io.Discard, func(w io.Writer) error { return TarDir(dir, w) }, mediaType)
-	return layer, err
-}
-
-// WriteArchiveLayer writes to w the layer of the archive in dir: its files
-// as a tar, compressed when mediaType says (oci.Compressor). It returns the
-// tar's size and, when it is compressed, its digest; the layer's own digest
-// (a plain tar's, its diff ID too) is left to whoever reads w, which hashes
-// what it sends or stores.
-func WriteArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64, error) {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	cnt := &oci.CountingWriter{}
-	if mediaType == ocispec.MediaTypeImageLayer {
-		if err := TarDir(dir, io.MultiWriter(bw, cnt)); err != nil {
-			return "", 0, err
-		}
-		return "", cnt.N, bw.Flush()
-	}
-	zw, err := oci.Compressor(bw, mediaType)
-	if err != nil {
-		return "", 0, err
-	}
-	dg := digest.Canonical.Digester()
-	err = TarDir(dir, io.MultiWriter(zw, dg.Hash(), cnt))
-	if cerr := zw.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	return dg.Digest(), cnt.N, bw.Flush()
 }
