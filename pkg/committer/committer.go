@@ -14,6 +14,12 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
+// Package committer runs the two steps of the sandbox-commit Task on a
+// node. The commit step freezes a pod's containers, takes their filesystem
+// change (for a memory snapshot, CRIU's dump too) and thaws them; the push
+// step uploads the images and keeps them for a resume. The packages below
+// it do the work; this one orders it and owns what a run leaves between
+// the steps.
 package committer
 
 import (
@@ -107,9 +113,7 @@ type Config struct {
 	Log io.Writer
 }
 
-// Committer runs the commit and push steps of one pod's snapshot: it
-// orders the packages below it (freeze, overlay or the walking differ,
-// checkpoint, push, keep) and owns what a run leaves between them.
+// Committer runs the commit and push steps of one pod's snapshot.
 type Committer struct {
 	cfg    Config
 	client *client.Client
