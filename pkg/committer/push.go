@@ -41,6 +41,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
+// remoteOptions are the options of this run's registry requests: ctx, the
+// push credentials, push.Concurrency jobs and the registry transport.
 func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 	return append([]remote.Option{
 		remote.WithContext(ctx),
