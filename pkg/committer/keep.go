@@ -27,14 +27,15 @@ import (
 // resume on this node (keep.Store.Keep), then evicts kept images beyond the
 // disk bound.
 func (c *Committer) keepLocal(ctx context.Context, pushed []Pushed) error {
+	kept := c.keeper()
 	for _, p := range pushed {
 		name := p.Target.Repository() + "@" + p.Digest
-		if err := c.keeper().Keep(ctx, c.workingName(p.Target), name, c.cfg.Params.RunID); err != nil {
+		if err := kept.Keep(ctx, c.workingName(p.Target), name, c.cfg.Params.RunID); err != nil {
 			return fmt.Errorf("pod %s container %q: %w", c.podRef(), p.Target.Container, err)
 		}
 		c.log.Printf("pod %s container %q: kept %s in containerd for a resume on this node", c.podRef(), p.Target.Container, name)
 	}
-	return c.keeper().Evict(ctx)
+	return kept.Evict(ctx)
 }
 
 // keeper returns the store of the images kept on this node.

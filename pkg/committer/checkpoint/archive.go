@@ -212,9 +212,9 @@ func zstdSaving(dir string) (float64, int64, error) {
 	return float64(sampled-compressed) / float64(sampled), total, nil
 }
 
-// TarDir writes the regular files and directories under dir to w as a tar,
+// tarDir writes the regular files and directories under dir to w as a tar,
 // named relative to dir, owned by root.
-func TarDir(dir string, w io.Writer) error {
+func tarDir(dir string, w io.Writer) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == dir {
@@ -258,7 +258,7 @@ func TarDir(dir string, w io.Writer) error {
 
 // ArchiveLayer returns the descriptor of the layer of the archive in dir.
 func ArchiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
-	layer, _, _, err := oci.WriteLayer(io.Discard, func(w io.Writer) error { return TarDir(dir, w) }, mediaType)
+	layer, _, _, err := oci.WriteLayer(io.Discard, func(w io.Writer) error { return tarDir(dir, w) }, mediaType)
 	return layer, err
 }
 
@@ -271,7 +271,7 @@ func WriteArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cnt := &oci.CountingWriter{}
 	if mediaType == ocispec.MediaTypeImageLayer {
-		if err := TarDir(dir, io.MultiWriter(bw, cnt)); err != nil {
+		if err := tarDir(dir, io.MultiWriter(bw, cnt)); err != nil {
 			return "", 0, err
 		}
 		return "", cnt.N, bw.Flush()
@@ -281,7 +281,7 @@ func WriteArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64
 		return "", 0, err
 	}
 	dg := digest.Canonical.Digester()
-	err = TarDir(dir, io.MultiWriter(zw, dg.Hash(), cnt))
+	err = tarDir(dir, io.MultiWriter(zw, dg.Hash(), cnt))
 	if cerr := zw.Close(); err == nil {
 		err = cerr
 	}

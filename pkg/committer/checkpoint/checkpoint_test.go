@@ -202,7 +202,7 @@ func TestTarDir(t *testing.T) {
 		}
 	}
 	var buf bytes.Buffer
-	if err := TarDir(dir, &buf); err != nil {
+	if err := tarDir(dir, &buf); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&buf)

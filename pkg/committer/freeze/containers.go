@@ -163,7 +163,7 @@ func (f *Freezer) CheckOwnership(ctx context.Context, live []*Container) error {
 // of the pod in flight, whose containers it must not touch, to finish. It is
 // idempotent.
 func (f *Freezer) Unpause(ctx context.Context) (n int, err error) {
-	lock, err := f.WaitLock(ctx)
+	lock, err := f.waitLock(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -38,7 +38,7 @@ var ErrFrozenElsewhere = errors.New("the pod is frozen by another run; nothing w
 // lockRefPrefix names the containerd content ingest used as the pod's lock.
 const lockRefPrefix = "sandbox-commit-lock-"
 
-// lockRetryInterval is how often WaitLock retries a held lock.
+// lockRetryInterval is how often waitLock retries a held lock.
 const lockRetryInterval = 250 * time.Millisecond
 
 // Lock is a per-pod mutex held inside containerd. containerd's content store
@@ -88,8 +88,8 @@ func (f *Freezer) TryLock(ctx context.Context) (*Lock, error) {
 	return &Lock{store: f.client.ContentStore(), ref: ref, stream: stream, cancel: cancel}, nil
 }
 
-// WaitLock takes the pod's lock, waiting while another run holds it.
-func (f *Freezer) WaitLock(ctx context.Context) (*Lock, error) {
+// waitLock takes the pod's lock, waiting while another run holds it.
+func (f *Freezer) waitLock(ctx context.Context) (*Lock, error) {
 	logged := false
 	for {
 		l, err := f.TryLock(ctx)
