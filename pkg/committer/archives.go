@@ -19,17 +19,15 @@ package committer
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
-	"sync"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/cri"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // A checkpoint archive holds a sandbox's memory from the commit step's dump
@@ -51,53 +49,7 @@ func (c *Committer) SweepCheckpoints(ctx context.Context) {
 	if c.cfg.CheckpointDir == "" {
 		return
 	}
-	checkpoint.Sweep(c.cfg.CheckpointDir, func(uid string) (bool, error) { return c.podRuns(ctx, uid) }, c.log)
-}
-
-// podRuns tells whether a container of the pod whose UID is uid (its
-// sandbox included) runs, is paused or is created in containerd; a pod with
-// none left, or only stopped ones, is over.
-func (c *Committer) podRuns(ctx context.Context, uid string) (bool, error) {
-	ctx = c.nsCtx(ctx)
-	list, err := c.client.Containers(ctx, fmt.Sprintf("labels.%q==%s", cri.LabelPodUID, strconv.Quote(uid)))
-	if err != nil {
-		return false, fmt.Errorf("listing the containers of task pod %s in containerd namespace %s: %w", uid, c.cfg.Namespace, err)
-	}
-	for _, ctr := range list {
-		task, err := ctr.Task(ctx, nil)
-		if errdefs.IsNotFound(err) {
-			continue
-		} else if err != nil {
-			return false, fmt.Errorf("task pod %s container %s: loading its task: %w", uid, freeze.ShortID(ctr.ID()), err)
-		}
-		st, err := task.Status(ctx)
-		if errdefs.IsNotFound(err) || err == nil && st.Status == client.Stopped {
-			continue
-		} else if err != nil {
-			return false, fmt.Errorf("task pod %s container %s: its task's status: %w", uid, freeze.ShortID(ctr.ID()), err)
-		}
-		return true, nil
-	}
-	return false, nil
-}
-
-// ownedArchives are the archives this process is writing or pushing, which
-// Discard removes.
-type ownedArchives struct {
-	mu   sync.Mutex
-	list []ownedArchive
-}
-
-type ownedArchive struct {
-	target task.Target
-	rec    *checkpoint.Record
-}
-
-// own records rec, target t's archive, as one this process writes or pushes.
-func (c *Committer) own(t task.Target, rec *checkpoint.Record) {
-	c.owned.mu.Lock()
-	defer c.owned.mu.Unlock()
-	c.owned.list = append(c.owned.list, ownedArchive{t, rec})
+	checkpoint.Sweep(c.cfg.CheckpointDir, podRuns(ctx, c.client, c.cfg.Namespace), c.log)
 }
 
 // Discard is meant for a signal handler, after Abort: it removes the
@@ -106,16 +58,36 @@ func (c *Committer) own(t task.Target, rec *checkpoint.Record) {
 // removed; they hold a sandbox's memory, and the run is over. It gives back
 // the run's disk reservation too.
 func (c *Committer) Discard() int {
-	c.owned.mu.Lock()
-	defer c.owned.mu.Unlock()
-	n := 0
-	for _, o := range c.owned.list {
-		if _, err := os.Lstat(c.records().ArchiveDir(o.rec)); err == nil {
-			n++
-		}
-		c.removeCheckpoint(o.target, o.rec)
-	}
-	c.owned.list = nil
-	c.releaseRoom()
+	n := c.ws.discard()
+	c.room.release()
 	return n
+}
+
+// podRuns returns what tells whether a container of the pod whose UID is
+// uid (its sandbox included) runs, is paused or is created in containerd
+// namespace ns; a pod with none left, or only stopped ones, is over.
+func podRuns(ctx context.Context, c *client.Client, ns string) func(uid string) (bool, error) {
+	ctx = namespaces.WithNamespace(ctx, ns)
+	return func(uid string) (bool, error) {
+		list, err := c.Containers(ctx, fmt.Sprintf("labels.%q==%s", cri.LabelPodUID, strconv.Quote(uid)))
+		if err != nil {
+			return false, fmt.Errorf("listing the containers of task pod %s in containerd namespace %s: %w", uid, ns, err)
+		}
+		for _, ctr := range list {
+			task, err := ctr.Task(ctx, nil)
+			if errdefs.IsNotFound(err) {
+				continue
+			} else if err != nil {
+				return false, fmt.Errorf("task pod %s container %s: loading its task: %w", uid, freeze.ShortID(ctr.ID()), err)
+			}
+			st, err := task.Status(ctx)
+			if errdefs.IsNotFound(err) || err == nil && st.Status == client.Stopped {
+				continue
+			} else if err != nil {
+				return false, fmt.Errorf("task pod %s container %s: its task's status: %w", uid, freeze.ShortID(ctr.ID()), err)
+			}
+			return true, nil
+		}
+		return false, nil
+	}
 }

@@ -67,10 +67,10 @@ import (
 // SweepCheckpoints, run first, frees what runs that are over left in it.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
 	if c.cfg.CheckpointDir == "" || c.cfg.LayerDir == "" {
-		return nil, fmt.Errorf("pod %s: a memory snapshot needs a checkpoint directory and a layer directory", c.podRef())
+		return nil, fmt.Errorf("pod %s: a memory snapshot needs a checkpoint directory and a layer directory", c.pod)
 	}
 	if !c.cfg.AllowAnonymousPull {
-		if err := checkpoint.PrivateTargets(ctx, c.cfg.Params.Targets, upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs), c.podRef()); err != nil {
+		if err := checkpoint.PrivateTargets(ctx, c.cfg.Params.Targets, upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs), c.pod); err != nil {
 			return nil, err
 		}
 	}
@@ -80,11 +80,10 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	}
 	defer done()
 	defer unlock()
-	dumper := c.dumper()
-	if err := dumper.Checkpointable(ctx, live); err != nil {
+	if err := c.dumper.Checkpointable(ctx, live); err != nil {
 		return nil, err
 	}
-	selfContained, err := dumper.RestoreBases(ctx, live, c.cfg.MemoryRestoreBase)
+	selfContained, err := c.dumper.RestoreBases(ctx, live, c.cfg.MemoryRestoreBase)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +92,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	defer func() {
 		for _, p := range preps {
 			if p != nil {
-				c.differ().Release(ctx, p.live, p.overlay)
+				c.differ.Release(ctx, p.live, p.overlay)
 			}
 		}
 	}()
@@ -102,12 +101,12 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	archives := make([]*checkpoint.Record, len(live))
 	for i, l := range live {
 		archives[i] = &checkpoint.Record{Archive: checkpoint.ArchiveName(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, l.Target.Container)}
-		c.own(l.Target, archives[i])
+		c.ws.own(l.Target, archives[i])
 	}
 	defer func() {
 		if err != nil {
 			for i, l := range live {
-				c.removeCheckpoint(l.Target, archives[i])
+				c.ws.removeCheckpoint(l.Target, archives[i])
 			}
 		}
 	}()
@@ -123,16 +122,16 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 		}
 		plan, err := c.planOverlay(ctx, l)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s %s: %w", c.podRef(), l, err)
+			return nil, fmt.Errorf("pod %s %s: %w", c.pod, l, err)
 		}
 		preps[i] = &prepared{live: l, overlay: plan}
 	}
-	if err := c.checkRoom(ctx, preps, true); err != nil {
+	if err := c.room.check(ctx, preps, true); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			c.releaseRoom()
+			c.room.release()
 		}
 	}()
 	res = &CommitResult{}
@@ -150,7 +149,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs[i] = dumper.Dump(pctx, l, c.records().ArchiveDir(archives[i]))
+				errs[i] = c.dumper.Dump(pctx, l, c.ws.records.ArchiveDir(archives[i]))
 			}()
 		}
 		wg.Wait()
@@ -159,7 +158,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	if err != nil {
 		return nil, err
 	}
-	c.log.Printf("pod %s: %d containers checkpointed and thawed; pause window %d ms", c.podRef(), len(live), res.PauseWindow.Milliseconds())
+	c.log.Printf("pod %s: %d containers checkpointed and thawed; pause window %d ms", c.pod, len(live), res.PauseWindow.Milliseconds())
 	unlock()
 	for i, p := range preps {
 		ci, err := c.completeArchive(ctx, p, archives[i], at)
@@ -178,11 +177,11 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 // pays, checkpointLayerType), and on the manifest the annotations that make
 // containerd's CRI restore from it.
 func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *checkpoint.Record, at time.Time) (*Committed, error) {
-	l, dir := p.live, c.records().ArchiveDir(rec)
+	l, dir := p.live, c.ws.records.ArchiveDir(rec)
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
+		return fmt.Errorf("pod %s %s: %s", c.pod, l, fmt.Sprintf(format, a...))
 	}
-	st, err := c.dumper().Status(ctx, l)
+	st, err := c.dumper.Status(ctx, l)
 	if err != nil {
 		return nil, fail("%v", err)
 	}
@@ -207,7 +206,7 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 		return nil, fail("sampling the checkpoint: %v", err)
 	}
 	rec.MediaType, rec.Created = mediaType, at.UTC()
-	rec.CreatedBy = fmt.Sprintf("sandbox-checkpoint pod %s container %s", c.podRef(), l.Target.Container)
+	rec.CreatedBy = fmt.Sprintf("sandbox-checkpoint pod %s container %s", c.pod, l.Target.Container)
 	rec.Annotations = map[string]string{
 		task.AnnotationCheckpointName:     l.Target.Container,
 		task.AnnotationCRIOCheckpointName: l.Target.Container,
@@ -215,23 +214,18 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 	}
 	rec.Labels = map[string]string{
 		LabelSourceImage:      l.Info.Image,
-		LabelCommittedFrom:    c.podRef() + "/" + l.Target.Container,
+		LabelCommittedFrom:    c.pod + "/" + l.Target.Container,
 		keep.LabelSnapshotter: l.Info.Snapshotter,
 	}
 	if _, d, ok := strings.Cut(restoreRef, "@"); ok && digest.Digest(d).Validate() == nil {
 		rec.Annotations[ocispec.AnnotationBaseImageDigest] = d
 	}
-	if err := c.records().Write(l.Target.Container, rec); err != nil {
+	if err := c.ws.records.Write(l.Target.Container, rec); err != nil {
 		return nil, fail("leaving the checkpoint's record for the push step: %v", err)
 	}
 	c.log.Printf("pod %s %s checkpointed (archive %s, %d bytes; its %s layer is built as it is pushed)",
-		c.podRef(), l, dir, size, mediaType)
+		c.pod, l, dir, size, mediaType)
 	return &Committed{Target: l.Target, DiffSize: size, Layer: ocispec.Descriptor{MediaType: mediaType}}, nil
-}
-
-// dumper returns the dumper of the pod's containers.
-func (c *Committer) dumper() *checkpoint.Dumper {
-	return checkpoint.New(c.client, c.podRef(), c.log)
 }
 
 // writeRootfsDiff writes the filesystem change taken in the freeze, an
@@ -247,7 +241,7 @@ func (c *Committer) writeRootfsDiff(ctx context.Context, p *prepared, file strin
 	}
 	if p.selfContained {
 		var err error
-		if write, err = c.squashedWrite(ctx, p, len(p.manifest.Layers), c.scratchDir(), write); err != nil {
+		if write, err = c.squashedWrite(ctx, p, len(p.manifest.Layers), c.room.scratch, write); err != nil {
 			return fmt.Errorf("reading the base image's layers: %w", err)
 		}
 	}

@@ -19,6 +19,7 @@ package committer
 import (
 	"errors"
 	"io"
+	"log"
 	"os"
 	"path/filepath"
 	"testing"
@@ -31,24 +32,24 @@ import (
 // wrote or read, once, and nothing else in the checkpoint directory.
 func TestDiscard(t *testing.T) {
 	layers, checkpoints := t.TempDir(), t.TempDir()
-	c := New(nil, Config{Params: &task.Params{PodName: "p", PodNamespace: "ns", PodUID: "u"}, LayerDir: layers, CheckpointDir: checkpoints, Log: io.Discard})
+	ws := &workspace{records: checkpoint.Records{LayerDir: layers, CheckpointDir: checkpoints}, pod: "ns/p", log: log.New(io.Discard, "", 0)}
 	other := filepath.Join(checkpoints, checkpoint.ArchiveName("pod-b", "run-b", "app"))
 	var owned []string
 	for _, name := range []string{"app", "sidecar"} {
 		rec := &checkpoint.Record{Archive: checkpoint.ArchiveName("pod-a", "run-a", name)}
-		if err := os.MkdirAll(filepath.Join(c.records().ArchiveDir(rec), "checkpoint"), 0o700); err != nil {
+		if err := os.MkdirAll(filepath.Join(ws.records.ArchiveDir(rec), "checkpoint"), 0o700); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.records().Write(name, rec); err != nil {
+		if err := ws.records.Write(name, rec); err != nil {
 			t.Fatal(err)
 		}
-		c.own(task.Target{Container: name}, rec)
-		owned = append(owned, c.records().ArchiveDir(rec), c.records().Path(name))
+		ws.own(task.Target{Container: name}, rec)
+		owned = append(owned, ws.records.ArchiveDir(rec), ws.records.Path(name))
 	}
 	if err := os.Mkdir(other, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if n := c.Discard(); n != 2 {
+	if n := ws.discard(); n != 2 {
 		t.Errorf("Discard removed %d archives, want 2", n)
 	}
 	for _, p := range owned {
@@ -59,7 +60,7 @@ func TestDiscard(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("Discard removed another process's archive: %v", err)
 	}
-	if n := c.Discard(); n != 0 {
+	if n := ws.discard(); n != 0 {
 		t.Errorf("a second Discard removed %d archives, want 0", n)
 	}
 }

@@ -37,8 +37,6 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/push"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // A memory snapshot's image is built in the push step, from the checkpoint
@@ -49,46 +47,33 @@ import (
 // upload (and once more to keep the image on the node), never copied into a
 // layer file first.
 
-// removeCheckpoint removes the archive of t's memory snapshot and its
-// record: they hold the sandbox's memory.
-func (c *Committer) removeCheckpoint(t task.Target, rec *checkpoint.Record) {
-	if err := c.records().Remove(t.Container, rec); err != nil {
-		c.log.Printf("pod %s container %q: %v", c.podRef(), t.Container, err)
-	}
-}
-
-// records returns the records of this run's memory snapshots.
-func (c *Committer) records() checkpoint.Records {
-	return checkpoint.Records{LayerDir: c.cfg.LayerDir, CheckpointDir: c.cfg.CheckpointDir}
-}
-
 // buildCheckpoint builds the image of ci's memory snapshot as it uploads its
 // layer to ci's repository (uploadCheckpointLayer), then writes its config
 // and manifest into containerd under the working name, as the commit step
 // does a filesystem snapshot's. It fills ci as readCommitted does, the layer
 // marked uploaded.
-func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pusher *push.Pusher) error {
+func (s *pushStep) buildCheckpoint(ctx context.Context, ci *committedImage) error {
 	rec := ci.checkpoint
 	start := time.Now()
-	layer, diffID, tarSize, err := c.uploadCheckpointLayer(ctx, ci, pusher)
+	layer, diffID, tarSize, err := s.uploadCheckpointLayer(ctx, ci)
 	if err != nil {
 		return fmt.Errorf("uploading the checkpoint's layer: %w", err)
 	}
-	c.log.Printf("pod %s container %q: uploaded the checkpoint's layer %s (%d bytes, %s) in %s",
-		c.podRef(), ci.target.Container, layer.Digest, layer.Size, layer.MediaType, time.Since(start).Round(time.Millisecond))
+	s.log.Printf("pod %s container %q: uploaded the checkpoint's layer %s (%d bytes, %s) in %s",
+		s.pod, ci.target.Container, layer.Digest, layer.Size, layer.MediaType, time.Since(start).Round(time.Millisecond))
 	// The config and manifest are referenced by nothing until the image
 	// record names them: a lease keeps containerd's garbage collector off
 	// them till then.
-	lctx, done, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	lctx, done, err := s.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
 	if err != nil {
 		return fmt.Errorf("creating containerd lease: %w", err)
 	}
 	defer func() {
 		if derr := done(context.WithoutCancel(lctx)); derr != nil {
-			c.log.Printf("pod %s container %q: deleting lease: %v", c.podRef(), ci.target.Container, derr)
+			s.log.Printf("pod %s container %q: deleting lease: %v", s.pod, ci.target.Container, derr)
 		}
 	}()
-	m, err := c.writeCheckpointConfig(lctx, rec, layer, diffID)
+	m, err := s.writeCheckpointConfig(lctx, rec, layer, diffID)
 	if err != nil {
 		return err
 	}
@@ -97,11 +82,11 @@ func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pus
 	for k, v := range rec.Labels {
 		labels[k] = v
 	}
-	mdesc, raw, err := c.saveImage(lctx, ci.target, m, labels)
+	mdesc, raw, err := s.ws.saveImage(lctx, ci.target, m, labels)
 	if err != nil {
 		return err
 	}
-	ci.image = images.Image{Name: c.workingName(ci.target), Target: mdesc, Labels: labels}
+	ci.image = images.Image{Name: s.ws.name(ci.target), Target: mdesc, Labels: labels}
 	ci.raw, ci.manifest, ci.uploaded = raw, m, layer.Digest
 	return nil
 }
@@ -109,7 +94,7 @@ func (c *Committer) buildCheckpoint(ctx context.Context, ci *committedImage, pus
 // writeCheckpointConfig writes into containerd the config of rec's image,
 // whose one layer is layer with diffID, and returns its manifest: the same
 // bytes from the upload and from the pass that keeps the image on the node.
-func (c *Committer) writeCheckpointConfig(ctx context.Context, rec *checkpoint.Record, layer ocispec.Descriptor, diffID digest.Digest) (ocispec.Manifest, error) {
+func (s *pushStep) writeCheckpointConfig(ctx context.Context, rec *checkpoint.Record, layer ocispec.Descriptor, diffID digest.Digest) (ocispec.Manifest, error) {
 	cfg, err := json.Marshal(ocispec.Image{
 		Created:  &rec.Created,
 		Platform: ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"},
@@ -120,7 +105,7 @@ func (c *Committer) writeCheckpointConfig(ctx context.Context, rec *checkpoint.R
 		return ocispec.Manifest{}, fmt.Errorf("encoding image config: %w", err)
 	}
 	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
-	if err := oci.WriteBlob(ctx, c.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
+	if err := oci.WriteBlob(ctx, s.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
 		return ocispec.Manifest{}, fmt.Errorf("writing config: %w", err)
 	}
 	return ocispec.Manifest{
@@ -136,8 +121,8 @@ func (c *Committer) writeCheckpointConfig(ctx context.Context, rec *checkpoint.R
 // sent (push.Pusher.UploadStream), and returns its descriptor, its diff ID
 // and the size of its tar. A registry that refuses chunks gets it in one
 // request, its digest found by a pass of its own first.
-func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImage, pusher *push.Pusher) (ocispec.Descriptor, digest.Digest, int64, error) {
-	rec, dir := ci.checkpoint, c.records().ArchiveDir(ci.checkpoint)
+func (s *pushStep) uploadCheckpointLayer(ctx context.Context, ci *committedImage) (ocispec.Descriptor, digest.Digest, int64, error) {
+	rec, dir := ci.checkpoint, s.ws.records.ArchiveDir(ci.checkpoint)
 	// Each pass of the archive (one, unless the upload starts again) gives
 	// the tar's digest and size.
 	var mu sync.Mutex
@@ -156,7 +141,7 @@ func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImag
 		}()
 		return pr, nil
 	}
-	layer, err := pusher.UploadStream(ctx, ci.target.Tag.Context(), rec.MediaType, open, func() (ocispec.Descriptor, error) {
+	layer, err := s.pusher.UploadStream(ctx, ci.target.Tag.Context(), rec.MediaType, open, func() (ocispec.Descriptor, error) {
 		return checkpoint.ArchiveLayer(dir, rec.MediaType)
 	})
 	if err != nil {
@@ -177,20 +162,20 @@ func (c *Committer) uploadCheckpointLayer(ctx context.Context, ci *committedImag
 // must be the same (its record then holds what was unpacked). It does not
 // wait for the upload's digest: unpacking, on a node as busy as the upload,
 // takes as long as the upload itself.
-func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, built <-chan struct{}) (err error) {
+func (s *pushStep) ingestCheckpoint(ctx context.Context, ci *committedImage, built <-chan struct{}) (err error) {
 	rec := ci.checkpoint
-	lctx, done, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	lctx, done, err := s.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
 	if err != nil {
 		return fmt.Errorf("creating containerd lease: %w", err)
 	}
 	defer done(context.WithoutCancel(ctx))
-	cs := c.client.ContentStore()
-	ref := "sandbox-ingest-checkpoint-" + c.cfg.Params.RunID + "-" + ci.target.Container
+	cs := s.client.ContentStore()
+	ref := "sandbox-ingest-checkpoint-" + s.cfg.Params.RunID + "-" + ci.target.Container
 	// A failed ingest leaves no part of the sandbox's memory in containerd.
 	defer func() {
 		if err != nil {
 			if aerr := cs.Abort(context.WithoutCancel(ctx), ref); aerr != nil && !errdefs.IsNotFound(aerr) {
-				c.log.Printf("pod %s container %q: aborting ingest %s: %v", c.podRef(), ci.target.Container, ref, aerr)
+				s.log.Printf("pod %s container %q: aborting ingest %s: %v", s.pod, ci.target.Container, ref, aerr)
 			}
 		}
 	}()
@@ -203,7 +188,7 @@ func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, bu
 		return err
 	}
 	cnt := &oci.CountingWriter{}
-	diffID, tarSize, err := checkpoint.WriteArchiveLayer(io.MultiWriter(w, cnt), c.records().ArchiveDir(rec), rec.MediaType)
+	diffID, tarSize, err := checkpoint.WriteArchiveLayer(io.MultiWriter(w, cnt), s.ws.records.ArchiveDir(rec), rec.MediaType)
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint's layer into containerd: %w", err)
 	}
@@ -219,7 +204,7 @@ func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, bu
 	if err != nil && !errdefs.IsAlreadyExists(err) {
 		return fmt.Errorf("committing the checkpoint's layer %s into containerd: %w", layer.Digest, err)
 	}
-	m, err := c.writeCheckpointConfig(lctx, rec, layer, diffID)
+	m, err := s.writeCheckpointConfig(lctx, rec, layer, diffID)
 	if err != nil {
 		return err
 	}
@@ -227,11 +212,11 @@ func (c *Committer) ingestCheckpoint(ctx context.Context, ci *committedImage, bu
 	if err != nil {
 		return err
 	}
-	if err := keep.Unpack(lctx, c.client, images.Image{Name: c.workingName(ci.target), Target: mdesc, Labels: rec.Labels}); err != nil {
+	if err := keep.Unpack(lctx, s.client, images.Image{Name: s.ws.name(ci.target), Target: mdesc, Labels: rec.Labels}); err != nil {
 		return err
 	}
-	c.log.Printf("pod %s container %q: unpacked the checkpoint's image %s (%d bytes, %d unpacked) for a resume on this node",
-		c.podRef(), ci.target.Container, mdesc.Digest, layer.Size, tarSize)
+	s.log.Printf("pod %s container %q: unpacked the checkpoint's image %s (%d bytes, %d unpacked) for a resume on this node",
+		s.pod, ci.target.Container, mdesc.Digest, layer.Size, tarSize)
 	select {
 	case <-built:
 	case <-ctx.Done():

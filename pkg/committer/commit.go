@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,26 +32,22 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
-	"github.com/containerd/errdefs"
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/base"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/layerdir"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 const (
-	historyComment        = "sandbox-snapshot-operator commit"
-	leaseExpiration       = time.Hour
-	mediaTypeDockerGzip   = images.MediaTypeDockerSchema2LayerGzip
-	mediaTypeDockerManif  = images.MediaTypeDockerSchema2Manifest
-	maxSourceReposInLabel = 16
+	historyComment       = "sandbox-snapshot-operator commit"
+	leaseExpiration      = time.Hour
+	mediaTypeDockerGzip  = images.MediaTypeDockerSchema2LayerGzip
+	mediaTypeDockerManif = images.MediaTypeDockerSchema2Manifest
 )
 
 // Committed describes one image created by the commit step. Of a memory
@@ -99,7 +94,7 @@ type prepared struct {
 
 // Commit pauses every target container, diffs each rootfs, thaws them all,
 // and then stores one new image per container in containerd, under its
-// working name (workingName). Containers are thawed on every return path.
+// working name (workspace.name). Containers are thawed on every return path.
 // It holds the pod's lock from before the first read until after the thaw,
 // and fails with freeze.ErrFrozenElsewhere, touching nothing, when another run
 // holds the pod or something else froze it (freeze.Freezer.CheckOwnership).
@@ -114,7 +109,7 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	defer func() {
 		for _, p := range preps {
 			if p != nil {
-				c.differ().Release(ctx, p.live, p.overlay)
+				c.differ.Release(ctx, p.live, p.overlay)
 			}
 		}
 	}()
@@ -123,12 +118,12 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 			return nil, err
 		}
 	}
-	if err := c.checkRoom(ctx, preps, false); err != nil {
+	if err := c.room.check(ctx, preps, false); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			c.releaseRoom()
+			c.room.release()
 		}
 	}()
 
@@ -136,14 +131,17 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	if res.PauseWindow, err = c.frz.WhileFrozen(ctx, live, func(pctx context.Context) error { return c.diffAll(pctx, preps) }); err != nil {
 		return nil, err
 	}
-	c.log.Printf("pod %s: containers thawed; pause window %d ms", c.podRef(), res.PauseWindow.Milliseconds())
+	c.log.Printf("pod %s: containers thawed; pause window %d ms", c.pod, res.PauseWindow.Milliseconds())
 	// The rest only writes this run's own image: let the next run in.
 	unlock()
 
 	for _, p := range preps {
 		ci, err := c.finish(ctx, p)
 		if err != nil {
-			c.removeImages(ctx, res.Images)
+			for _, done := range res.Images {
+				c.ws.removeLayerFiles(done.Layer)
+				c.ws.removeImages(ctx, done.Target)
+			}
 			return nil, err
 		}
 		res.Images = append(res.Images, *ci)
@@ -165,7 +163,7 @@ func (c *Committer) acquire(ctx context.Context) (_ context.Context, live []*fre
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 			defer cancel()
 			if rerr := lock.Release(rctx); rerr != nil {
-				c.log.Printf("pod %s: releasing the containerd lock: %v", c.podRef(), rerr)
+				c.log.Printf("pod %s: releasing the containerd lock: %v", c.pod, rerr)
 			}
 		})
 	}
@@ -179,36 +177,14 @@ func (c *Committer) acquire(ctx context.Context) (_ context.Context, live []*fre
 	lctx, doneLease, err := c.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
 	if err != nil {
 		unlock()
-		return nil, nil, nil, nil, fmt.Errorf("pod %s: creating containerd lease: %w", c.podRef(), err)
+		return nil, nil, nil, nil, fmt.Errorf("pod %s: creating containerd lease: %w", c.pod, err)
 	}
 	done = func() {
 		if derr := doneLease(context.WithoutCancel(lctx)); derr != nil {
-			c.log.Printf("pod %s: deleting lease: %v", c.podRef(), derr)
+			c.log.Printf("pod %s: deleting lease: %v", c.pod, derr)
 		}
 	}
 	return lctx, live, unlock, done, nil
-}
-
-// workingName is the name under which the commit step leaves a target's
-// image in containerd for the push step: <repository>:commit-<run ID>. Only
-// this run writes it, so neither step ever reads an image another run
-// committed, where two pods committing to one tag on one node would each
-// re-point the tag's record.
-func (c *Committer) workingName(t task.Target) string {
-	return t.Repository() + ":commit-" + c.cfg.Params.RunID
-}
-
-// removeImages deletes image records this run created, and their layer
-// files; their content goes with the run's lease.
-func (c *Committer) removeImages(ctx context.Context, imgs []Committed) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	for _, ci := range imgs {
-		c.removeLayerFiles(ci.Layer)
-		if err := c.client.ImageService().Delete(ctx, c.workingName(ci.Target)); err != nil && !errdefs.IsNotFound(err) {
-			c.log.Printf("pod %s container %q: removing image %s: %v", c.podRef(), ci.Target.Container, c.workingName(ci.Target), err)
-		}
-	}
 }
 
 func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
@@ -218,7 +194,7 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 			live[i] = p.live
 		}
 		if err := c.cfg.InPause(ctx, live); err != nil {
-			return fmt.Errorf("pod %s: %w", c.podRef(), err)
+			return fmt.Errorf("pod %s: %w", c.pod, err)
 		}
 	}
 	errs := make([]error, len(preps))
@@ -230,7 +206,7 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 			l := p.live
 			var err error
 			if p.overlay != nil {
-				p.upper, err = c.differ().Diff(ctx, l, p.overlay)
+				p.upper, err = c.differ.Diff(ctx, l, p.overlay)
 			} else {
 				sn := c.client.SnapshotService(l.Info.Snapshotter)
 				ref := fmt.Sprintf("sandbox-commit-diff-%s-%d", l.Info.ID, time.Now().UnixNano())
@@ -238,7 +214,7 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 					diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference(ref))
 			}
 			if err != nil {
-				errs[i] = fmt.Errorf("pod %s %s: diffing rootfs (snapshotter %s): %w", c.podRef(), l, l.Info.Snapshotter, err)
+				errs[i] = fmt.Errorf("pod %s %s: diffing rootfs (snapshotter %s): %w", c.pod, l, l.Info.Snapshotter, err)
 			}
 		}()
 	}
@@ -250,7 +226,7 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 // chain and reads the base manifest and config.
 func (c *Committer) prepare(ctx context.Context, l *freeze.Container) (*prepared, error) {
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
+		return fmt.Errorf("pod %s %s: %s", c.pod, l, fmt.Sprintf(format, a...))
 	}
 	if l.Info.SnapshotKey == "" || l.Info.Snapshotter == "" {
 		return nil, fail("container has no snapshot")
@@ -259,18 +235,18 @@ func (c *Committer) prepare(ctx context.Context, l *freeze.Container) (*prepared
 	if err != nil {
 		return nil, fail("snapshot %s: %v", l.Info.SnapshotKey, err)
 	}
-	res := c.resolver(ctx)
-	base, err := res.Resolve(ctx, l, st.Parent)
+	res := base.New(c.client, c.remoteOptions(ctx), c.cfg.Params.Insecure, c.pod, c.log)
+	b, err := res.Resolve(ctx, l, st.Parent)
 	if err != nil {
 		return nil, fail("%v", err)
 	}
 	cs := c.client.ContentStore()
-	mdesc := base.Manifest
+	mdesc := b.Manifest
 	raw, err := content.ReadBlob(ctx, cs, mdesc)
 	if err != nil {
 		return nil, fail("reading base manifest %s: %v", mdesc.Digest, err)
 	}
-	p := &prepared{live: l, baseName: res.Name(ctx, l, base), manifestMT: mdesc.MediaType, manifestDgs: mdesc.Digest}
+	p := &prepared{live: l, baseName: res.Name(ctx, l, b), manifestMT: mdesc.MediaType, manifestDgs: mdesc.Digest}
 	if err := json.Unmarshal(raw, &p.manifest); err != nil {
 		return nil, fail("decoding base manifest %s: %v", mdesc.Digest, err)
 	}
@@ -282,10 +258,10 @@ func (c *Committer) prepare(ctx context.Context, l *freeze.Container) (*prepared
 		return nil, fail("decoding base config %s: %v", p.manifest.Config.Digest, err)
 	}
 	p.configMT = p.manifest.Config.MediaType
-	if base.Record.Name != l.Info.Image {
-		c.log.Printf("pod %s %s: base resolved by layers to %s (manifest %s)", c.podRef(), l, p.baseName, mdesc.Digest)
+	if b.Record.Name != l.Info.Image {
+		c.log.Printf("pod %s %s: base resolved by layers to %s (manifest %s)", c.pod, l, p.baseName, mdesc.Digest)
 	}
-	p.sourceRepos = c.sourceRepos(ctx, base.Record, mdesc)
+	p.sourceRepos = base.Repositories(ctx, c.client, b.Record, mdesc)
 	if p.overlay, err = c.planOverlay(ctx, l); err != nil {
 		return nil, fail("%v", err)
 	}
@@ -299,73 +275,7 @@ func (c *Committer) planOverlay(ctx context.Context, l *freeze.Container) (*over
 	if c.cfg.WalkingDiffer {
 		return nil, nil
 	}
-	return c.differ().Plan(ctx, l)
-}
-
-// layers returns the directory of this run's layer files (Config.LayerDir).
-func (c *Committer) layers() *layerdir.Dir {
-	return layerdir.New(c.cfg.LayerDir, c.client.ContentStore())
-}
-
-// removeLayerFiles removes the files of layers from Config.LayerDir.
-func (c *Committer) removeLayerFiles(layers ...ocispec.Descriptor) {
-	if err := c.layers().Remove(layers...); err != nil {
-		c.log.Printf("pod %s: %v", c.podRef(), err)
-	}
-}
-
-// resolver returns the resolver of the pod's base images.
-func (c *Committer) resolver(ctx context.Context) *base.Resolver {
-	return base.New(c.client, c.remoteOptions(ctx), c.cfg.Params.Insecure, c.podRef(), c.log)
-}
-
-// differ returns the overlay differ of the pod's containers.
-func (c *Committer) differ() *overlay.Differ {
-	return overlay.New(c.client, c.cfg.CopyDir, c.podRef(), c.log)
-}
-
-// sourceRepos lists repositories the base layers can be fetched from: the
-// names of every image record with the same target, then the distribution
-// source labels containerd put on the manifest blob when pulling.
-func (c *Committer) sourceRepos(ctx context.Context, img images.Image, mdesc ocispec.Descriptor) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(ref string) {
-		if strings.HasPrefix(ref, "sha256:") {
-			return
-		}
-		r, err := name.ParseReference(ref, name.StrictValidation)
-		if err != nil {
-			return
-		}
-		n := r.Context().RegistryStr() + "/" + r.Context().RepositoryStr()
-		if !seen[n] && len(out) < maxSourceReposInLabel {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
-	add(img.Name)
-	if others, err := c.client.ImageService().List(ctx, "target.digest=="+img.Target.Digest.String()); err == nil {
-		sort.Slice(others, func(i, j int) bool { return others[i].Name < others[j].Name })
-		for _, o := range others {
-			add(o.Name)
-		}
-	}
-	if info, err := c.client.ContentStore().Info(ctx, mdesc.Digest); err == nil {
-		keys := make([]string, 0, len(info.Labels))
-		for k := range info.Labels {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if host, ok := strings.CutPrefix(k, oci.LabelDistributionSource); ok {
-				for _, repo := range strings.Split(info.Labels[k], ",") {
-					add(host + "/" + repo + ":latest")
-				}
-			}
-		}
-	}
-	return out
+	return c.differ.Plan(ctx, l)
 }
 
 // finish compresses the diff and writes config, manifest and image record,
@@ -373,7 +283,7 @@ func (c *Committer) sourceRepos(ctx context.Context, img images.Image, mdesc oci
 func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err error) {
 	l := p.live
 	fail := func(format string, a ...any) error {
-		return fmt.Errorf("pod %s %s: %s", c.podRef(), l, fmt.Sprintf(format, a...))
+		return fmt.Errorf("pod %s %s: %s", c.pod, l, fmt.Sprintf(format, a...))
 	}
 	cs := c.client.ContentStore()
 	layerMT := ocispec.MediaTypeImageLayerGzip
@@ -389,12 +299,12 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	own, squashed := ownLayers(p.config, len(p.manifest.Layers)), 0
 	if c.cfg.MaxLayers > 0 && own >= c.cfg.MaxLayers {
 		squashed = own
-		if write, err = c.squashedWrite(ctx, p, squashed, c.scratchDir(), write); err != nil {
+		if write, err = c.squashedWrite(ctx, p, squashed, c.room.scratch, write); err != nil {
 			return nil, fail("squashing %d layers of earlier commits: %v", squashed, err)
 		}
 	}
 	ref := fmt.Sprintf("sandbox-commit-gzip-%s-%d", l.Info.ID, time.Now().UnixNano())
-	layer, diffID, diffSize, err := c.layers().Build(ctx, ref, write, layerMT)
+	layer, diffID, diffSize, err := c.ws.layers.Build(ctx, ref, write, layerMT)
 	if err != nil {
 		if squashed > 0 {
 			return nil, fail("squashing %d layers of earlier commits and this change: %v", squashed, err)
@@ -403,12 +313,12 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	}
 	defer func() {
 		if err != nil {
-			c.removeLayerFiles(layer)
+			c.ws.removeLayerFiles(layer)
 		}
 	}()
 
 	now := time.Now().UTC()
-	createdBy := fmt.Sprintf("sandbox-commit pod %s container %s", c.podRef(), l.Target.Container)
+	createdBy := fmt.Sprintf("sandbox-commit pod %s container %s", c.pod, l.Target.Container)
 	if squashed > 0 {
 		createdBy += fmt.Sprintf(", squashing %d earlier commits", squashed)
 	}
@@ -445,10 +355,10 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		}
 		m.Annotations = ann
 	}
-	mdesc, _, err := c.saveImage(ctx, l.Target, m, map[string]string{
+	mdesc, _, err := c.ws.saveImage(ctx, l.Target, m, map[string]string{
 		LabelSourceImage:      p.baseName,
 		LabelSourceRepos:      strings.Join(p.sourceRepos, ","),
-		LabelCommittedFrom:    c.podRef() + "/" + l.Target.Container,
+		LabelCommittedFrom:    c.pod + "/" + l.Target.Container,
 		keep.LabelLocalBytes:  strconv.FormatInt(diffSize+layer.Size, 10),
 		keep.LabelSnapshotter: l.Info.Snapshotter,
 	})
@@ -456,29 +366,8 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		return nil, fail("%v", err)
 	}
 	c.log.Printf("pod %s %s committed as %s (manifest %s, %d layers, diff %d bytes, layer %d bytes)",
-		c.podRef(), l, c.workingName(l.Target), mdesc.Digest, len(m.Layers), diffSize, layer.Size)
+		c.pod, l, c.ws.name(l.Target), mdesc.Digest, len(m.Layers), diffSize, layer.Size)
 	return &Committed{Target: l.Target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
-}
-
-// saveImage writes manifest m, whose config is in containerd, and names it
-// t's working name (workingName), with labels. It returns the manifest's
-// descriptor and bytes.
-func (c *Committer) saveImage(ctx context.Context, t task.Target, m ocispec.Manifest, labels map[string]string) (ocispec.Descriptor, []byte, error) {
-	desc, raw, err := oci.WriteManifest(ctx, c.client.ContentStore(), m)
-	if err != nil {
-		return desc, nil, err
-	}
-	img := images.Image{Name: c.workingName(t), Target: desc, Labels: labels}
-	is := c.client.ImageService()
-	if _, err := is.Create(ctx, img); err != nil {
-		if !errdefs.IsAlreadyExists(err) {
-			return desc, nil, fmt.Errorf("creating image record: %w", err)
-		}
-		if _, err := is.Update(ctx, img, "target", "labels"); err != nil {
-			return desc, nil, fmt.Errorf("updating image record: %w", err)
-		}
-	}
-	return desc, raw, nil
 }
 
 // appendLayerToConfig appends a diff ID and a history entry to an image

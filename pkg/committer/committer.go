@@ -34,7 +34,11 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/layerdir"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
@@ -118,9 +122,14 @@ type Committer struct {
 	cfg    Config
 	client *client.Client
 	log    *log.Logger
-	pod    freeze.Pod
+	// pod names the pod in messages.
+	pod    string
 	frz    *freeze.Freezer
-	owned  ownedArchives
+	differ *overlay.Differ
+	dumper *checkpoint.Dumper
+	keeper *keep.Store
+	ws     *workspace
+	room   *room
 }
 
 // New returns a Committer using an existing containerd client.
@@ -144,13 +153,38 @@ func New(c *client.Client, cfg Config) *Committer {
 	if p := cfg.Params; p != nil {
 		pod, runID = freeze.Pod{Name: p.PodName, Namespace: p.PodNamespace, UID: p.PodUID}, p.RunID
 	}
-	frz := freeze.New(c, pod, freeze.Options{Namespace: cfg.Namespace, RunID: runID, MaxPause: cfg.MaxPause, Log: lg})
-	return &Committer{cfg: cfg, client: c, log: lg, pod: pod, frz: frz}
+	ref := pod.String()
+	cm := &Committer{
+		cfg:    cfg,
+		client: c,
+		log:    lg,
+		pod:    ref,
+		frz:    freeze.New(c, pod, freeze.Options{Namespace: cfg.Namespace, RunID: runID, MaxPause: cfg.MaxPause, Log: lg}),
+		differ: overlay.New(c, cfg.CopyDir, ref, lg),
+		dumper: checkpoint.New(c, ref, lg),
+		keeper: keep.New(c, cfg.KeepLocalMaxBytes, lg),
+		ws: &workspace{
+			client:  c,
+			runID:   runID,
+			layers:  layerdir.New(cfg.LayerDir, c.ContentStore()),
+			records: checkpoint.Records{LayerDir: cfg.LayerDir, CheckpointDir: cfg.CheckpointDir},
+			pod:     ref,
+			log:     lg,
+		},
+	}
+	cm.room = &room{cfg: &cm.cfg, client: c, scratch: scratchDir(cfg), pod: ref, log: lg}
+	return cm
 }
 
-// podRef names the pod in messages.
-func (c *Committer) podRef() string {
-	return c.pod.String()
+// scratchDir is where a squash stages contents: the layer directory, else
+// the copy directory, else the system's temporary directory.
+func scratchDir(cfg Config) string {
+	for _, d := range []string{cfg.LayerDir, cfg.CopyDir} {
+		if d != "" {
+			return d
+		}
+	}
+	return os.TempDir()
 }
 
 func (c *Committer) nsCtx(ctx context.Context) context.Context {
@@ -168,4 +202,10 @@ func (c *Committer) Abort(timeout time.Duration) (int, error) {
 // this run paused (see freeze.Freezer.Unpause).
 func (c *Committer) Unpause(ctx context.Context) (int, error) {
 	return c.frz.Unpause(c.nsCtx(ctx))
+}
+
+// Release implements mode=release, run when the snapshot of this run ID is
+// deleted (keep.Store.Release).
+func (c *Committer) Release(ctx context.Context) (removed, marked int, err error) {
+	return c.keeper.Release(c.nsCtx(ctx), c.cfg.Params.RunID)
 }

@@ -514,11 +514,11 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		t.Fatalf("checkpoint under the default max-pause: %v", err)
 	}
 	t.Logf("under max-pause %s: pause window %d ms", task.DefaultMaxPause, res.PauseWindow.Milliseconds())
-	rec, err := cm.records().Read(res.Images[0].Target.Container)
+	rec, err := cm.ws.records.Read(res.Images[0].Target.Container)
 	if err != nil || rec == nil {
 		t.Fatalf("the checkpoint left no record for the push step: %v", err)
 	}
-	cm.removeCheckpoint(res.Images[0].Target, rec)
+	cm.ws.removeCheckpoint(res.Images[0].Target, rec)
 }
 
 // TestCheckpointNoRoom fails a memory snapshot that the node's disk has no
@@ -569,7 +569,7 @@ func TestCheckpointNoRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(small, "dump")
-		err = cm.dumper().Dump(cctx, live[0], dir)
+		err = cm.dumper.Dump(cctx, live[0], dir)
 		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), small) {
 			t.Fatalf("a dump of 256 MiB into 64 MiB: got %v, want %v alone, naming %s", err, diskbudget.ErrNoRoom, small)
 		}

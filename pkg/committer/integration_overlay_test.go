@@ -242,7 +242,7 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 	if (plan.CopyDir() != "") != (capture != captureTar) {
 		t.Fatalf("copy directory %q with capture %q", plan.CopyDir(), capture)
 	}
-	defer c.differ().Release(ctx, l, plan)
+	defer c.differ.Release(ctx, l, plan)
 	if capture == captureCopyFails {
 		// The copy's file is taken: the copy fails in the pause.
 		if err := os.WriteFile(filepath.Join(plan.CopyDir(), stage.ContentFile), nil, 0o600); err != nil {
@@ -264,7 +264,7 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 	}
 	walk, werr := rootfs.CreateDiff(ctx, l.Info.SnapshotKey, sn, e.ctrd.Client.DiffService(),
 		diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference("equiv-walk-"+randSuffix()))
-	od, oerr := c.differ().Diff(ctx, l, plan)
+	od, oerr := c.differ.Diff(ctx, l, plan)
 	if err := l.Task.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -135,7 +135,7 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 			t.Errorf("round %d: losing run's error %v is not a frozen-elsewhere error naming the pod", round, errs[lose])
 		}
 		e.assertAllRunning(t, p)
-		lost := cms[lose].workingName(cms[lose].cfg.Params.Targets[0])
+		lost := cms[lose].ws.name(cms[lose].cfg.Params.Targets[0])
 		if _, err := e.ctrd.Client.ImageService().Get(ctx, lost); !errdefs.IsNotFound(err) {
 			t.Errorf("round %d: the losing run left an image %s (err %v)", round, lost, err)
 		}

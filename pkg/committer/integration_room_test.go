@@ -113,14 +113,12 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 	e.assertAllRunning(t, pb)
 
 	// The first's push is over: its layer file and reservation go.
-	ca.removeImages(context.Background(), res.Images)
-	ca.releaseRoom()
+	endRun(ca, res)
 	res, err = cb.Commit(context.Background())
 	if err != nil {
 		t.Fatalf("the second snapshot once the first is over: %v", err)
 	}
-	cb.removeImages(context.Background(), res.Images)
-	cb.releaseRoom()
+	endRun(cb, res)
 	if left, err := leftIn(node); err != nil || len(left) > 0 {
 		t.Errorf("the node's checkpoint-dir holds %v (%v), want no reservation", left, err)
 	}
@@ -174,4 +172,14 @@ func TestCommitPastScratchLimit(t *testing.T) {
 		t.Errorf("the container was frozen before the refusal:\n%s", logged.String())
 	}
 	e.assertAllRunning(t, p)
+}
+
+// endRun removes what c's commit res left for its push step, and gives
+// back its disk reservation, as its push would.
+func endRun(c *Committer, res *CommitResult) {
+	for _, ci := range res.Images {
+		c.ws.removeLayerFiles(ci.Layer)
+		c.ws.removeImages(context.Background(), ci.Target)
+	}
+	c.room.release()
 }

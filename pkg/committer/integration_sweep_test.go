@@ -70,7 +70,7 @@ func fakeArchive(t *testing.T, p *runningPod, taskPodUID, checkpointDir, layerDi
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := New(nil, Config{Params: &task.Params{}, LayerDir: layerDir, Log: testLogWriter{}}).records().Write(tgt.Container, rec); err != nil {
+	if err := (checkpoint.Records{LayerDir: layerDir}).Write(tgt.Container, rec); err != nil {
 		t.Fatal(err)
 	}
 	return dir

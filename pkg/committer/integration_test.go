@@ -450,7 +450,7 @@ func TestCommitPushVerify(t *testing.T) {
 		if pushed[i].Digest != res.Images[i].Manifest.Digest.String() {
 			t.Errorf("%s: pushed digest %s differs from committed manifest %s", ref, pushed[i].Digest, res.Images[i].Manifest.Digest)
 		}
-		if n := c.workingName(params.Targets[i]); n == ref {
+		if n := c.ws.name(params.Targets[i]); n == ref {
 			t.Errorf("the commit step's image is named %s, the target's tag", n)
 		} else if _, err := e.ctrd.Client.ImageService().Get(ctx, n); err == nil {
 			t.Errorf("local committed image %s was not removed", n)
@@ -649,7 +649,7 @@ func TestPushFailureThaws(t *testing.T) {
 			e.assertAllRunning(t, p)
 			// A failed push removes the committed image (its content goes
 			// with it); a retry commits again.
-			working := c.workingName(c.cfg.Params.Targets[0])
+			working := c.ws.name(c.cfg.Params.Targets[0])
 			if _, err := e.ctrd.Client.ImageService().Get(e.ctrd.Ctx(context.Background()), working); !errdefs.IsNotFound(err) {
 				t.Errorf("committed image %s still in containerd after a failed push (err %v)", working, err)
 			}

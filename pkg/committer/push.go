@@ -21,9 +21,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log"
 	"strings"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
@@ -59,27 +61,45 @@ func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 // param.
 func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
 	// Pushed or not, the layer files and archives are gone at the end.
-	defer c.releaseRoom()
+	defer c.room.release()
 	ctx = c.nsCtx(ctx)
-	pusher, err := push.New(c.client.ContentStore(), c.layers(), push.Options{
+	pusher, err := push.New(c.client.ContentStore(), c.ws.layers, push.Options{
 		Keychain:  c.cfg.Keychain,
 		Insecure:  c.cfg.Params.Insecure,
 		RootCAs:   c.cfg.RootCAs,
 		ChunkSize: c.cfg.ChunkSize,
 		Remote:    c.remoteOptions(ctx),
-		Pod:       c.podRef(),
+		Pod:       c.pod,
 		Log:       c.log,
 	})
 	if err != nil {
 		return nil, nil, err
 	}
+	s := &pushStep{cfg: &c.cfg, client: c.client, ws: c.ws, keeper: c.keeper, pusher: pusher, pod: c.pod, log: c.log}
+	out, err := s.run(ctx)
+	return out, pusher.Stats(), err
+}
+
+// pushStep is one run of the push step.
+type pushStep struct {
+	cfg    *Config
+	client *client.Client
+	ws     *workspace
+	keeper *keep.Store
+	pusher *push.Pusher
+	pod    string
+	log    *log.Logger
+}
+
+// run pushes every committed image and keeps or removes it (Push).
+func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 	// The committed images are read first; the layer files they left are
 	// removed on every path.
-	committed := make([]*committedImage, len(c.cfg.Params.Targets))
+	committed := make([]*committedImage, len(s.cfg.Params.Targets))
 	errs := make([]error, len(committed))
-	for i, t := range c.cfg.Params.Targets {
-		if committed[i], errs[i] = c.readStep(ctx, t); errs[i] != nil {
-			errs[i] = fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, errs[i])
+	for i, t := range s.cfg.Params.Targets {
+		if committed[i], errs[i] = s.read(ctx, t); errs[i] != nil {
+			errs[i] = fmt.Errorf("pod %s container %q -> %s: %w", s.pod, t.Container, t.Image, errs[i])
 		}
 	}
 	defer func() {
@@ -87,33 +107,33 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
 			switch {
 			case ci == nil:
 			case ci.checkpoint != nil:
-				c.removeCheckpoint(ci.target, ci.checkpoint)
+				s.ws.removeCheckpoint(ci.target, ci.checkpoint)
 			default:
-				c.removeLayerFiles(ci.manifest.Layers...)
+				s.ws.removeLayerFiles(ci.manifest.Layers...)
 			}
 		}
 	}()
 	if err := errors.Join(errs...); err != nil {
-		c.deleteLocal(ctx, c.cfg.Params.Targets)
-		return nil, pusher.Stats(), err
+		s.ws.removeImages(ctx, s.cfg.Params.Targets...)
+		return nil, err
 	}
 	// Ingesting and unpacking for a resume on this node run beside the
 	// upload. A memory snapshot's image is built as it is pushed; built
 	// says when.
-	unpacked := make([]chan error, len(c.cfg.Params.Targets))
-	built := make([]chan struct{}, len(c.cfg.Params.Targets))
+	unpacked := make([]chan error, len(s.cfg.Params.Targets))
+	built := make([]chan struct{}, len(s.cfg.Params.Targets))
 	for i := range built {
 		built[i] = make(chan struct{})
 	}
-	if c.cfg.KeepLocal {
+	if s.cfg.KeepLocal {
 		for i, ci := range committed {
 			unpacked[i] = make(chan error, 1)
 			go func() {
 				var err error
 				if ci.checkpoint != nil {
-					err = c.ingestCheckpoint(ctx, ci, built[i])
-				} else if err = c.layers().Ingest(ctx, ci.manifest); err == nil {
-					err = keep.Unpack(ctx, c.client, ci.image)
+					err = s.ingestCheckpoint(ctx, ci, built[i])
+				} else if err = s.ws.layers.Ingest(ctx, ci.manifest); err == nil {
+					err = keep.Unpack(ctx, s.client, ci.image)
 				}
 				unpacked[i] <- err
 			}()
@@ -125,32 +145,32 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
 	// not as errgroup.WithContext does, with the failure as the cause:
 	// net/http wraps the cause into each request it cuts short, where it
 	// would read as that request's own answer from the registry.
-	out := make([]Pushed, len(c.cfg.Params.Targets))
+	out := make([]Pushed, len(s.cfg.Params.Targets))
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var g errgroup.Group
-	for i, t := range c.cfg.Params.Targets {
+	for i, t := range s.cfg.Params.Targets {
 		g.Go(func() error {
 			var err error
 			ci := committed[i]
 			if ci.checkpoint != nil {
-				err = c.buildCheckpoint(gctx, ci, pusher)
+				err = s.buildCheckpoint(gctx, ci)
 			}
 			close(built[i])
 			var pushed digest.Digest
 			if err == nil {
-				pushed, ci.put, err = pusher.Push(gctx, push.Image{
+				pushed, ci.put, err = s.pusher.Push(gctx, push.Image{
 					Target:    t,
 					Raw:       ci.raw,
 					Manifest:  ci.manifest,
 					MediaType: ci.image.Target.MediaType,
-					Sources:   push.SourceRepositories(ci.image.Labels[LabelSourceRepos], c.cfg.Params.Insecure),
+					Sources:   push.SourceRepositories(ci.image.Labels[LabelSourceRepos], s.cfg.Params.Insecure),
 					Uploaded:  ci.uploaded,
 				})
 			}
 			if err != nil {
 				cancel()
-				return fmt.Errorf("pod %s container %q -> %s: %w", c.podRef(), t.Container, t.Image, err)
+				return fmt.Errorf("pod %s container %q -> %s: %w", s.pod, t.Container, t.Image, err)
 			}
 			out[i] = Pushed{Target: t, Digest: pushed.String()}
 			return nil
@@ -165,9 +185,9 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
 			continue
 		}
 		if err := <-ch; err != nil {
-			c.log.Printf("pod %s container %q: not keeping %s for a resume on this node: %v",
-				c.podRef(), c.cfg.Params.Targets[i].Container, c.cfg.Params.Targets[i].Image, err)
-			drop = append(drop, c.cfg.Params.Targets[i])
+			s.log.Printf("pod %s container %q: not keeping %s for a resume on this node: %v",
+				s.pod, s.cfg.Params.Targets[i].Container, s.cfg.Params.Targets[i].Image, err)
+			drop = append(drop, s.cfg.Params.Targets[i])
 		} else {
 			keep = append(keep, out[i])
 		}
@@ -176,27 +196,27 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
 		// A failed push leaves nothing behind: the committed images go, and
 		// their content with them (containerd's garbage collector), and so
 		// do the manifests it put in the registry.
-		c.deleteLocal(ctx, c.cfg.Params.Targets)
-		return nil, pusher.Stats(), c.takeBack(ctx, committed, pushErr)
+		s.ws.removeImages(ctx, s.cfg.Params.Targets...)
+		return nil, s.takeBack(ctx, committed, pushErr)
 	}
-	if !c.cfg.KeepLocal {
-		c.deleteLocal(ctx, c.cfg.Params.Targets)
-		return out, pusher.Stats(), nil
+	if !s.cfg.KeepLocal {
+		s.ws.removeImages(ctx, s.cfg.Params.Targets...)
+		return out, nil
 	}
-	c.deleteLocal(ctx, drop)
-	if err := c.keepLocal(ctx, keep); err != nil {
-		return nil, pusher.Stats(), err
+	s.ws.removeImages(ctx, drop...)
+	if err := s.keepLocal(ctx, keep); err != nil {
+		return nil, err
 	}
-	return out, pusher.Stats(), nil
+	return out, nil
 }
 
 // takeBack deletes from the registry, with the push credentials, the
 // manifests this run may have put there for committed, and their tags; it
 // returns err, naming the images the registry still holds.
-func (c *Committer) takeBack(ctx context.Context, committed []*committedImage, err error) error {
+func (s *pushStep) takeBack(ctx context.Context, committed []*committedImage, err error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	reg := registry.New(c.cfg.Keychain, upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs)...)
+	reg := registry.New(s.cfg.Keychain, upload.RemoteOptions(s.cfg.Params.Insecure, s.cfg.RootCAs)...)
 	var left []string
 	for _, ci := range committed {
 		if ci == nil || ci.put == "" {
@@ -204,11 +224,11 @@ func (c *Committer) takeBack(ctx context.Context, committed []*committedImage, e
 		}
 		d := ci.target.Tag.Context().Digest(ci.put.String())
 		if derr := unpush(ctx, reg, ci.target.Tag, d); derr != nil {
-			c.log.Printf("pod %s container %q: the failed push left %s in the registry: %v", c.podRef(), ci.target.Container, d, derr)
+			s.log.Printf("pod %s container %q: the failed push left %s in the registry: %v", s.pod, ci.target.Container, d, derr)
 			left = append(left, d.String())
 			continue
 		}
-		c.log.Printf("pod %s container %q: the failed push deleted %s from the registry", c.podRef(), ci.target.Container, d)
+		s.log.Printf("pod %s container %q: the failed push deleted %s from the registry", s.pod, ci.target.Container, d)
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("%w; the registry still holds what this push put there: %s", err, strings.Join(left, ", "))
@@ -240,17 +260,6 @@ func unpush(ctx context.Context, reg registry.Client, tag name.Tag, d name.Diges
 	return nil
 }
 
-// deleteLocal removes this run's committed images of targets from containerd.
-func (c *Committer) deleteLocal(ctx context.Context, targets []task.Target) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	for _, t := range targets {
-		if err := c.client.ImageService().Delete(ctx, c.workingName(t)); err != nil && !errdefs.IsNotFound(err) {
-			c.log.Printf("pod %s container %q: removing local image %s: %v", c.podRef(), t.Container, c.workingName(t), err)
-		}
-	}
-}
-
 // committedImage is a committed image as the commit step left it; for a
 // memory snapshot, checkpoint, until the push builds its image.
 type committedImage struct {
@@ -266,22 +275,22 @@ type committedImage struct {
 	put digest.Digest
 }
 
-// readStep reads what this run's commit step left for t: the record of a
+// read reads what this run's commit step left for t: the record of a
 // memory snapshot, or the image it committed.
-func (c *Committer) readStep(ctx context.Context, t task.Target) (*committedImage, error) {
-	rec, err := c.records().Read(t.Container)
+func (s *pushStep) read(ctx context.Context, t task.Target) (*committedImage, error) {
+	rec, err := s.ws.records.Read(t.Container)
 	if rec != nil {
-		c.own(t, rec)
+		s.ws.own(t, rec)
 	}
 	if err != nil || rec != nil {
 		return &committedImage{target: t, checkpoint: rec}, err
 	}
-	return c.readCommitted(ctx, t)
+	return s.readCommitted(ctx, t)
 }
 
 // readCommitted reads the image this run's commit step committed for t.
-func (c *Committer) readCommitted(ctx context.Context, t task.Target) (*committedImage, error) {
-	img, err := c.client.ImageService().Get(ctx, c.workingName(t))
+func (s *pushStep) readCommitted(ctx context.Context, t task.Target) (*committedImage, error) {
+	img, err := s.client.ImageService().Get(ctx, s.ws.name(t))
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("no committed image in containerd (did the commit step run?)")
@@ -292,11 +301,25 @@ func (c *Committer) readCommitted(ctx context.Context, t task.Target) (*committe
 		return nil, fmt.Errorf("committed image has unexpected media type %q", img.Target.MediaType)
 	}
 	ci := &committedImage{target: t, image: img}
-	if ci.raw, err = content.ReadBlob(ctx, c.client.ContentStore(), img.Target); err != nil {
+	if ci.raw, err = content.ReadBlob(ctx, s.client.ContentStore(), img.Target); err != nil {
 		return nil, fmt.Errorf("reading manifest %s: %w", img.Target.Digest, err)
 	}
 	if err := json.Unmarshal(ci.raw, &ci.manifest); err != nil {
 		return nil, fmt.Errorf("decoding manifest %s: %w", img.Target.Digest, err)
 	}
 	return ci, nil
+}
+
+// keepLocal keeps each pushed image in containerd under its digest for a
+// resume on this node (keep.Store.Keep), then evicts kept images beyond the
+// disk bound.
+func (s *pushStep) keepLocal(ctx context.Context, pushed []Pushed) error {
+	for _, p := range pushed {
+		name := p.Target.Repository() + "@" + p.Digest
+		if err := s.keeper.Keep(ctx, s.ws.name(p.Target), name, s.cfg.Params.RunID); err != nil {
+			return fmt.Errorf("pod %s container %q: %w", s.pod, p.Target.Container, err)
+		}
+		s.log.Printf("pod %s container %q: kept %s in containerd for a resume on this node", s.pod, p.Target.Container, name)
+	}
+	return s.keeper.Evict(ctx)
 }

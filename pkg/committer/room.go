@@ -19,6 +19,7 @@ package committer
 import (
 	"context"
 	"fmt"
+	"log"
 	"path/filepath"
 
 	v1stats "github.com/containerd/cgroups/v3/cgroup1/stats"
@@ -42,6 +43,16 @@ const scratchMarginFraction = 20
 // every snapshot on the node shares (diskbudget.Ledger).
 const ledgerDir = ".disk-ledger"
 
+// room checks and reserves, before the freeze, the node's disk a snapshot
+// writes (check), and gives it back when the run is over (release).
+type room struct {
+	cfg     *Config
+	client  *client.Client
+	scratch string
+	pod     string
+	log     *log.Logger
+}
+
 // change is the size of a container's filesystem change, as its snapshotter
 // counts the active snapshot (the upper directory), and a bound on its tar.
 type change struct {
@@ -49,10 +60,10 @@ type change struct {
 }
 
 // changeOf measures the filesystem change of l.
-func (c *Committer) changeOf(ctx context.Context, l *freeze.Container) (change, error) {
-	u, err := c.client.SnapshotService(l.Info.Snapshotter).Usage(ctx, l.Info.SnapshotKey)
+func (r *room) changeOf(ctx context.Context, l *freeze.Container) (change, error) {
+	u, err := r.client.SnapshotService(l.Info.Snapshotter).Usage(ctx, l.Info.SnapshotKey)
 	if err != nil {
-		return change{}, fmt.Errorf("pod %s %s: measuring its filesystem change: %w", c.podRef(), l, err)
+		return change{}, fmt.Errorf("pod %s %s: measuring its filesystem change: %w", r.pod, l, err)
 	}
 	n := uint64(max(u.Size, 0))
 	return change{bytes: n, tarBytes: n + uint64(max(u.Inodes, 0))*tarEntryBytes + tarEntryBytes}, nil
@@ -61,21 +72,21 @@ func (c *Committer) changeOf(ctx context.Context, l *freeze.Container) (change, 
 // baseOf measures the layers of l's base image: the committed snapshots
 // below its active one, as its snapshotter counts them, and a bound on
 // their tar.
-func (c *Committer) baseOf(ctx context.Context, l *freeze.Container) (change, error) {
-	sn := c.client.SnapshotService(l.Info.Snapshotter)
+func (r *room) baseOf(ctx context.Context, l *freeze.Container) (change, error) {
+	sn := r.client.SnapshotService(l.Info.Snapshotter)
 	var base change
 	key := l.Info.SnapshotKey
 	for {
 		st, err := sn.Stat(ctx, key)
 		if err != nil {
-			return change{}, fmt.Errorf("pod %s %s: measuring its base image's layers: %w", c.podRef(), l, err)
+			return change{}, fmt.Errorf("pod %s %s: measuring its base image's layers: %w", r.pod, l, err)
 		}
 		if st.Parent == "" {
 			return base, nil
 		}
 		u, err := sn.Usage(ctx, st.Parent)
 		if err != nil {
-			return change{}, fmt.Errorf("pod %s %s: measuring its base image's layers: %w", c.podRef(), l, err)
+			return change{}, fmt.Errorf("pod %s %s: measuring its base image's layers: %w", r.pod, l, err)
 		}
 		n := uint64(max(u.Size, 0))
 		base.bytes += n
@@ -84,7 +95,7 @@ func (c *Committer) baseOf(ctx context.Context, l *freeze.Container) (change, er
 	}
 }
 
-// checkRoom fails with diskbudget.ErrNoRoom, before anything is frozen,
+// check fails with diskbudget.ErrNoRoom, before anything is frozen,
 // when the node's disk has no room for what the snapshot of preps writes:
 // the copy of each upper directory (CopyDir), each layer file (LayerDir)
 // or, with memory, each checkpoint (its dump and rootfs-diff.tar in
@@ -95,92 +106,92 @@ func (c *Committer) baseOf(ctx context.Context, l *freeze.Container) (change, er
 // it free, beyond what the other snapshots running on the node reserved:
 // with CheckpointDir, which every run on the node mounts, this run's plan is
 // checked and reserved in the node's disk ledger there, until the push step
-// releases it (releaseRoom) or the Task pod is over. Memory is the
+// releases it (release) or the Task pod is over. Memory is the
 // containers' anonymous (and, on cgroup v2, shared) memory as their cgroups
 // count it; a container whose count cannot be read is logged and left out,
 // and a dump that fills the disk all the same is told apart afterwards
 // (checkpoint.Dumper.Dump).
-func (c *Committer) checkRoom(ctx context.Context, preps []*prepared, memory bool) error {
+func (r *room) check(ctx context.Context, preps []*prepared, memory bool) error {
 	var plan diskbudget.Plan
 	var scratch uint64
 	add := func(dir string, n uint64, what string) {
 		if err := plan.Add(dir, n, what); err != nil {
-			c.log.Printf("pod %s: %v", c.podRef(), err)
+			r.log.Printf("pod %s: %v", r.pod, err)
 		}
-		if dir != "" && (dir == c.cfg.CopyDir || dir == c.cfg.LayerDir) {
+		if dir != "" && (dir == r.cfg.CopyDir || dir == r.cfg.LayerDir) {
 			scratch += n
 		}
 	}
 	for _, p := range preps {
 		l := p.live
-		ch, err := c.changeOf(ctx, l)
+		ch, err := r.changeOf(ctx, l)
 		if err != nil {
 			return err
 		}
 		name := fmt.Sprintf("container %q", l.Target.Container)
 		if p.overlay != nil && p.overlay.CopyDir() != "" {
-			add(c.cfg.CopyDir, ch.bytes, "copy of the change of "+name)
+			add(r.cfg.CopyDir, ch.bytes, "copy of the change of "+name)
 		}
 		image := ch.tarBytes
 		if memory {
 			mem, err := memoryOf(ctx, l.Task)
 			if err != nil {
-				c.log.Printf("pod %s %s: not counting its memory against the disk: %v", c.podRef(), l, err)
+				r.log.Printf("pod %s %s: not counting its memory against the disk: %v", r.pod, l, err)
 			}
-			add(c.cfg.CheckpointDir, mem, "memory of "+name)
+			add(r.cfg.CheckpointDir, mem, "memory of "+name)
 			if p.selfContained {
 				// The whole root filesystem, staged by the squash first.
-				base, err := c.baseOf(ctx, l)
+				base, err := r.baseOf(ctx, l)
 				if err != nil {
 					return err
 				}
 				image += base.tarBytes
-				add(c.scratchDir(), image, "staged root filesystem of "+name)
+				add(r.scratch, image, "staged root filesystem of "+name)
 			}
-			add(c.cfg.CheckpointDir, image, "rootfs-diff.tar of "+name)
+			add(r.cfg.CheckpointDir, image, "rootfs-diff.tar of "+name)
 			image += mem
 		} else {
-			add(c.cfg.LayerDir, ch.tarBytes, "layer of "+name)
+			add(r.cfg.LayerDir, ch.tarBytes, "layer of "+name)
 		}
-		if c.cfg.KeepLocal && p.overlay != nil {
+		if r.cfg.KeepLocal && p.overlay != nil {
 			add(p.overlay.Upper(), 2*image, "kept copy of "+name)
 		}
 	}
-	if limit := c.cfg.ScratchLimit; limit > 0 && scratch > limit-limit/scratchMarginFraction {
+	if limit := r.cfg.ScratchLimit; limit > 0 && scratch > limit-limit/scratchMarginFraction {
 		return fmt.Errorf("pod %s: %w: the snapshot writes about %s to the commit pod's scratch, more than the pod may write there: %s, its ephemeral-storage limit (config-snapshot commit-ephemeral-storage) less a twentieth",
-			c.podRef(), diskbudget.ErrNoRoom, diskbudget.Size(scratch), diskbudget.Size(limit-limit/scratchMarginFraction))
+			r.pod, diskbudget.ErrNoRoom, diskbudget.Size(scratch), diskbudget.Size(limit-limit/scratchMarginFraction))
 	}
 	var err error
-	if c.cfg.CheckpointDir == "" {
+	if r.cfg.CheckpointDir == "" {
 		err = plan.Check(nil)
 	} else {
-		err = c.ledger(ctx).Reserve(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, &plan)
+		err = r.ledger(ctx).Reserve(r.cfg.Params.TaskPodUID, r.cfg.Params.RunID, &plan)
 	}
 	if err != nil {
-		return fmt.Errorf("pod %s: %w", c.podRef(), err)
+		return fmt.Errorf("pod %s: %w", r.pod, err)
 	}
 	return nil
 }
 
-// releaseRoom gives back what this run reserved in the node's disk ledger
-// (checkRoom): Push once its layer files and archives are gone, a failed
+// release gives back what this run reserved in the node's disk ledger
+// (check): Push once its layer files and archives are gone, a failed
 // commit once it has removed what it wrote, Discard on a signal.
-func (c *Committer) releaseRoom() {
-	if c.cfg.CheckpointDir == "" {
+func (r *room) release() {
+	if r.cfg.CheckpointDir == "" {
 		return
 	}
-	if err := c.ledger(context.Background()).Release(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID); err != nil {
-		c.log.Printf("pod %s: releasing its disk reservation: %v", c.podRef(), err)
+	if err := r.ledger(context.Background()).Release(r.cfg.Params.TaskPodUID, r.cfg.Params.RunID); err != nil {
+		r.log.Printf("pod %s: releasing its disk reservation: %v", r.pod, err)
 	}
 }
 
 // ledger is the node's disk ledger in CheckpointDir, whose runs are over
 // once their Task pod is (podRuns).
-func (c *Committer) ledger(ctx context.Context) diskbudget.Ledger {
+func (r *room) ledger(ctx context.Context) diskbudget.Ledger {
 	return diskbudget.Ledger{
-		Dir:  filepath.Join(c.cfg.CheckpointDir, ledgerDir),
-		Runs: func(owner string) (bool, error) { return c.podRuns(ctx, owner) },
-		Logf: c.log.Printf,
+		Dir:  filepath.Join(r.cfg.CheckpointDir, ledgerDir),
+		Runs: podRuns(ctx, r.client, r.cfg.Namespace),
+		Logf: r.log.Printf,
 	}
 }
 

@@ -21,7 +21,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/containerd/containerd/v2/pkg/archive/compression"
@@ -77,7 +76,7 @@ func (c *Committer) squashedWrite(ctx context.Context, p *prepared, n int, dir s
 	if err := json.Unmarshal(p.config["rootfs"], &rfs); err != nil {
 		return nil, fmt.Errorf("rootfs: %w", err)
 	}
-	blobs, err := push.NewBlobs(c.client.ContentStore(), c.layers(), c.remoteOptions(ctx))
+	blobs, err := push.NewBlobs(c.client.ContentStore(), c.ws.layers, c.remoteOptions(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -109,15 +108,4 @@ func (c *Committer) squashedWrite(ctx context.Context, p *prepared, n int, dir s
 		return pr, nil
 	})
 	return func(w io.Writer) error { return squash.Layers(srcs, dir, w) }, nil
-}
-
-// scratchDir is where a squash stages contents: the layer directory, else
-// the copy directory, else the system's temporary directory.
-func (c *Committer) scratchDir() string {
-	for _, d := range []string{c.cfg.LayerDir, c.cfg.CopyDir} {
-		if d != "" {
-			return d
-		}
-	}
-	return os.TempDir()
 }
