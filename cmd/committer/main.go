@@ -35,7 +35,6 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/dockerconfig"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
@@ -303,12 +302,12 @@ func execute(ctx context.Context, o options, params *task.Params, cm *atomic.Poi
 	}
 
 	if o.step == stepCommit || o.step == stepAll {
-		res, mode, err := commit(ctx, c, params)
+		res, err := c.Snapshot(ctx)
 		if err != nil {
 			return err
 		}
 		if err := errors.Join(committer.WriteResult(o.pauseWindowPath, committer.FormatPauseWindow(res.PauseWindow.Milliseconds())),
-			committer.WriteResult(o.snapshotModePath, mode)); err != nil {
+			committer.WriteResult(o.snapshotModePath, res.Mode)); err != nil {
 			return err
 		}
 	}
@@ -323,30 +322,4 @@ func execute(ctx context.Context, o options, params *task.Params, cm *atomic.Poi
 		}
 	}
 	return nil
-}
-
-// commit takes the snapshot params ask for and returns the mode it took: a
-// memory snapshot, or a filesystem one where the node cannot take that (it
-// cannot checkpoint, or its disk has no room for the memory) and params
-// allow the fallback.
-func commit(ctx context.Context, c *committer.Committer, params *task.Params) (*committer.CommitResult, string, error) {
-	if params.SnapshotMode != task.SnapshotModeMemory {
-		res, err := c.Commit(ctx)
-		return res, task.SnapshotModeFilesystem, err
-	}
-	res, err := c.Checkpoint(ctx)
-	if fallsBack(err, params.MemoryFallback) {
-		fmt.Fprintf(os.Stderr, "committer: %v; taking a filesystem snapshot instead (memory-fallback=%s)\n", err, params.MemoryFallback)
-		res, err = c.Commit(ctx)
-		return res, task.SnapshotModeFilesystem, err
-	}
-	return res, task.SnapshotModeMemory, err
-}
-
-// fallsBack tells whether a memory snapshot that failed with err is taken as
-// a filesystem one under fallback: when the node cannot checkpoint or has no
-// disk room for the memory, and everything was thawed.
-func fallsBack(err error, fallback string) bool {
-	return (errors.Is(err, checkpoint.ErrUnsupported) || errors.Is(err, diskbudget.ErrNoRoom)) &&
-		!errors.Is(err, freeze.ErrThawFailed) && fallback == task.MemoryFallbackFilesystem
 }

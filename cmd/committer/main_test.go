@@ -57,35 +57,6 @@ func TestFailExitCodes(t *testing.T) {
 	}
 }
 
-// TestFallsBack checks which failed memory snapshots memory-fallback takes
-// as filesystem ones: those of a node that cannot checkpoint or has no room
-// for the memory, with everything thawed, and only when asked.
-func TestFallsBack(t *testing.T) {
-	unsupported := fmt.Errorf("pod a/b: %w: criu failed", checkpoint.ErrUnsupported)
-	noRoom := fmt.Errorf("pod a/b: %w", diskbudget.ErrNoRoom)
-	for _, tc := range []struct {
-		name     string
-		err      error
-		fallback string
-		want     bool
-	}{
-		{"unsupported", unsupported, task.MemoryFallbackFilesystem, true},
-		{"no room", noRoom, task.MemoryFallbackFilesystem, true},
-		{"unsupported, no fallback asked", unsupported, task.MemoryFallbackNone, false},
-		{"no room, no fallback asked", noRoom, task.MemoryFallbackNone, false},
-		{"unsupported and not thawed", errors.Join(unsupported, freeze.ErrThawFailed), task.MemoryFallbackFilesystem, false},
-		{"past max-pause", fmt.Errorf("%w: criu failed", freeze.ErrMaxPauseExceeded), task.MemoryFallbackFilesystem, false},
-		{"push failed", errors.New("push failed"), task.MemoryFallbackFilesystem, false},
-		{"succeeded", nil, task.MemoryFallbackFilesystem, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := fallsBack(tc.err, tc.fallback); got != tc.want {
-				t.Errorf("fallsBack(%v, %s) = %t, want %t", tc.err, tc.fallback, got, tc.want)
-			}
-		})
-	}
-}
-
 // TestRequiredIDs checks that the committer refuses to start without the
 // pod UID or the run ID.
 func TestRequiredIDs(t *testing.T) {

@@ -18,16 +18,8 @@ package committer
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-
-	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/pkg/namespaces"
-	"github.com/containerd/errdefs"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/cri"
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 )
 
 // A checkpoint archive holds a sandbox's memory from the commit step's dump
@@ -61,33 +53,4 @@ func (c *Committer) Discard() int {
 	n := c.ws.discard()
 	c.room.release()
 	return n
-}
-
-// podRuns returns what tells whether a container of the pod whose UID is
-// uid (its sandbox included) runs, is paused or is created in containerd
-// namespace ns; a pod with none left, or only stopped ones, is over.
-func podRuns(ctx context.Context, c *client.Client, ns string) func(uid string) (bool, error) {
-	ctx = namespaces.WithNamespace(ctx, ns)
-	return func(uid string) (bool, error) {
-		list, err := c.Containers(ctx, fmt.Sprintf("labels.%q==%s", cri.LabelPodUID, strconv.Quote(uid)))
-		if err != nil {
-			return false, fmt.Errorf("listing the containers of task pod %s in containerd namespace %s: %w", uid, ns, err)
-		}
-		for _, ctr := range list {
-			task, err := ctr.Task(ctx, nil)
-			if errdefs.IsNotFound(err) {
-				continue
-			} else if err != nil {
-				return false, fmt.Errorf("task pod %s container %s: loading its task: %w", uid, freeze.ShortID(ctr.ID()), err)
-			}
-			st, err := task.Status(ctx)
-			if errdefs.IsNotFound(err) || err == nil && st.Status == client.Stopped {
-				continue
-			} else if err != nil {
-				return false, fmt.Errorf("task pod %s container %s: its task's status: %w", uid, freeze.ShortID(ctr.ID()), err)
-			}
-			return true, nil
-		}
-		return false, nil
-	}
 }

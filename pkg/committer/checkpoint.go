@@ -134,7 +134,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 			c.room.release()
 		}
 	}()
-	res = &CommitResult{}
+	res = &CommitResult{Mode: task.SnapshotModeMemory}
 	var at time.Time
 	res.PauseWindow, err = c.frz.WhileFrozen(ctx, live, func(pctx context.Context) error {
 		at = time.Now()
@@ -173,9 +173,9 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 // completeArchive completes the checkpoint archive rec names, where CRIU's
 // dump is (taken when the containers were frozen, at), and leaves rec for
 // the push step, which builds the checkpoint image from it
-// (buildCheckpoint): one layer holding the archive's files (zstd where that
-// pays, checkpointLayerType), and on the manifest the annotations that make
-// containerd's CRI restore from it.
+// (checkpointImages.build): one layer holding the archive's files (zstd
+// where that pays, checkpoint.LayerType), and on the manifest the
+// annotations that make containerd's CRI restore from it.
 func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *checkpoint.Record, at time.Time) (*Committed, error) {
 	l, dir := p.live, c.ws.records.ArchiveDir(rec)
 	fail := func(format string, a ...any) error {

@@ -21,11 +21,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"runtime"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/leases"
@@ -37,6 +39,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/push"
 )
 
 // A memory snapshot's image is built in the push step, from the checkpoint
@@ -47,33 +50,44 @@ import (
 // upload (and once more to keep the image on the node), never copied into a
 // layer file first.
 
-// buildCheckpoint builds the image of ci's memory snapshot as it uploads its
-// layer to ci's repository (uploadCheckpointLayer), then writes its config
+// checkpointImages builds the images of memory snapshots in the push step
+// (build), and keeps them on the node beside the upload (ingest).
+type checkpointImages struct {
+	client *client.Client
+	ws     *workspace
+	pusher *push.Pusher
+	runID  string
+	pod    string
+	log    *log.Logger
+}
+
+// build builds the image of ci's memory snapshot as it uploads its
+// layer to ci's repository (uploadLayer), then writes its config
 // and manifest into containerd under the working name, as the commit step
 // does a filesystem snapshot's. It fills ci as readCommitted does, the layer
 // marked uploaded.
-func (s *pushStep) buildCheckpoint(ctx context.Context, ci *committedImage) error {
+func (b *checkpointImages) build(ctx context.Context, ci *committedImage) error {
 	rec := ci.checkpoint
 	start := time.Now()
-	layer, diffID, tarSize, err := s.uploadCheckpointLayer(ctx, ci)
+	layer, diffID, tarSize, err := b.uploadLayer(ctx, ci)
 	if err != nil {
 		return fmt.Errorf("uploading the checkpoint's layer: %w", err)
 	}
-	s.log.Printf("pod %s container %q: uploaded the checkpoint's layer %s (%d bytes, %s) in %s",
-		s.pod, ci.target.Container, layer.Digest, layer.Size, layer.MediaType, time.Since(start).Round(time.Millisecond))
+	b.log.Printf("pod %s container %q: uploaded the checkpoint's layer %s (%d bytes, %s) in %s",
+		b.pod, ci.target.Container, layer.Digest, layer.Size, layer.MediaType, time.Since(start).Round(time.Millisecond))
 	// The config and manifest are referenced by nothing until the image
 	// record names them: a lease keeps containerd's garbage collector off
 	// them till then.
-	lctx, done, err := s.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	lctx, done, err := b.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
 	if err != nil {
 		return fmt.Errorf("creating containerd lease: %w", err)
 	}
 	defer func() {
 		if derr := done(context.WithoutCancel(lctx)); derr != nil {
-			s.log.Printf("pod %s container %q: deleting lease: %v", s.pod, ci.target.Container, derr)
+			b.log.Printf("pod %s container %q: deleting lease: %v", b.pod, ci.target.Container, derr)
 		}
 	}()
-	m, err := s.writeCheckpointConfig(lctx, rec, layer, diffID)
+	m, err := b.writeConfig(lctx, rec, layer, diffID)
 	if err != nil {
 		return err
 	}
@@ -82,19 +96,19 @@ func (s *pushStep) buildCheckpoint(ctx context.Context, ci *committedImage) erro
 	for k, v := range rec.Labels {
 		labels[k] = v
 	}
-	mdesc, raw, err := s.ws.saveImage(lctx, ci.target, m, labels)
+	mdesc, raw, err := b.ws.saveImage(lctx, ci.target, m, labels)
 	if err != nil {
 		return err
 	}
-	ci.image = images.Image{Name: s.ws.name(ci.target), Target: mdesc, Labels: labels}
+	ci.image = images.Image{Name: b.ws.name(ci.target), Target: mdesc, Labels: labels}
 	ci.raw, ci.manifest, ci.uploaded = raw, m, layer.Digest
 	return nil
 }
 
-// writeCheckpointConfig writes into containerd the config of rec's image,
+// writeConfig writes into containerd the config of rec's image,
 // whose one layer is layer with diffID, and returns its manifest: the same
 // bytes from the upload and from the pass that keeps the image on the node.
-func (s *pushStep) writeCheckpointConfig(ctx context.Context, rec *checkpoint.Record, layer ocispec.Descriptor, diffID digest.Digest) (ocispec.Manifest, error) {
+func (b *checkpointImages) writeConfig(ctx context.Context, rec *checkpoint.Record, layer ocispec.Descriptor, diffID digest.Digest) (ocispec.Manifest, error) {
 	cfg, err := json.Marshal(ocispec.Image{
 		Created:  &rec.Created,
 		Platform: ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"},
@@ -105,7 +119,7 @@ func (s *pushStep) writeCheckpointConfig(ctx context.Context, rec *checkpoint.Re
 		return ocispec.Manifest{}, fmt.Errorf("encoding image config: %w", err)
 	}
 	cfgDesc := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageConfig, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))}
-	if err := oci.WriteBlob(ctx, s.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
+	if err := oci.WriteBlob(ctx, b.client.ContentStore(), cfgDesc, cfg, nil); err != nil {
 		return ocispec.Manifest{}, fmt.Errorf("writing config: %w", err)
 	}
 	return ocispec.Manifest{
@@ -117,12 +131,12 @@ func (s *pushStep) writeCheckpointConfig(ctx context.Context, rec *checkpoint.Re
 	}, nil
 }
 
-// uploadCheckpointLayer uploads the layer of ci's archive, hashed as it is
+// uploadLayer uploads the layer of ci's archive, hashed as it is
 // sent (push.Pusher.UploadStream), and returns its descriptor, its diff ID
 // and the size of its tar. A registry that refuses chunks gets it in one
 // request, its digest found by a pass of its own first.
-func (s *pushStep) uploadCheckpointLayer(ctx context.Context, ci *committedImage) (ocispec.Descriptor, digest.Digest, int64, error) {
-	rec, dir := ci.checkpoint, s.ws.records.ArchiveDir(ci.checkpoint)
+func (b *checkpointImages) uploadLayer(ctx context.Context, ci *committedImage) (ocispec.Descriptor, digest.Digest, int64, error) {
+	rec, dir := ci.checkpoint, b.ws.records.ArchiveDir(ci.checkpoint)
 	// Each pass of the archive (one, unless the upload starts again) gives
 	// the tar's digest and size.
 	var mu sync.Mutex
@@ -141,7 +155,7 @@ func (s *pushStep) uploadCheckpointLayer(ctx context.Context, ci *committedImage
 		}()
 		return pr, nil
 	}
-	layer, err := s.pusher.UploadStream(ctx, ci.target.Tag.Context(), rec.MediaType, open, func() (ocispec.Descriptor, error) {
+	layer, err := b.pusher.UploadStream(ctx, ci.target.Tag.Context(), rec.MediaType, open, func() (ocispec.Descriptor, error) {
 		return checkpoint.ArchiveLayer(dir, rec.MediaType)
 	})
 	if err != nil {
@@ -155,27 +169,27 @@ func (s *pushStep) uploadCheckpointLayer(ctx context.Context, ci *committedImage
 	return layer, tarDigest, tarSize, nil
 }
 
-// ingestCheckpoint keeps ci's memory snapshot on this node, beside the
+// ingest keeps ci's memory snapshot on this node, beside the
 // upload: a pass of its own over the archive writes the layer into
 // containerd's content store, which hashes it, and containerd unpacks the
 // image, under a lease; once built is closed, the image the upload built
 // must be the same (its record then holds what was unpacked). It does not
 // wait for the upload's digest: unpacking, on a node as busy as the upload,
 // takes as long as the upload itself.
-func (s *pushStep) ingestCheckpoint(ctx context.Context, ci *committedImage, built <-chan struct{}) (err error) {
+func (b *checkpointImages) ingest(ctx context.Context, ci *committedImage, built <-chan struct{}) (err error) {
 	rec := ci.checkpoint
-	lctx, done, err := s.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
+	lctx, done, err := b.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
 	if err != nil {
 		return fmt.Errorf("creating containerd lease: %w", err)
 	}
 	defer done(context.WithoutCancel(ctx))
-	cs := s.client.ContentStore()
-	ref := "sandbox-ingest-checkpoint-" + s.cfg.Params.RunID + "-" + ci.target.Container
+	cs := b.client.ContentStore()
+	ref := "sandbox-ingest-checkpoint-" + b.runID + "-" + ci.target.Container
 	// A failed ingest leaves no part of the sandbox's memory in containerd.
 	defer func() {
 		if err != nil {
 			if aerr := cs.Abort(context.WithoutCancel(ctx), ref); aerr != nil && !errdefs.IsNotFound(aerr) {
-				s.log.Printf("pod %s container %q: aborting ingest %s: %v", s.pod, ci.target.Container, ref, aerr)
+				b.log.Printf("pod %s container %q: aborting ingest %s: %v", b.pod, ci.target.Container, ref, aerr)
 			}
 		}
 	}()
@@ -188,7 +202,7 @@ func (s *pushStep) ingestCheckpoint(ctx context.Context, ci *committedImage, bui
 		return err
 	}
 	cnt := &oci.CountingWriter{}
-	diffID, tarSize, err := checkpoint.WriteArchiveLayer(io.MultiWriter(w, cnt), s.ws.records.ArchiveDir(rec), rec.MediaType)
+	diffID, tarSize, err := checkpoint.WriteArchiveLayer(io.MultiWriter(w, cnt), b.ws.records.ArchiveDir(rec), rec.MediaType)
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint's layer into containerd: %w", err)
 	}
@@ -204,7 +218,7 @@ func (s *pushStep) ingestCheckpoint(ctx context.Context, ci *committedImage, bui
 	if err != nil && !errdefs.IsAlreadyExists(err) {
 		return fmt.Errorf("committing the checkpoint's layer %s into containerd: %w", layer.Digest, err)
 	}
-	m, err := s.writeCheckpointConfig(lctx, rec, layer, diffID)
+	m, err := b.writeConfig(lctx, rec, layer, diffID)
 	if err != nil {
 		return err
 	}
@@ -212,11 +226,11 @@ func (s *pushStep) ingestCheckpoint(ctx context.Context, ci *committedImage, bui
 	if err != nil {
 		return err
 	}
-	if err := keep.Unpack(lctx, s.client, images.Image{Name: s.ws.name(ci.target), Target: mdesc, Labels: rec.Labels}); err != nil {
+	if err := keep.Unpack(lctx, b.client, images.Image{Name: b.ws.name(ci.target), Target: mdesc, Labels: rec.Labels}); err != nil {
 		return err
 	}
-	s.log.Printf("pod %s container %q: unpacked the checkpoint's image %s (%d bytes, %d unpacked) for a resume on this node",
-		s.pod, ci.target.Container, mdesc.Digest, layer.Size, tarSize)
+	b.log.Printf("pod %s container %q: unpacked the checkpoint's image %s (%d bytes, %d unpacked) for a resume on this node",
+		b.pod, ci.target.Container, mdesc.Digest, layer.Size, tarSize)
 	select {
 	case <-built:
 	case <-ctx.Done():

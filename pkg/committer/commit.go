@@ -29,7 +29,6 @@ import (
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/diff"
-	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/leases"
 	"github.com/containerd/containerd/v2/pkg/rootfs"
 	"github.com/opencontainers/go-digest"
@@ -42,55 +41,6 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
-
-const (
-	historyComment       = "sandbox-snapshot-operator commit"
-	leaseExpiration      = time.Hour
-	mediaTypeDockerGzip  = images.MediaTypeDockerSchema2LayerGzip
-	mediaTypeDockerManif = images.MediaTypeDockerSchema2Manifest
-)
-
-// Committed describes one image created by the commit step. Of a memory
-// snapshot, whose image the push step builds, it has no Manifest, and of
-// its Layer only the media type.
-type Committed struct {
-	Target task.Target
-	// Manifest is the descriptor of the new manifest in containerd.
-	Manifest ocispec.Descriptor
-	// DiffSize is the size of the uncompressed layer diff (of a memory
-	// snapshot, of the checkpoint archive's files).
-	DiffSize int64
-	// Layer is the descriptor of the new compressed layer.
-	Layer ocispec.Descriptor
-}
-
-// CommitResult is what the commit step produced.
-type CommitResult struct {
-	Images []Committed
-	// PauseWindow is the time from the first pause call to the last resume.
-	PauseWindow time.Duration
-}
-
-// prepared holds everything read before the pause, so that the pause window
-// only contains the diffs.
-type prepared struct {
-	live        *freeze.Container
-	baseName    string
-	manifestMT  string
-	manifestDgs digest.Digest
-	manifest    ocispec.Manifest
-	config      map[string]json.RawMessage
-	configMT    string
-	sourceRepos []string
-	// overlay is set when the overlay differ applies; upper is its result.
-	overlay *overlay.Plan
-	upper   *overlay.Diff
-	// diff is the walking differ's uncompressed layer otherwise.
-	diff ocispec.Descriptor
-	// selfContained marks a memory snapshot that holds the whole root
-	// filesystem, over the restore base (restoreBases).
-	selfContained bool
-}
 
 // Commit pauses every target container, diffs each rootfs, thaws them all,
 // and then stores one new image per container in containerd, under its
@@ -127,7 +77,7 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 		}
 	}()
 
-	res = &CommitResult{}
+	res = &CommitResult{Mode: task.SnapshotModeFilesystem}
 	if res.PauseWindow, err = c.frz.WhileFrozen(ctx, live, func(pctx context.Context) error { return c.diffAll(pctx, preps) }); err != nil {
 		return nil, err
 	}
@@ -368,45 +318,4 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	c.log.Printf("pod %s %s committed as %s (manifest %s, %d layers, diff %d bytes, layer %d bytes)",
 		c.pod, l, c.ws.name(l.Target), mdesc.Digest, len(m.Layers), diffSize, layer.Size)
 	return &Committed{Target: l.Target, Manifest: mdesc, DiffSize: diffSize, Layer: layer}, nil
-}
-
-// appendLayerToConfig appends a diff ID and a history entry to an image
-// config, in place of its last squashed ones (ownLayers), keeping every
-// field it does not know about.
-func appendLayerToConfig(cfg map[string]json.RawMessage, squashed int, diffID digest.Digest, now time.Time, createdBy string) ([]byte, error) {
-	out := make(map[string]json.RawMessage, len(cfg)+3)
-	for k, v := range cfg {
-		out[k] = v
-	}
-	var rfs ocispec.RootFS
-	if raw, ok := cfg["rootfs"]; ok {
-		if err := json.Unmarshal(raw, &rfs); err != nil {
-			return nil, fmt.Errorf("rootfs: %w", err)
-		}
-	}
-	if rfs.Type == "" {
-		rfs.Type = "layers"
-	}
-	var hist []ocispec.History
-	if raw, ok := cfg["history"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &hist); err != nil {
-			return nil, fmt.Errorf("history: %w", err)
-		}
-	}
-	if squashed > len(rfs.DiffIDs) || squashed > len(hist) {
-		return nil, fmt.Errorf("squashing %d layers of %d, with %d history entries", squashed, len(rfs.DiffIDs), len(hist))
-	}
-	rfs.DiffIDs = append(rfs.DiffIDs[:len(rfs.DiffIDs)-squashed:len(rfs.DiffIDs)-squashed], diffID)
-	hist = append(hist[:len(hist)-squashed:len(hist)-squashed], ocispec.History{Created: &now, CreatedBy: createdBy, Comment: historyComment})
-	var err error
-	if out["rootfs"], err = json.Marshal(rfs); err != nil {
-		return nil, err
-	}
-	if out["history"], err = json.Marshal(hist); err != nil {
-		return nil, err
-	}
-	if out["created"], err = json.Marshal(now); err != nil {
-		return nil, err
-	}
-	return json.Marshal(out)
 }

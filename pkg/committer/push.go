@@ -35,7 +35,6 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/push"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
@@ -75,7 +74,8 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &pushStep{cfg: &c.cfg, client: c.client, ws: c.ws, keeper: c.keeper, pusher: pusher, pod: c.pod, log: c.log}
+	s := &pushStep{cfg: &c.cfg, client: c.client, ws: c.ws, keeper: c.keeper, pusher: pusher, pod: c.pod, log: c.log,
+		checkpoints: &checkpointImages{client: c.client, ws: c.ws, pusher: pusher, runID: c.cfg.Params.RunID, pod: c.pod, log: c.log}}
 	out, err := s.run(ctx)
 	return out, pusher.Stats(), err
 }
@@ -89,6 +89,8 @@ type pushStep struct {
 	pusher *push.Pusher
 	pod    string
 	log    *log.Logger
+	// checkpoints builds the images of memory snapshots.
+	checkpoints *checkpointImages
 }
 
 // run pushes every committed image and keeps or removes it (Push).
@@ -131,7 +133,7 @@ func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 			go func() {
 				var err error
 				if ci.checkpoint != nil {
-					err = s.ingestCheckpoint(ctx, ci, built[i])
+					err = s.checkpoints.ingest(ctx, ci, built[i])
 				} else if err = s.ws.layers.Ingest(ctx, ci.manifest); err == nil {
 					err = keep.Unpack(ctx, s.client, ci.image)
 				}
@@ -154,7 +156,7 @@ func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 			var err error
 			ci := committed[i]
 			if ci.checkpoint != nil {
-				err = s.buildCheckpoint(gctx, ci)
+				err = s.checkpoints.build(gctx, ci)
 			}
 			close(built[i])
 			var pushed digest.Digest
@@ -258,21 +260,6 @@ func unpush(ctx context.Context, reg registry.Client, tag name.Tag, d name.Diges
 		}
 	}
 	return nil
-}
-
-// committedImage is a committed image as the commit step left it; for a
-// memory snapshot, checkpoint, until the push builds its image.
-type committedImage struct {
-	target   task.Target
-	image    images.Image
-	raw      []byte
-	manifest ocispec.Manifest
-
-	checkpoint *checkpoint.Record
-	// uploaded is the layer the push uploaded as it built it.
-	uploaded digest.Digest
-	// put is the manifest the push may have put in the registry.
-	put digest.Digest
 }
 
 // read reads what this run's commit step left for t: the record of a

@@ -38,34 +38,6 @@ import (
 // after the thaw, on top of the sandbox's original base, whose layers stay
 // shared.
 
-// ownLayers is how many of an image's last layers earlier commits of this
-// committer added: the trailing history entries it wrote, when the config's
-// diff IDs are the manifest's layers (0 otherwise, and nothing is squashed).
-func ownLayers(cfg map[string]json.RawMessage, layers int) int {
-	var img struct {
-		RootFS  ocispec.RootFS    `json:"rootfs"`
-		History []ocispec.History `json:"history"`
-	}
-	for k, v := range map[string]any{"rootfs": &img.RootFS, "history": &img.History} {
-		if raw, ok := cfg[k]; ok {
-			if err := json.Unmarshal(raw, v); err != nil {
-				return 0
-			}
-		}
-	}
-	if len(img.RootFS.DiffIDs) != layers {
-		return 0
-	}
-	n := 0
-	for i := len(img.History) - 1; i >= 0 && n < layers; i-- {
-		if h := img.History[i]; h.Comment != historyComment || h.EmptyLayer {
-			break
-		}
-		n++
-	}
-	return n
-}
-
 // squashedWrite returns what writes the layer of a commit that squashes the
 // last n layers of its base image (earlier commits) and its change into
 // one: those layers read from containerd's content store, else from the
