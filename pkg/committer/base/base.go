@@ -14,9 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package base finds the image a container's root filesystem was unpacked
-// from, by the identity of its layers rather than by name: in containerd,
-// or, where containerd no longer holds it, in its registry.
+// Package base finds the image a container's root filesystem was unpacked from,
+// by its layers rather than its name: in containerd or, where containerd no
+// longer holds it, in its registry.
 package base
 
 import (
@@ -48,28 +48,26 @@ type Image struct {
 // Resolver finds the base images of one pod's containers.
 type Resolver struct {
 	client *client.Client
-	// remote reaches the registries a base is looked up in; insecure lets
-	// their names be plain HTTP.
+	// remote reaches the registries bases are looked up in; insecure allows
+	// plain HTTP.
 	remote   []remote.Option
 	insecure bool
-	// pod names the pod in messages.
+	// pod names the pod in log messages.
 	pod string
 	log *log.Logger
 }
 
-// New returns a Resolver of pod's bases in c, looking them up in their
-// registries through remote.
+// New returns a Resolver of pod's bases in c, looking them up in registries
+// through remote.
 func New(c *client.Client, remote []remote.Option, insecure bool, pod string, log *log.Logger) *Resolver {
 	return &Resolver{client: c, remote: remote, insecure: insecure, pod: pod, log: log}
 }
 
-// Resolve finds the image whose layers are the container snapshot's
-// parent chain, by identity rather than by name: a tag the node re-pulled
-// since the container started points to other layers, and a diff against
-// the real parent stacked on those would be a wrong image. It tries the
-// image the container names, the image ID the CRI plugin recorded, then
-// every image in the namespace; when the CRI plugin recorded an image ID,
-// the config must be that one too.
+// Resolve finds the image whose layers are the snapshot's parent chain, by
+// identity, not name: a tag re-pulled since the container started names other
+// layers, and the diff stacked on those would be a wrong image. It tries the
+// container's image, the CRI image ID, every image in the namespace, then the
+// registry; a recorded CRI image ID must be the config too.
 func (r *Resolver) Resolve(ctx context.Context, l *freeze.Container, parent string) (*Image, error) {
 	is := r.client.ImageService()
 	cs := r.client.ContentStore()
@@ -137,10 +135,9 @@ func (r *Resolver) Resolve(ctx context.Context, l *freeze.Container, parent stri
 		want, now, strings.Join(fetchedNot, "; "))
 }
 
-// Name picks the name recorded as the committed image's base: the name
-// the container was created with when it is the base, otherwise a digest
-// reference, otherwise a tag, of an image with the same target. Bare image
-// IDs ("sha256:…") are not references.
+// Name picks the base name recorded on the committed image among those with b's
+// target: the container's image name, else a digest reference, else a tag; bare
+// image IDs ("sha256:…") are not references.
 func (r *Resolver) Name(ctx context.Context, l *freeze.Container, b *Image) string {
 	names := []string{b.Record.Name}
 	if others, err := r.client.ImageService().List(ctx, "target.digest=="+b.Record.Target.Digest.String()); err == nil {

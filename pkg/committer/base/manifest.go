@@ -38,16 +38,12 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// fetchBase looks the container's base image up in its registry, for a
-// container whose image record containerd no longer holds (a kept image
-// evicted, an image garbage-collected by the kubelet): the container's
-// root filesystem outlives the record, the manifest and config it was
-// unpacked from do not. It tries the name the container was created with,
-// then the image its pod asked for (the CRI plugin's image-name
-// annotation), and accepts only a manifest whose layers are the snapshot's
-// parent chain, with the config the CRI plugin recorded. That manifest and
-// config are written to the content store under the commit's lease. It
-// also says what it tried, for the error when nothing matched.
+// fetchBase looks the base up in its registry when containerd lost its record
+// (kept image evicted, kubelet image GC): the rootfs outlives the record, its
+// manifest and config do not. It tries the container's image name, then the CRI
+// image-name annotation, and accepts only a manifest with the parent chain and
+// the recorded config, storing both under the commit's lease. It also returns
+// what it tried, for the error when nothing matched.
 func (r *Resolver) fetchBase(ctx context.Context, l *freeze.Container, parent string, recorded digest.Digest) (*Image, []string) {
 	refs := []string{l.Info.Image}
 	if spec, err := l.Container.Spec(ctx); err == nil && spec.Annotations[cri.AnnotationImageName] != "" {
@@ -82,10 +78,9 @@ func (r *Resolver) fetchBase(ctx context.Context, l *freeze.Container, parent st
 	return nil, tried
 }
 
-// fetchManifest reads ref from its registry and returns, written to the
-// content store, the manifest (of an index: the platform manifests, the
-// default platform first) whose config has the rootfs parent chain and, when
-// recorded is set, that digest; nil when none has.
+// fetchManifest returns, stored in the content store, the manifest of ref (of
+// an index, default platform first) whose config has chain parent and, when
+// set, digest recorded; nil when none has.
 func (r *Resolver) fetchManifest(ctx context.Context, ref name.Reference, parent string, recorded digest.Digest) (*Image, error) {
 	opts := r.remote
 	desc, err := remote.Get(ref, opts...)
@@ -181,8 +176,8 @@ func chainOrNone(chain digest.Digest) string {
 	return chain.String()
 }
 
-// manifestChain reads a manifest and its config and returns the chain ID of
-// the config's rootfs diff IDs (empty for an image without layers).
+// manifestChain returns the chain ID of desc's rootfs diff IDs (empty without
+// layers) and the manifest.
 func manifestChain(ctx context.Context, cs content.Provider, desc ocispec.Descriptor) (digest.Digest, ocispec.Manifest, error) {
 	var m ocispec.Manifest
 	raw, err := content.ReadBlob(ctx, cs, desc)
@@ -203,9 +198,8 @@ func manifestChain(ctx context.Context, cs content.Provider, desc ocispec.Descri
 	return identity.ChainID(cfg.RootFS.DiffIDs), m, nil
 }
 
-// platformCandidates lists the manifests an image target stands for: the
-// target itself, or an index's manifests, those of the default platform
-// first. Nested indexes are not followed.
+// platformCandidates lists target itself or an index's manifests, default
+// platform first; nested indexes are not followed.
 func platformCandidates(ctx context.Context, cs content.Provider, target ocispec.Descriptor) ([]ocispec.Descriptor, error) {
 	switch target.MediaType {
 	case ocispec.MediaTypeImageManifest, images.MediaTypeDockerSchema2Manifest:
@@ -237,10 +231,9 @@ func platformCandidates(ctx context.Context, cs content.Provider, target ocispec
 	}
 }
 
-// matchManifest returns the manifest of target whose layers' chain ID is
-// parent (and whose config is recorded, when given), or nil. For an index,
-// every platform manifest held locally is checked, not only the first that
-// matches the platform loosely. Missing content is no match.
+// matchManifest returns target's manifest with chain ID parent (and config
+// recorded, if given), or nil. It checks every local platform manifest, not
+// only the first loose match; missing content is no match.
 func matchManifest(ctx context.Context, cs content.Provider, target ocispec.Descriptor, parent string, recorded digest.Digest) (*ocispec.Descriptor, error) {
 	cands, err := platformCandidates(ctx, cs, target)
 	if err != nil {
@@ -264,8 +257,8 @@ func matchManifest(ctx context.Context, cs content.Provider, target ocispec.Desc
 	return nil, nil
 }
 
-// firstManifestChain describes what an image target holds for the error
-// message: its first readable platform manifest and that manifest's chain.
+// firstManifestChain returns target's first readable platform manifest and its
+// chain, for errors.
 func firstManifestChain(ctx context.Context, cs content.Provider, target ocispec.Descriptor) (ocispec.Descriptor, digest.Digest, error) {
 	cands, err := platformCandidates(ctx, cs, target)
 	if err != nil {

@@ -29,14 +29,13 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// maxRepositories bounds the repositories Repositories lists, which a
-// label of the committed image records.
+// maxRepositories bounds Repositories, which a label of the committed image
+// records.
 const maxRepositories = 16
 
-// Repositories lists the repositories the layers of img, whose manifest is
-// mdesc, can be fetched from: the names of every image record with the
-// same target, then the distribution source labels containerd put on the
-// manifest blob when pulling.
+// Repositories lists the repositories img's layers can be fetched from: the
+// names of image records with its target, then the distribution source labels
+// containerd put on manifest mdesc when pulling.
 func Repositories(ctx context.Context, c *client.Client, img images.Image, mdesc ocispec.Descriptor) []string {
 	seen := map[string]bool{}
 	var out []string

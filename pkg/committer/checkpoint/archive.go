@@ -37,14 +37,13 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// staleCheckpointAge is the age past which an archive that names no Task
-// pod (one of an earlier version, or of a run outside a pod) is taken for
-// one a killed run left: a run reads its own within minutes.
+// staleCheckpointAge is the age past which an archive naming no Task pod is
+// taken as left by a killed run: a run reads its own within minutes.
 const staleCheckpointAge = time.Hour
 
-// ArchiveName is the name, in CheckpointDir, of the archive of container's
-// memory snapshot in run, written in the Task pod taskPodUID (none when
-// empty). '_' is in no UID, run ID or container name.
+// ArchiveName names container's archive of run in CheckpointDir, prefixed by
+// taskPodUID when set. '_' separates them: it is in no UID, run ID or container
+// name.
 func ArchiveName(taskPodUID, run, container string) string {
 	if taskPodUID == "" {
 		return run + "-" + container
@@ -52,8 +51,8 @@ func ArchiveName(taskPodUID, run, container string) string {
 	return taskPodUID + "_" + run + "-" + container
 }
 
-// archiveOwner returns the UID of the Task pod that owns the archive named
-// name, or "" when its name carries none.
+// archiveOwner returns the Task pod UID in an archive's name, or "" when it has
+// none.
 func archiveOwner(name string) string {
 	owner, _, ok := strings.Cut(name, "_")
 	if !ok || task.ValidateID(task.FlagTaskPodUID, owner) != nil {
@@ -62,8 +61,8 @@ func archiveOwner(name string) string {
 	return owner
 }
 
-// Sweep removes the archives in dir of runs that are over, asking
-// runs whether a Task pod still runs.
+// Sweep removes the archives in dir whose run is over, asking runs whether a
+// Task pod still runs.
 func Sweep(dir string, runs func(taskPodUID string) (bool, error), logger *log.Logger) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -73,8 +72,7 @@ func Sweep(dir string, runs func(taskPodUID string) (bool, error), logger *log.L
 		return
 	}
 	for _, e := range entries {
-		// Earlier versions left archives as .tar files; the disk ledger is
-		// a dot directory.
+		// Earlier versions left .tar files; the disk ledger is a dot directory.
 		if !e.IsDir() && filepath.Ext(e.Name()) != ".tar" || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
@@ -105,8 +103,8 @@ func Sweep(dir string, runs func(taskPodUID string) (bool, error), logger *log.L
 	}
 }
 
-// Restrict leaves the archive in dir readable by root only: its
-// directories 0700 and its files 0600, whatever CRIU or runc wrote them as.
+// Restrict makes the archive in dir root-only (dirs 0700, files 0600), whatever
+// CRIU or runc wrote.
 func Restrict(dir string) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -122,24 +120,20 @@ func Restrict(dir string) error {
 	})
 }
 
-// minZstdSaving is the part of a checkpoint's sample that zstd must save for
-// its layer to be compressed. Below it, zstd and the hash of its output
-// would about double the CPU the layer takes, for a few percent less to
-// push.
+// minZstdSaving is the sampled saving below which zstd would double the layer's
+// CPU for little gain.
 const minZstdSaving = 0.10
 
-// A checkpoint is sampled before its layer is written: sampleWindows
-// windows of sampleWindow bytes, spread evenly through its files' bytes.
+// The sample is sampleWindows windows of sampleWindow bytes, spread evenly over
+// the archive.
 const (
 	sampleWindows = 64
 	sampleWindow  = 64 << 10
 )
 
-// LayerType returns the media type of the layer of the checkpoint
-// archive in dir, and the bytes of its files: zstd when it compresses a
-// sample of the archive's files by at least minZstdSaving, else a plain tar.
-// Memory may not compress (random, compressed or encrypted data), and then
-// a plain tar is written in half the time.
+// LayerType returns the layer media type of the archive in dir, zstd only when
+// a sample compresses by minZstdSaving (memory often does not), and the size of
+// its files.
 func LayerType(dir string) (string, int64, error) {
 	saving, size, err := zstdSaving(dir)
 	if err != nil {
@@ -151,9 +145,8 @@ func LayerType(dir string) (string, int64, error) {
 	return ocispec.MediaTypeImageLayerZstd, size, nil
 }
 
-// zstdSaving returns the part of its size that zstd, at its fastest level,
-// saves on a sample of the regular files under dir (0 when they are empty),
-// and the bytes of those files.
+// zstdSaving returns the fraction fastest-level zstd saves on a sample of dir's
+// files, and their size.
 func zstdSaving(dir string) (float64, int64, error) {
 	type file struct {
 		path string
@@ -183,8 +176,8 @@ func zstdSaving(dir string) (float64, int64, error) {
 	defer enc.Close()
 	buf := make([]byte, sampleWindow)
 	var sampled, compressed int64
-	// The files laid end to end, window i starts at byte i*total/sampleWindows
-	// and ends at its file's end at the latest.
+	// With the files end to end, window i starts at i*total/sampleWindows
+	// and stops at its file's end.
 	i, start := 0, int64(0)
 	at := func() int64 { return int64(i) * total / sampleWindows }
 	for _, fl := range files {
@@ -212,8 +205,8 @@ func zstdSaving(dir string) (float64, int64, error) {
 	return float64(sampled-compressed) / float64(sampled), total, nil
 }
 
-// tarDir writes the regular files and directories under dir to w as a tar,
-// named relative to dir, owned by root.
+// tarDir writes the regular files and directories under dir to w as a tar owned
+// by root.
 func tarDir(dir string, w io.Writer) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -262,11 +255,9 @@ func ArchiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
 	return layer, err
 }
 
-// WriteArchiveLayer writes to w the layer of the archive in dir: its files
-// as a tar, compressed when mediaType says (oci.Compressor). It returns the
-// tar's size and, when it is compressed, its digest; the layer's own digest
-// (a plain tar's, its diff ID too) is left to whoever reads w, which hashes
-// what it sends or stores.
+// WriteArchiveLayer writes the layer of the archive in dir to w and returns the
+// tar's digest (when compressed) and size. The reader of w computes the layer
+// digest from what it sends or stores.
 func WriteArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cnt := &oci.CountingWriter{}

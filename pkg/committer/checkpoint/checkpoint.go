@@ -14,10 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package checkpoint takes memory snapshots through containerd and CRIU:
-// whether a node and a restore can take one, the dump of a frozen container,
-// the files containerd's CRI restores from, and the archives they make on
-// the node.
+// Package checkpoint takes memory snapshots of frozen containers through
+// containerd and CRIU, and writes the files and archives containerd's CRI
+// restores from.
 package checkpoint
 
 import (
@@ -44,10 +43,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 )
 
-// ErrUnsupported reports a container whose processes cannot be checkpointed
-// and restored: a containerd older than 2.1, a runtime other than runc, no
-// CRIU on containerd's PATH, a process CRIU refuses, or a base image
-// containerd's restore cannot pull. Nothing is left frozen.
+// ErrUnsupported reports a container that cannot be checkpointed and restored
+// (containerd, runtime, CRIU or a base image the restore cannot pull). Nothing
+// is left frozen.
 var ErrUnsupported = errors.New("MemorySnapshotUnsupported")
 
 // Dumper checkpoints the containers of one pod through containerd.
@@ -66,12 +64,9 @@ func New(c *client.Client, pod string, log *log.Logger) *Dumper {
 // runcRuntime is the only runtime whose checkpoint options this step sets.
 const runcRuntime = "io.containerd.runc.v2"
 
-// Checkpointable fails with ErrUnsupported, before anything
-// is frozen, when the node's containerd cannot restore what this step
-// writes through the pod creation OpenSandbox's resume makes (before 2.1;
-// 2.2 and 2.3 with restore through CreateContainer turned off; 2.4 and
-// later, which restore only through the kubelet's RestorePod) or a
-// container's runtime is not runc.
+// Checkpointable fails with ErrUnsupported, before any freeze, unless every
+// runtime is runc and containerd restores on pod creation as OpenSandbox's
+// resume needs (2.1 to 2.3; 2.4+ only via RestorePod).
 func (d *Dumper) Checkpointable(ctx context.Context, live []*freeze.Container) error {
 	v, err := d.client.Version(ctx)
 	if err != nil {
@@ -102,10 +97,9 @@ func (d *Dumper) Checkpointable(ctx context.Context, live []*freeze.Container) e
 	return nil
 }
 
-// restoreViaCreateOff reports whether the CRI's configuration, as its
-// verbose status shows it, turns restore through CreateContainer off:
-// containerd 2.2.7 and 2.3.4 brought the setting, off unless set; earlier
-// 2.2 and 2.3 releases have none, and restore.
+// restoreViaCreateOff reports whether the CRI config turns restore via
+// CreateContainer off: containerd 2.2.7 and 2.3.4 added the setting, off by
+// default; earlier 2.2 and 2.3 releases always restore.
 func (d *Dumper) restoreViaCreateOff(ctx context.Context) (bool, error) {
 	rs := runtimeapi.NewRuntimeServiceClient(d.client.Conn().(*grpc.ClientConn))
 	r, err := rs.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
@@ -123,8 +117,8 @@ func (d *Dumper) restoreViaCreateOff(ctx context.Context) (bool, error) {
 
 var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)`)
 
-// majorMinor reads the major and minor numbers of a containerd version, as
-// "v2.1.3" or Debian's "1.6.20~ds1".
+// majorMinor parses a containerd version such as "v2.1.3" or Debian's
+// "1.6.20~ds1".
 func majorMinor(v string) (major, minor int, ok bool) {
 	m := versionRE.FindStringSubmatch(v)
 	if m == nil {
@@ -135,9 +129,8 @@ func majorMinor(v string) (major, minor int, ok bool) {
 	return major, minor, true
 }
 
-// Dump has CRIU dump l, frozen, through containerd's task API into dir's
-// checkpoint directory, with its log and statistics in dir, as containerd's
-// CRI does into the container's own directory. The container runs on.
+// Dump has CRIU dump frozen l into dir through containerd, as the CRI does; the
+// container runs on.
 func (d *Dumper) Dump(ctx context.Context, l *freeze.Container, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("pod %s %s: removing an earlier attempt's checkpoint: %w", d.pod, l, err)
@@ -161,9 +154,8 @@ func (d *Dumper) Dump(ctx context.Context, l *freeze.Container, dir string) erro
 	return nil
 }
 
-// dumpError names why a checkpoint failed: CRIU could not dump the
-// container (ErrUnsupported, with runc's and CRIU's own words:
-// no CRIU, or a process it refuses), or something else went wrong.
+// dumpError wraps ErrUnsupported when the error names CRIU: no CRIU, or a
+// process it refuses.
 func (d *Dumper) dumpError(l *freeze.Container, err error) error {
 	if strings.Contains(strings.ToLower(err.Error()), "criu") {
 		return fmt.Errorf("pod %s %s: %w: %v", d.pod, l, ErrUnsupported, err)
@@ -171,12 +163,9 @@ func (d *Dumper) dumpError(l *freeze.Container, err error) error {
 	return fmt.Errorf("pod %s %s: checkpointing: %w", d.pod, l, err)
 }
 
-// WriteDumps writes the files containerd's CRI restore reads besides CRIU's
-// dump, as its CheckpointContainer writes them: the OCI spec (spec.dump),
-// the CRI's view of the container (config.dump), naming the image a
-// restore starts from (restoreName, pinned as restoreRef), and its CRI
-// status st (status.dump), which the restored container's metadata comes
-// from.
+// WriteDumps writes, as CheckpointContainer does, the files the CRI restore
+// reads besides CRIU's dump: spec.dump, config.dump (restore base restoreName
+// pinned as restoreRef) and status.dump (st).
 func WriteDumps(l *freeze.Container, st *runtimeapi.ContainerStatus, dir string, at time.Time, restoreName, restoreRef string) error {
 	if l.Info.Spec == nil {
 		return errors.New("the container has no spec")
@@ -220,12 +209,11 @@ func (d *Dumper) Status(ctx context.Context, l *freeze.Container) (*runtimeapi.C
 	return r.GetStatus(), nil
 }
 
-// fullBelow is the free space under which a filesystem that a failed dump
-// wrote to is taken to have filled up: more than CRIU writes at a time.
+// fullBelow is more than CRIU writes at once: a failed dump's filesystem with
+// less free counts as full.
 const fullBelow = 16 << 20
 
-// dumpFull tells whether a dump into dir that failed did so because dir's
-// filesystem filled up, and how much it has free.
+// dumpFull reports whether dir's filesystem filled up, and its free bytes.
 func dumpFull(dir string) (bool, uint64) {
 	var fs unix.Statfs_t
 	if err := unix.Statfs(dir, &fs); err != nil {

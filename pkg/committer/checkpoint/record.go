@@ -25,14 +25,12 @@ import (
 	"time"
 )
 
-// Record is what the commit step leaves the push step of one container's
-// memory snapshot (in the layer directory, Records): where its archive is
-// and what its image carries besides the layer.
+// Record is what the commit step leaves the push step about one container's
+// memory snapshot.
 type Record struct {
 	// Archive is the archive's directory, in the checkpoint directory.
 	Archive string `json:"archive"`
-	// MediaType is the layer's: zstd when the archive compresses, else a
-	// plain tar (LayerType).
+	// MediaType is the layer's, from LayerType.
 	MediaType string `json:"mediaType"`
 	// Created is when the containers were frozen.
 	Created time.Time `json:"created"`
@@ -44,15 +42,14 @@ type Record struct {
 	Labels map[string]string `json:"labels"`
 }
 
-// Records are the records of one run's memory snapshots, left in its layer
-// directory, of archives in its checkpoint directory.
+// Records locates one run's snapshot records (LayerDir) and archives
+// (CheckpointDir).
 type Records struct {
 	LayerDir      string
 	CheckpointDir string
 }
 
-// Path is where the commit step leaves the record of container's memory
-// snapshot.
+// Path is the file of container's record.
 func (r Records) Path(container string) string {
 	return filepath.Join(r.LayerDir, "checkpoint-"+container+".json")
 }
@@ -66,8 +63,8 @@ func (r Records) Write(container string, rec *Record) error {
 	return os.WriteFile(r.Path(container), b, 0o600)
 }
 
-// Read reads the record the commit step left of container's memory
-// snapshot; nil when it took none.
+// Read returns container's record, or nil when the commit step took no
+// snapshot.
 func (r Records) Read(container string) (*Record, error) {
 	if r.LayerDir == "" {
 		return nil, nil
@@ -96,8 +93,8 @@ func (r Records) ArchiveDir(rec *Record) string {
 	return filepath.Join(r.CheckpointDir, rec.Archive)
 }
 
-// Remove removes the archive of container's memory snapshot and its
-// record: they hold the sandbox's memory.
+// Remove removes container's archive and record, which hold the sandbox's
+// memory.
 func (r Records) Remove(container string, rec *Record) error {
 	var errs []error
 	for _, p := range []string{r.ArchiveDir(rec), r.Path(container)} {

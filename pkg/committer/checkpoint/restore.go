@@ -35,29 +35,19 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// containerd 2.1's CRI restores a checkpoint only after pulling the image
-// config.dump names (its RootfsImageRef), every time, through containerd's
-// default resolver: anonymously, over HTTPS (plain HTTP only from loopback),
-// without the CRI's registry configuration; 2.2 and later skip the pull when
-// the node holds that image, and pull it the same way when it does not. A
-// checkpoint that names the container's own base image is thus resumable only
-// where anyone may pull that base. One that must not depend on that holds
-// the container's whole root filesystem instead, as its rootfs-diff.tar, and
-// names a restore base (Config.MemoryRestoreBase): an image that holds
-// nothing of any sandbox's, which the restore pulls and lays the root
-// filesystem over. restoreBases chooses, before the freeze.
+// containerd's CRI restore pulls config.dump's RootfsImageRef (2.1 always, 2.2+
+// when missing) with the default resolver: anonymous, HTTPS only (HTTP from
+// loopback), no CRI registry config. So a checkpoint of a base not anyone can
+// pull holds the whole rootfs as rootfs-diff.tar instead, over a restore base
+// (Config.MemoryRestoreBase) that holds nothing of any sandbox's.
 
 // baseResolveTimeout bounds the resolution of one base image.
 const baseResolveTimeout = 30 * time.Second
 
-// RestoreBases decides, before anything is frozen, what a restore of each
-// container's checkpoint starts from: its own base image where containerd's
-// restore can pull that (pullableAsRestored), else Config.MemoryRestoreBase,
-// the checkpoint then holding the whole root filesystem (selfContained[i]).
-// Without a restore base, a base the restore cannot pull fails with
-// ErrUnsupported. An image on a loopback registry is the
-// node's own, out of this step's network namespace: unchecked, so relied on
-// only when there is no restore base, and logged.
+// RestoreBases decides, before the freeze, what each restore starts from: the
+// container's base when the restore can pull it, else restoreBase, with the
+// whole rootfs (selfContained[i]), else ErrUnsupported. A loopback registry is
+// outside this network namespace: unchecked, trusted only without restoreBase.
 func (d *Dumper) RestoreBases(ctx context.Context, live []*freeze.Container, restoreBase string) (selfContained []bool, err error) {
 	selfContained = make([]bool, len(live))
 	for i, l := range live {
@@ -93,12 +83,10 @@ func (d *Dumper) RestoreBases(ctx context.Context, live []*freeze.Container, res
 	return selfContained, nil
 }
 
-// PrivateTargets fails with ErrUnsupported, before anything
-// is frozen, when anyone may pull from a target repository: a memory
-// snapshot holds the sandbox's memory, and its keys and tokens with it.
-// A repository whose registry answers an anonymous listing of its tags with
-// 401 or 403 is private; one that lists them, or says it has none yet, is
-// not. Config.AllowAnonymousPull skips the check.
+// PrivateTargets fails with ErrUnsupported, before the freeze, when a target
+// repository answers an anonymous tag listing other than 401/403: a memory
+// snapshot holds the sandbox's keys and tokens. Config.AllowAnonymousPull skips
+// the check.
 func PrivateTargets(ctx context.Context, targets []task.Target, opts []remote.Option, pod string) error {
 	ctx, cancel := context.WithTimeout(ctx, baseResolveTimeout)
 	defer cancel()
@@ -119,9 +107,8 @@ func PrivateTargets(ctx context.Context, targets []task.Target, opts []remote.Op
 	return nil
 }
 
-// pullableAsRestored resolves ref with the resolver containerd's client
-// pulls with when given none, the one its CRI restore uses for a
-// checkpoint's base image.
+// pullableAsRestored resolves ref with containerd's default resolver, as the
+// CRI restore does.
 func pullableAsRestored(ctx context.Context, ref string) error {
 	if _, err := digest.Parse(ref); err == nil {
 		return errors.New("the CRI reports it by its ID only, which names no registry")
@@ -132,8 +119,7 @@ func pullableAsRestored(ctx context.Context, ref string) error {
 	return err
 }
 
-// onLoopback reports whether ref names an image on a loopback registry
-// (localhost, 127.0.0.0/8 or ::1).
+// onLoopback reports whether ref's registry is localhost, 127.0.0.0/8 or ::1.
 func onLoopback(ref string) bool {
 	spec, err := reference.Parse(ref)
 	if err != nil {

@@ -14,9 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package cri holds what containerd's CRI plugin records on the containers
-// and images it manages: the labels that name a container's pod, and the
-// image a container was created from.
+// Package cri holds the labels, annotations and extensions containerd's CRI
+// plugin records on the containers and images it manages.
 package cri
 
 import (
@@ -39,17 +38,16 @@ const (
 // LabelImage is the label on the images the CRI plugin manages.
 const LabelImage = "io.cri-containerd.image"
 
-// AnnotationImageName is the annotation in which the CRI plugin records,
-// in a container's spec, the image name the pod asked for.
+// AnnotationImageName records, in a container's spec, the image name the pod
+// asked for.
 const AnnotationImageName = "io.kubernetes.cri.image-name"
 
-// ExtensionMetadata is the container extension in which the CRI plugin
-// records the container's metadata, including the image ID (the config
-// digest) it was created from.
+// ExtensionMetadata is the container extension holding the CRI metadata, image
+// ID included.
 const ExtensionMetadata = "io.cri-containerd.container.metadata"
 
-// ImageID returns the image ID the CRI plugin recorded for a container, or
-// "" for a container not created by the CRI plugin.
+// ImageID returns the image ID (config digest) the CRI plugin recorded for
+// info, or "".
 func ImageID(info containers.Container) digest.Digest {
 	ext, ok := info.Extensions[ExtensionMetadata]
 	if !ok || ext == nil {

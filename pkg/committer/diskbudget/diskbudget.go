@@ -14,10 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package diskbudget holds what a snapshot will write on its node, by
-// filesystem, and checks it against the room each filesystem has above the
-// kubelet's eviction line, less what the other snapshots running on the
-// node have reserved there.
+// Package diskbudget sums what a snapshot will write per filesystem and checks
+// it against the room above the kubelet's eviction line, less what other
+// snapshots on the node reserved.
 package diskbudget
 
 import (
@@ -28,14 +27,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoRoom reports a snapshot that the node's disk has no room for. The
-// node can take it, only not this much now; the error says where and by
-// how much.
+// ErrNoRoom reports no disk room for a snapshot now; the error says where and
+// by how much.
 var ErrNoRoom = errors.New("not enough disk space for the snapshot")
 
-// reserveFraction is the part of a filesystem a snapshot leaves free:
-// kubelet's default hard eviction threshold (nodefs.available<10%), below
-// which it evicts the node's pods.
+// reserveFraction makes a snapshot leave a tenth free: kubelet's default
+// nodefs.available<10% eviction.
 const reserveFraction = 10
 
 // Plan adds up, by filesystem, what a snapshot will write.
@@ -51,8 +48,8 @@ type fsUse struct {
 	bytes uint64
 }
 
-// Add counts n bytes written to dir for what. It fails, counting nothing,
-// where dir cannot be found; an empty dir counts nothing.
+// Add counts n bytes written to dir for what; it fails, counting nothing, where
+// dir cannot be found.
 func (p *Plan) Add(dir string, n uint64, what string) error {
 	if dir == "" || n == 0 {
 		return nil
@@ -75,9 +72,8 @@ func (p *Plan) Add(dir string, n uint64, what string) error {
 	return nil
 }
 
-// Check fails with ErrNoRoom when a filesystem has no room for what the
-// plan writes to it above a tenth of it, less what others reserved there
-// (by device).
+// Check fails with ErrNoRoom where a filesystem lacks room for p, less others
+// (reserved bytes by device).
 func (p *Plan) Check(others map[uint64]uint64) error {
 	var errs []error
 	for _, dev := range p.devs {
@@ -96,9 +92,9 @@ func (p *Plan) Check(others map[uint64]uint64) error {
 	return errors.Join(errs...)
 }
 
-// Room fails with ErrNoRoom when writing need bytes to where, on a
-// filesystem of total bytes with free of them free and reserved of those
-// promised to other snapshots, would leave less than a tenth of it free.
+// Room fails with ErrNoRoom when writing need bytes to where would leave less
+// than a tenth of total free, counting reserved of the free bytes as promised
+// to other snapshots.
 func Room(where string, need, free, total, reserved uint64) error {
 	keep := total / reserveFraction
 	if free >= keep+reserved && free-keep-reserved >= need {

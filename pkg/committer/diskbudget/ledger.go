@@ -29,29 +29,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// lockFile is the file of a ledger's directory its users lock.
 const lockFile = ".lock"
 
-// Ledger records what each snapshot running on a node reserved, by
-// filesystem, in a directory every snapshot of the node shares: one file
-// per run, named <owner>_<run>, where owner is the UID of the Task pod the
-// run is in.
+// Ledger records each running snapshot's reservation by filesystem in a
+// directory shared on the node: one file per run, named <owner>_<run>, owner
+// being the UID of the run's Task pod.
 type Ledger struct {
 	// Dir is the ledger's directory; Reserve makes it, 0700, where missing.
 	Dir string
-	// Runs tells whether the Task pod whose UID is owner still runs; the
-	// reservations of one that does not are dropped, and those of one it
-	// cannot tell about are kept.
+	// Runs tells whether the Task pod with UID owner still runs;
+	// reservations of one that does not are dropped, those of one it cannot
+	// tell about are kept.
 	Runs func(owner string) (bool, error)
 	// Logf, when set, is told of each reservation dropped or kept in doubt.
 	Logf func(format string, a ...any)
 }
 
-// Reserve checks p against the room of each filesystem less what the
-// running snapshots reserved there, and records it as the reservation of
-// owner's run, all under the ledger's lock; it drops the reservations of
-// Task pods that no longer run. A run that reserves again replaces its
-// reservation.
+// Reserve, under the ledger's lock, checks p against the room others'
+// reservations leave and records it as owner's run's reservation, replacing any
+// earlier one. It drops those of Task pods that ended.
 func (l Ledger) Reserve(owner, run string, p *Plan) error {
 	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
 		return fmt.Errorf("disk ledger: %w", err)
@@ -95,8 +91,8 @@ func (l Ledger) Release(owner, run string) error {
 	return err
 }
 
-// reservationName is the file name of owner's run's reservation; '_' is in
-// no UID or run ID.
+// reservationName names owner's run's reservation file; '_' is in no UID or run
+// ID.
 func reservationName(owner, run string) string {
 	return owner + "_" + run
 }
@@ -114,8 +110,8 @@ func (l Ledger) lock() (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// reserved adds up, by device, the reservations of running Task pods but
-// the one named self, and removes those of Task pods that are over.
+// reserved sums by device the reservations of running Task pods but self,
+// removing those that ended.
 func (l Ledger) reserved(self string) (map[uint64]uint64, error) {
 	entries, err := os.ReadDir(l.Dir)
 	if err != nil {

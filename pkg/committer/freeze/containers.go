@@ -31,9 +31,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// podContainers lists the CRI containers of the pod, grouped by container
-// name. The pod UID is part of the filter: a pod re-created under the same
-// name has other containers, which are never touched.
+// podContainers lists the pod's CRI containers by name; the UID filter spares a
+// re-created pod's.
 func (f *Freezer) podContainers(ctx context.Context) (map[string][]client.Container, error) {
 	filter := fmt.Sprintf("labels.%q==%s,labels.%q==%s,labels.%q==%s",
 		cri.LabelPodName, strconv.Quote(f.pod.Name), cri.LabelPodNamespace, strconv.Quote(f.pod.Namespace), cri.LabelPodUID, strconv.Quote(f.pod.UID))
@@ -60,8 +59,8 @@ func (f *Freezer) podContainers(ctx context.Context) (map[string][]client.Contai
 	return out, nil
 }
 
-// FindLive picks, for every target, the attempt whose task is running (or
-// paused); exited attempts are skipped. A target without one fails it.
+// FindLive returns each target's newest running or paused attempt, failing when
+// a target has none.
 func (f *Freezer) FindLive(ctx context.Context, targets []task.Target) ([]*Container, error) {
 	byName, err := f.podContainers(ctx)
 	if err != nil {
@@ -115,14 +114,10 @@ func (f *Freezer) FindLive(ctx context.Context, targets []task.Target) ([]*Conta
 	return out, nil
 }
 
-// CheckOwnership fails with ErrFrozenElsewhere, touching nothing, when a
-// target container is paused without a marker: something other than
-// sandbox-commit froze it. A container paused with another run's marker is
-// thawed, and the commit goes on: it runs under the pod lock, which every
-// run holds from before its pause until after its thaw, so that run died
-// mid-pause (killed; its thaw failed; its snapshot's finalizer forced off
-// before an unpause ran). Only a run that is alive, holding the lock, makes
-// a commit fail (TryLock).
+// CheckOwnership fails with ErrFrozenElsewhere, touching nothing, if a target
+// is paused without a marker. One paused with another run's marker is thawed:
+// every run holds the pod lock from pause to thaw, so that run died mid-pause;
+// only a live run, holding the lock, makes a commit fail (TryLock).
 func (f *Freezer) CheckOwnership(ctx context.Context, live []*Container) error {
 	var errs []error
 	var stale []*Container
@@ -130,8 +125,7 @@ func (f *Freezer) CheckOwnership(ctx context.Context, live []*Container) error {
 		marker := l.Info.Labels[LabelPausedBy]
 		switch {
 		case !l.FoundPaused && marker != "" && marker != f.opts.RunID:
-			// Running: the marker is stale (its run ended without removing
-			// it), since no run holds the pod lock but this one.
+			// The marker is stale: no run but this one holds the pod lock.
 			f.opts.Log.Printf("pod %s %s is running with the stale marker %s=%s; taking it over", f.pod, l, LabelPausedBy, marker)
 		case !l.FoundPaused:
 		case marker == "":
@@ -157,11 +151,9 @@ func (f *Freezer) CheckOwnership(ctx context.Context, live []*Container) error {
 	return nil
 }
 
-// Unpause thaws every container of the pod that carries this run's
-// LabelPausedBy marker (all attempts, whatever their target) and leaves
-// containers paused by others alone, reporting them. It waits for a commit
-// of the pod in flight, whose containers it must not touch, to finish. It is
-// idempotent.
+// Unpause thaws every pod container marked by this run and logs, untouched,
+// those paused by others. It is idempotent, and waits for the pod's lock so as
+// not to touch a commit in flight.
 func (f *Freezer) Unpause(ctx context.Context) (n int, err error) {
 	lock, err := f.waitLock(ctx)
 	if err != nil {
@@ -212,7 +204,6 @@ func (f *Freezer) Unpause(ctx context.Context) (n int, err error) {
 				continue
 			}
 			if tk == nil {
-				// No task any more: just drop the stale marker.
 				if _, err := ctr.SetLabels(ctx, map[string]string{LabelPausedBy: ""}); err != nil && !errdefs.IsNotFound(err) {
 					errs = append(errs, fmt.Errorf("pod %s %s: removing label: %w", f.pod, l, err))
 				}

@@ -14,10 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package freeze finds a pod's live containers in containerd, and pauses and
-// thaws them for a commit: it thaws on every path, a signal's included,
-// marks what it pauses with its run ID, and keeps two runs of one pod apart
-// with a lock held inside containerd.
+// Package freeze pauses and thaws a pod's live containers in containerd for a
+// commit. It thaws on every path, a signal's included, marks what it pauses
+// with its run ID, and keeps two runs of one pod apart with a lock held inside
+// containerd.
 package freeze
 
 import (
@@ -36,28 +36,27 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// LabelPausedBy marks a container a run is about to pause; its value is the
-// run ID. It is removed after the thaw. Unpause only thaws containers
-// carrying its own run ID, so a container paused by somebody else stays
-// paused.
+// LabelPausedBy holds the ID of the run that paused a container, until its
+// thaw. Unpause thaws only its own run's, so a container paused by somebody
+// else stays paused.
 const LabelPausedBy = "sandbox.opensandbox.io/paused-by"
 
 var errAborted = errors.New("aborted by signal")
 
-// ErrThawFailed is wrapped by errors after which containers may still be
-// paused; the caller should exit with a code that triggers mode=unpause.
+// ErrThawFailed marks errors that may leave containers paused: exit with a code
+// that runs mode=unpause.
 var ErrThawFailed = errors.New("containers may still be paused")
 
-// ErrMaxPauseExceeded is wrapped by the error of a freeze whose window
-// reached its max-pause; the containers are thawed before it is returned.
+// ErrMaxPauseExceeded marks a freeze that reached max-pause; its containers are
+// thawed first.
 var ErrMaxPauseExceeded = errors.New("max-pause exceeded")
 
 // Pod names the pod whose containers a Freezer handles.
 type Pod struct {
 	Name      string
 	Namespace string
-	// UID selects the pod's containers: a pod re-created under the same
-	// name has other containers, which are never touched.
+	// UID selects the containers, so those of a pod re-created under the
+	// same name are never touched.
 	UID string
 }
 
@@ -72,9 +71,8 @@ type Container struct {
 	Container client.Container
 	Info      containers.Container
 	Task      client.Task
-	// FoundPaused is true when the task was paused when found. Only an
-	// earlier attempt of this same run may have paused it (CheckOwnership):
-	// it is committed as it is and thawed like the ones this run pauses.
+	// FoundPaused: paused by an earlier attempt of this run
+	// (CheckOwnership); committed as is, then thawed.
 	FoundPaused bool
 }
 
@@ -107,15 +105,15 @@ type Options struct {
 	Log *log.Logger
 }
 
-// Freezer pauses and thaws the containers of one pod, and tracks those it
-// paused so that every exit path, a signal's included, thaws them.
+// Freezer pauses and thaws the containers of one pod, tracking them so every
+// exit path thaws them.
 type Freezer struct {
 	client *client.Client
 	pod    Pod
 	opts   Options
 
-	// thawMu serialises thaws, so that a signal handler waits for a thaw the
-	// main flow has started before the process exits.
+	// thawMu serialises thaws, so a signal handler waits for the main
+	// flow's thaw before exit.
 	thawMu    sync.Mutex
 	mu        sync.Mutex
 	closed    bool
@@ -142,8 +140,8 @@ func (f *Freezer) begin(l *Container) error {
 	return nil
 }
 
-// take closes the freezer (when close is set) and returns the attempted
-// tasks, clearing the list so that each is thawed by one caller only.
+// take returns and clears the attempted containers, so each is thawed by one
+// caller only.
 func (f *Freezer) take(closeIt bool) []*Container {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -155,8 +153,8 @@ func (f *Freezer) take(closeIt bool) []*Container {
 	return out
 }
 
-// markAll labels every container not already paused by this run with the
-// run ID, before any pause.
+// markAll labels the containers this run will pause with its run ID, before any
+// pause.
 func (f *Freezer) markAll(ctx context.Context, live []*Container) error {
 	for _, l := range live {
 		if l.FoundPaused {
@@ -169,8 +167,8 @@ func (f *Freezer) markAll(ctx context.Context, live []*Container) error {
 	return nil
 }
 
-// pauseAll pauses the containers not already paused by this run, in
-// parallel (markAll has marked them); it returns when all are frozen.
+// pauseAll pauses the marked containers in parallel and returns when all are
+// frozen.
 func (f *Freezer) pauseAll(ctx context.Context, live []*Container) error {
 	errs := make([]error, len(live))
 	var wg sync.WaitGroup
@@ -196,11 +194,9 @@ func (f *Freezer) pauseAll(ctx context.Context, live []*Container) error {
 	return errors.Join(errs...)
 }
 
-// WhileFrozen marks and pauses every container of live at once, runs
-// capture, and thaws them, on every path; it returns the pause window. The
-// window is bounded by Options.MaxPause: past it the containers are thawed
-// and the error wraps ErrMaxPauseExceeded; one that may have left them
-// paused wraps ErrThawFailed.
+// WhileFrozen pauses live, runs capture and thaws on every path, returning the
+// pause window. Past Options.MaxPause the error wraps ErrMaxPauseExceeded; one
+// that may leave them paused, ErrThawFailed.
 func (f *Freezer) WhileFrozen(ctx context.Context, live []*Container, capture func(context.Context) error) (window time.Duration, err error) {
 	defer func() {
 		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -222,10 +218,9 @@ func (f *Freezer) WhileFrozen(ctx context.Context, live []*Container, capture fu
 		f.opts.Log.Printf("pod %s: %d containers frozen in %s", f.pod, len(live), time.Since(start).Round(time.Millisecond))
 		err = capture(pctx)
 	}
-	// containerd enforces the deadline too (gRPC sends it along), and may
-	// answer before pctx's own timer fires: the clock decides. The last
-	// error is kept as words only: whatever it was (runc names CRIU in most
-	// of its errors), the commit failed for the bound.
+	// containerd gets the deadline via gRPC and may answer before pctx
+	// fires, so the clock decides. The last error is kept as text only
+	// (runc names CRIU in most): the commit failed for the bound.
 	if err != nil && (errors.Is(pctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
 		err = fmt.Errorf("pod %s: %w: the containers were frozen longer than max-pause %s; they are thawed and nothing was committed (last error: %v)",
 			f.pod, ErrMaxPauseExceeded, f.opts.MaxPause, err)
@@ -241,8 +236,8 @@ func (f *Freezer) WhileFrozen(ctx context.Context, live []*Container, capture fu
 	return window, errors.Join(err, terr)
 }
 
-// thawAll resumes every task this process tried to pause. It is safe to call
-// more than once and from the signal handler.
+// thawAll resumes every task this process tried to pause; safe to repeat and
+// from a signal handler.
 func (f *Freezer) thawAll(ctx context.Context, closeIt bool) (int, error) {
 	f.thawMu.Lock()
 	defer f.thawMu.Unlock()
@@ -285,7 +280,6 @@ func (f *Freezer) resume(ctx context.Context, l *Container) (bool, error) {
 	case err != nil && errdefs.IsNotFound(err):
 		// The task is gone: nothing is frozen any more.
 	case err == nil && st.Status != client.Paused && st.Status != client.Pausing:
-		// Already running.
 	default:
 		// Paused, or status unknown: resuming a running task only errors.
 		if rerr := l.Task.Resume(ctx); rerr != nil && !errdefs.IsNotFound(rerr) {
@@ -302,10 +296,9 @@ func (f *Freezer) resume(ctx context.Context, l *Container) (bool, error) {
 	return thawed, nil
 }
 
-// Abort is meant for a signal handler: it stops new pauses, waits briefly
-// for pause calls in flight and thaws everything this process paused. It
-// returns how many containers this process has thawed in all, counting those
-// the main flow thawed when the signal cancelled its work.
+// Abort, for a signal handler, stops new pauses, waits briefly for those in
+// flight and thaws all this process paused. It returns how many containers were
+// thawed in all, by the main flow too.
 func (f *Freezer) Abort(timeout time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

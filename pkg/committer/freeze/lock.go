@@ -30,23 +30,20 @@ import (
 	"google.golang.org/grpc"
 )
 
-// ErrFrozenElsewhere is wrapped by errors returned before anything was
-// touched because another run holds the pod: its commit is in flight, or a
-// target container is paused without this run's marker.
+// ErrFrozenElsewhere marks errors returned, with nothing touched, because
+// another run holds the pod: its commit is in flight, or a target is paused
+// without this run's marker.
 var ErrFrozenElsewhere = errors.New("the pod is frozen by another run; nothing was paused, thawed or relabelled")
 
 // lockRefPrefix names the containerd content ingest used as the pod's lock.
 const lockRefPrefix = "sandbox-commit-lock-"
 
-// lockRetryInterval is how often waitLock retries a held lock.
 const lockRetryInterval = 250 * time.Millisecond
 
-// Lock is a per-pod mutex held inside containerd. containerd's content store
-// locks an ingest ref for as long as the gRPC Write stream that opened it
-// stays open: a second Write on the same ref fails with Unavailable, in one
-// atomic step inside the daemon. The lock dies with its holder: when the
-// holding process exits, even by SIGKILL, its connection closes and
-// containerd ends the stream and unlocks the ref. No expiry is needed.
+// Lock is a per-pod mutex in containerd: the content store locks an ingest ref,
+// atomically, while the Write stream that opened it is open (another Write gets
+// Unavailable). It dies with its holder, even on SIGKILL, as containerd ends
+// the stream when the connection closes, so it needs no expiry.
 type Lock struct {
 	store  content.Store
 	ref    string
@@ -65,8 +62,7 @@ func (f *Freezer) TryLock(ctx context.Context) (*Lock, error) {
 	if !ok {
 		return nil, fmt.Errorf("pod %s: the containerd client has no gRPC connection for the pod lock", f.pod)
 	}
-	// The stream must outlive ctx's cancellation (a signal cancels ctx while
-	// the signal handler still thaws); Release or process exit ends it.
+	// The stream outlives ctx: a signal cancels ctx while the handler still thaws.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stream, err := contentapi.NewContentClient(conn).Write(sctx)
 	if err == nil {
@@ -108,9 +104,8 @@ func (f *Freezer) waitLock(ctx context.Context) (*Lock, error) {
 	}
 }
 
-// Release drops the ingest record (nobody else can use it while the lock is
-// held), closes the stream and waits until containerd has ended it, so that
-// the ref is unlocked when Release returns.
+// Release drops the ingest record, closes the stream and waits for containerd
+// to end it, so the ref is unlocked when Release returns.
 func (l *Lock) Release(ctx context.Context) error {
 	defer l.cancel()
 	var errs []error

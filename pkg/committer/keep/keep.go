@@ -14,9 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package keep keeps pushed snapshot images in containerd, unpacked, for a
-// resume on their node: named by digest, within a bound on the disk they
-// hold, and given back when their snapshot is deleted.
+// Package keep keeps pushed snapshot images unpacked in containerd for a resume
+// on their node: named by digest, within a disk bound, and given back when
+// their snapshot is deleted.
 package keep
 
 import (
@@ -40,27 +40,27 @@ import (
 )
 
 const (
-	// LabelLocalBytes records, on a committed image, the bytes it holds on
-	// the node once unpacked: the uncompressed diff plus the compressed layer.
+	// LabelLocalBytes records the bytes an image holds unpacked:
+	// uncompressed diff plus compressed layer.
 	LabelLocalBytes = "sandbox.opensandbox.io/local-bytes"
 	// LabelSnapshotter records the snapshotter of the committed container.
 	LabelSnapshotter = "sandbox.opensandbox.io/snapshotter"
-	// LabelKept marks images kept, unpacked, for a resume on this node; only
-	// they are evicted to honour a Store's bound.
+	// LabelKept marks images kept for a resume on this node; only they are
+	// evicted for the bound.
 	LabelKept = "sandbox.opensandbox.io/kept-for-resume"
-	// LabelKeptFor records, on a kept image, the run ID (the SandboxSnapshot's
-	// UID) that committed it, which mode=release gives back.
+	// LabelKeptFor records the run ID (SandboxSnapshot UID) that kept an
+	// image, for Release.
 	LabelKeptFor = "sandbox.opensandbox.io/kept-for-run"
-	// LabelReleased marks a kept image whose snapshot is deleted while a
-	// container still runs from it: it goes once none does.
+	// LabelReleased marks a kept image whose snapshot is deleted while in
+	// use; it goes once unused.
 	LabelReleased = "sandbox.opensandbox.io/released"
 )
 
 // defaultSnapshotter unpacks an image that does not name its snapshotter.
 const defaultSnapshotter = "overlayfs"
 
-// Unpack unpacks img into the snapshotter its LabelSnapshotter names, so
-// that a pod on this node starts from it without pulling or unpacking.
+// Unpack unpacks img into its LabelSnapshotter so a pod here starts from it
+// without pulling.
 func Unpack(ctx context.Context, c *client.Client, img images.Image) error {
 	sn := img.Labels[LabelSnapshotter]
 	if sn == "" {
@@ -79,18 +79,16 @@ type Store struct {
 	log      *log.Logger
 }
 
-// New returns a Store whose kept images hold at most maxBytes, but for those
-// a container runs from.
+// New returns a Store keeping at most maxBytes of images, beyond which only
+// those in use stay.
 func New(c *client.Client, maxBytes int64, log *log.Logger) *Store {
 	return &Store{client: c, maxBytes: maxBytes, log: log}
 }
 
-// Keep names the image working under name, <repository>@<digest>, the
-// name the CRI plugin resolves a pinned imageUri (<repository>:<tag>@<digest>)
-// to, marks it kept for runID and drops its working name. A digest names its
-// own bytes only, so a node never serves one snapshot's image under another's
-// name. No tag is kept: a pod asking for a bare tag pulls what the registry
-// holds for it now.
+// Keep renames image working to name, <repository>@<digest> as the CRI plugin
+// resolves a pinned imageUri, and marks it kept for runID. No tag is kept: a
+// digest names its own bytes only, so a node never serves one snapshot's image
+// under another's name, and a bare tag pulls what the registry holds now.
 func (s *Store) Keep(ctx context.Context, working, name, runID string) error {
 	is := s.client.ImageService()
 	img, err := is.Get(ctx, working)
@@ -114,8 +112,8 @@ func (s *Store) Keep(ctx context.Context, working, name, runID string) error {
 	return nil
 }
 
-// keptImage is a kept image: its names (one per repository that pushed the
-// same manifest) and what it holds on the node.
+// keptImage is one kept manifest: its names (one per repository) and what it
+// holds on the node.
 type keptImage struct {
 	names    []string
 	bytes    int64
@@ -124,8 +122,7 @@ type keptImage struct {
 	target   ocispec.Descriptor
 }
 
-// list lists the kept images matching filter (all when it is empty),
-// one per manifest.
+// list lists the kept images matching filters, one per manifest.
 func (s *Store) list(ctx context.Context, filters ...string) ([]*keptImage, error) {
 	filter := fmt.Sprintf("labels.%q==true", LabelKept)
 	for _, f := range filters {
@@ -154,11 +151,9 @@ func (s *Store) list(ctx context.Context, filters ...string) ([]*keptImage, erro
 	return out, nil
 }
 
-// imagesInUse lists what the containers on the node run from: the image
-// names they were created with and the image IDs (config digests) the CRI
-// plugin recorded. A container keeps only its root filesystem's snapshots
-// alive; its image's manifest and config, which the next commit of the
-// container stacks on, live only as long as an image record names them.
+// imagesInUse holds the image names and CRI image IDs the node's containers run
+// from. A container pins only its snapshots; the manifest and config its next
+// commit stacks on live only while an image record names them.
 type imagesInUse struct {
 	names   map[string]bool
 	configs map[digest.Digest]bool
@@ -204,10 +199,9 @@ func (s *Store) delete(ctx context.Context, k *keptImage) error {
 	return nil
 }
 
-// Evict removes the kept images no container on the node runs from:
-// those whose snapshot is deleted (LabelReleased) always, then the oldest
-// until the bytes kept are within the Store's bound. An image a
-// container runs from stays, whatever the bound.
+// Evict removes kept images no container runs from: released ones always, then
+// the oldest until within the bound. An image a container runs from stays,
+// whatever the bound.
 func (s *Store) Evict(ctx context.Context) error {
 	kept, err := s.list(ctx)
 	if err != nil {
@@ -252,10 +246,9 @@ func (s *Store) Evict(ctx context.Context) error {
 	return nil
 }
 
-// Release gives back what runID kept, run when its snapshot is deleted: each
-// image kept for its resume is removed when no container on the node runs
-// from it, and otherwise marked released, for Evict to remove once none
-// does. It returns how many it removed and marked.
+// Release gives back what runID kept when its snapshot is deleted: unused
+// images are removed, those in use marked LabelReleased for Evict. It returns
+// how many it removed and marked.
 func (s *Store) Release(ctx context.Context, runID string) (removed, marked int, err error) {
 	kept, err := s.list(ctx, fmt.Sprintf("labels.%q==%q", LabelKeptFor, runID))
 	if err != nil || len(kept) == 0 {

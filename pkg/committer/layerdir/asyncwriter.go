@@ -28,14 +28,11 @@ const (
 	asyncBlocks = 4
 )
 
-// errAsyncClosed is what an asyncWriter's Write returns after Close.
 var errAsyncClosed = errors.New("write after close")
 
-// asyncWriter writes to w on a goroutine of its own, in blocks, so that
-// what produces a layer's bytes (the tar, its compression and hashes) goes
-// on while the kernel takes the last ones into the layer file, on another
-// core, and a write the kernel holds up (dirty-page throttling, a host
-// reclaiming a VM's memory) does not hold up the hash.
+// asyncWriter writes to w in blocks on its own goroutine, so the tar,
+// compression and hashes go on while the kernel takes earlier ones, and a
+// throttled write (dirty pages, reclaim) stalls no hash.
 type asyncWriter struct {
 	w      io.Writer
 	buf    []byte
@@ -57,8 +54,8 @@ func newAsyncWriter(w io.Writer) *asyncWriter {
 	return a
 }
 
-// drain writes the full blocks in order; after the first error it only
-// hands them back.
+// drain writes the full blocks in order; after the first error it only hands
+// them back.
 func (a *asyncWriter) drain() {
 	var err error
 	for b := range a.full {
@@ -72,8 +69,8 @@ func (a *asyncWriter) drain() {
 	a.done <- err
 }
 
-// Write implements io.Writer. It fails with the first error of an earlier
-// block's write, so that a producer stops soon after the file does.
+// Write implements io.Writer, failing with an earlier block's error so the
+// producer stops soon.
 func (a *asyncWriter) Write(p []byte) (int, error) {
 	if a.closed {
 		return 0, errAsyncClosed
@@ -94,8 +91,7 @@ func (a *asyncWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Close writes what is left, waits for every write and returns the first
-// error.
+// Close writes what is left, waits for every write and returns the first error.
 func (a *asyncWriter) Close() error {
 	if a.closed {
 		return errAsyncClosed

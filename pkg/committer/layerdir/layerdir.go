@@ -14,9 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package layerdir holds the new layers of a commit as files in a
-// directory that the commit and push steps share, and takes them into
-// containerd's content store only for an image kept on the node.
+// Package layerdir holds a commit's new layers as files in a directory the
+// commit and push steps share, and takes them into containerd's content store
+// only for an image kept on the node.
 package layerdir
 
 import (
@@ -35,23 +35,16 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// With a directory set, the commit step writes each new compressed layer to
-// a file there and not into containerd's content store. The push step
-// uploads it from that file, and ingests it into containerd only to keep the
-// image for a resume on this node, beside the upload (Dir.Ingest). A layer
-// goes through containerd's content API only when it is kept: that costs
-// more than building it (a gRPC message per MiB, which containerd hashes
-// again on one core).
-
-// Dir is the directory of a commit's layer files.
+// Dir is the directory of a commit's layer files. Layers enter containerd's
+// content API only when kept: that costs more than building them (a gRPC
+// message per MiB, hashed again on one core).
 type Dir struct {
 	// path is the directory; "" puts new layers into cs.
 	path string
 	cs   content.Store
 }
 
-// New returns the Dir at path, or, when path is "", one that builds new
-// layers into cs.
+// New returns the Dir at path; with path "" it builds new layers into cs.
 func New(path string, cs content.Store) *Dir {
 	return &Dir{path: path, cs: cs}
 }
@@ -61,8 +54,7 @@ func Path(dir string, d digest.Digest) string {
 	return filepath.Join(dir, d.Algorithm().String()+"-"+d.Encoded())
 }
 
-// File reports the file of a layer the commit step left in the directory;
-// "" when there is none.
+// File returns the file of layer d in the directory, or "" when there is none.
 func (l *Dir) File(d digest.Digest) string {
 	if l.path == "" || d.Validate() != nil {
 		return ""
@@ -74,9 +66,8 @@ func (l *Dir) File(d digest.Digest) string {
 	return p
 }
 
-// Build builds the layer (mediaType) of the tar write produces: into a file
-// in the directory when there is one, written beside the build
-// (asyncWriter), else into containerd (oci.BuildLayer).
+// Build builds the layer of the tar write produces into a file in the
+// directory, else into cs.
 func (l *Dir) Build(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	if l.path == "" {
 		return oci.BuildLayer(ctx, l.cs, ref, write, mediaType)
@@ -101,9 +92,8 @@ func (l *Dir) Build(ctx context.Context, ref string, write func(io.Writer) error
 	return layer, diffID, size, nil
 }
 
-// Ingest writes into containerd's content store the layers of m that the
-// commit step left only as files in the directory, so that the image can be
-// unpacked and kept on this node.
+// Ingest writes into cs the layers of m held only as files, so the image can be
+// kept on this node.
 func (l *Dir) Ingest(ctx context.Context, m ocispec.Manifest) error {
 	cs := l.cs
 	var diffIDs []digest.Digest
@@ -136,7 +126,6 @@ func (l *Dir) Ingest(ctx context.Context, m ocispec.Manifest) error {
 	return nil
 }
 
-// newLayerFile creates the file a new layer is written to, in dir.
 func newLayerFile(dir string) (*layerFileWriter, error) {
 	f, err := os.CreateTemp(dir, "layer-")
 	if err != nil {
@@ -153,7 +142,6 @@ type layerFileWriter struct {
 	committed bool
 }
 
-// commit names the file after d, the descriptor of what was written to it.
 func (f *layerFileWriter) commit(d ocispec.Descriptor) error {
 	if err := f.File.Close(); err != nil {
 		return err

@@ -14,10 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package oci writes and reads the blobs of OCI images in containerd's
-// content store: blobs and manifests labelled for its garbage collector,
-// files ingested as blobs, and layers compressed on every core as they are
-// written.
+// Package oci writes and reads OCI image blobs in containerd's content store,
+// labelled for its garbage collector, and builds layers compressed on every
+// core.
 package oci
 
 import (
@@ -36,20 +35,19 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// Labels containerd reads on blobs of its content store.
 const (
 	// LabelUncompressed records a compressed layer's diff ID.
 	LabelUncompressed = "containerd.io/uncompressed"
-	// LabelGCRefContent prefixes the labels naming the blobs a blob refers
-	// to, which containerd's garbage collector keeps while it keeps that one.
+	// LabelGCRefContent prefixes labels naming referenced blobs, which
+	// containerd's GC keeps with this one.
 	LabelGCRefContent = "containerd.io/gc.ref.content"
-	// LabelDistributionSource prefixes the labels naming the repositories,
-	// by registry host, that a pulled blob came from.
+	// LabelDistributionSource prefixes labels naming, by registry host, the
+	// repositories a pulled blob came from.
 	LabelDistributionSource = "containerd.io/distribution.source."
 )
 
-// WriteBlob writes b, which desc describes, into cs with labels; a blob
-// already there is left as it is.
+// WriteBlob writes b, described by desc, into cs with labels; an existing blob
+// is left as it is.
 func WriteBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor, b []byte, labels map[string]string) error {
 	var opts []content.Opt
 	if labels != nil {
@@ -62,8 +60,8 @@ func WriteBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor
 	return err
 }
 
-// WriteManifest writes manifest m into cs, labelled so that containerd's
-// garbage collector keeps its config and layers while it keeps m.
+// WriteManifest writes m into cs, labelled so containerd's GC keeps its config
+// and layers with it.
 func WriteManifest(ctx context.Context, cs content.Ingester, m ocispec.Manifest) (ocispec.Descriptor, []byte, error) {
 	raw, err := json.Marshal(m)
 	if err != nil {
@@ -80,25 +78,24 @@ func WriteManifest(ctx context.Context, cs content.Ingester, m ocispec.Manifest)
 	return desc, raw, nil
 }
 
-// CopyBlob writes a blob of the content store to w.
+// CopyBlob writes a blob of cs to w, a MiB per read since each read is one RPC.
 func CopyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w io.Writer) error {
 	ra, err := cs.ReaderAt(ctx, d)
 	if err != nil {
 		return err
 	}
 	defer ra.Close()
-	// Large buffers: every content-store read is one RPC.
 	_, err = io.CopyBuffer(w, io.NewSectionReader(ra, 0, ra.Size()), make([]byte, 1<<20))
 	return err
 }
 
-// OpenContent opens a blob of the content store for reading.
+// OpenContent opens a blob of cs for reading, buffered by the MiB since each
+// read is one RPC.
 func OpenContent(ctx context.Context, cs content.Provider, d ocispec.Descriptor) (io.ReadCloser, error) {
 	ra, err := cs.ReaderAt(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	// Each content-store read is one RPC: read in large chunks.
 	return &readCloser{Reader: bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), 1<<20), Closer: ra}, nil
 }
 
@@ -114,9 +111,8 @@ func IngestFile(ctx context.Context, cs content.Ingester, d ocispec.Descriptor, 
 		return err
 	}
 	defer f.Close()
-	// A section reader, not the file: content.WriteBlob copies from a
-	// reader that has WriteTo with it, which writes a gRPC message per
-	// 32 KiB, against one per MiB through its own buffer.
+	// A SectionReader hides the file's WriteTo, which would send a gRPC
+	// message per 32 KiB, not per MiB.
 	err = content.WriteBlob(ctx, cs, "sandbox-ingest-"+d.Digest.String(), io.NewSectionReader(f, 0, d.Size), d, content.WithLabels(labels))
 	if errdefs.IsAlreadyExists(err) {
 		return nil

@@ -31,13 +31,11 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// GzipBlock is the block size of the gzip compressor: each core compresses
-// one block at a time.
+// GzipBlock is the gzip block size; each core compresses one block at a time.
 const GzipBlock = 1 << 20
 
-// BuildLayer writes the layer of the uncompressed tar that write produces
-// (WriteLayer) as a new blob of cs, under ingest ref ref. It returns the
-// layer's descriptor, the diff ID and the uncompressed size.
+// BuildLayer runs WriteLayer into a new blob of cs under ingest ref ref and
+// returns its results.
 func BuildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
 	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor
@@ -60,15 +58,12 @@ func BuildLayer(ctx context.Context, cs content.Store, ref string, write func(io
 	return desc, diffID, size, nil
 }
 
-// WriteLayer writes to w the layer of the uncompressed tar that write
-// produces, compressed as mediaType says (Compressor) on every core, or not
-// at all for a plain tar (ocispec.MediaTypeImageLayer). It returns the
-// layer's descriptor, the diff ID (digest of the uncompressed layer) and its
-// size.
+// WriteLayer writes to w the tar that write produces, compressed per mediaType
+// (Compressor) or plain for ocispec.MediaTypeImageLayer. It returns the layer's
+// descriptor, diff ID and uncompressed size.
 func WriteLayer(w io.Writer, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor
 	if mediaType == ocispec.MediaTypeImageLayer {
-		// The layer is the tar itself: one hash gives its digest and diff ID.
 		dg := digest.Canonical.Digester()
 		cnt := &CountingWriter{}
 		bw := bufio.NewWriterSize(w, 1<<20)
@@ -103,9 +98,8 @@ func WriteLayer(w io.Writer, write func(io.Writer) error, mediaType string) (oci
 	return ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.N}, udg.Digest(), ucnt.N, nil
 }
 
-// Compressor returns the writer that compresses a layer of mediaType: zstd
-// at its fastest level for a "+zstd" type, otherwise gzip in blocks of
-// GzipBlock on every core (pgzip, a standard gzip stream).
+// Compressor returns a writer for mediaType: fastest zstd for "+zstd", else
+// pgzip on every core.
 func Compressor(w io.Writer, mediaType string) (io.WriteCloser, error) {
 	if strings.HasSuffix(mediaType, "+zstd") {
 		return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))

@@ -21,17 +21,16 @@ import (
 	"strings"
 )
 
-// Names of a layer's tar for what an upper layer removes.
 const (
 	// WhiteoutPrefix prefixes the name of a removed path's whiteout.
 	WhiteoutPrefix = ".wh."
-	// WhiteoutOpaque names the entry that makes its directory opaque: the
-	// directory hides what the layers below hold in it.
+	// WhiteoutOpaque makes its directory opaque, hiding what lower layers
+	// hold in it.
 	WhiteoutOpaque = ".wh..wh..opq"
 )
 
-// CleanTarName returns a tar entry name without "./", leading or trailing
-// slashes; "" for the root.
+// CleanTarName returns n without "./" or leading and trailing slashes; "" for
+// the root.
 func CleanTarName(n string) string {
 	n = path.Clean("/" + n)
 	return strings.TrimPrefix(n, "/")

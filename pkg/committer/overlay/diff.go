@@ -39,9 +39,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
 )
 
-// Diff runs the in-pause part of the differ. When probes
-// were applied before the pause, the probe diff runs beside the upper diff,
-// and a second probe round is needed only for directories made since.
+// Diff runs the in-pause part of the differ. With probes applied before the
+// pause, the probe diff runs beside the upper diff; only directories made since
+// need a second probe round.
 func (d *Differ) Diff(ctx context.Context, l *freeze.Container, plan *Plan) (*Diff, error) {
 	ds := d.client.DiffService()
 	start := time.Now()
@@ -131,14 +131,14 @@ func (d *Differ) Diff(ctx context.Context, l *freeze.Container, plan *Plan) (*Di
 	return out, nil
 }
 
-// probeDiff diffs the upper directory laid over the probe snapshot against
-// the upper directory alone: the probe of a directory shows through unless
-// that directory is opaque.
+// probeDiff diffs the upper directory over the probe snapshot against the upper
+// directory alone: a directory's probe shows through unless the directory is
+// opaque.
 func (d *Differ) probeDiff(ctx context.Context, plan *Plan, ref string) (ocispec.Descriptor, error) {
 	opts := []string{"ro", "lowerdir=" + plan.upper + ":" + plan.probeMounts[0].Source}
 	if _, err := os.Stat(overlayParamsDir + "/index"); err == nil {
-		// The upper directory is in use by the container's mount: with the
-		// index feature on, the kernel would refuse to mount it again.
+		// The container's mount holds the upper directory; with index
+		// on, a second mount fails.
 		opts = append(opts, "index=off")
 	}
 	merged := []mount.Mount{{Type: "overlay", Source: "overlay", Options: opts}}
@@ -150,7 +150,8 @@ func (d *Differ) probeDiff(ctx context.Context, plan *Plan, ref string) (ocispec
 	return pd, nil
 }
 
-// probeTar builds a tar with every directory of dirs and one probe file in each.
+// probeTar builds a tar with every directory of dirs and one probe file in
+// each.
 func probeTar(dirs []string) ([]byte, error) {
 	sort.Strings(dirs)
 	var buf bytes.Buffer
@@ -176,8 +177,8 @@ func walkTarHeaders(ctx context.Context, cs content.Provider, d ocispec.Descript
 		return err
 	}
 	defer ra.Close()
-	// Headers are read through a buffer (each content-store read is one
-	// RPC), and file contents are skipped by seeking, not read.
+	// Buffered since each content-store read is one RPC; contents are
+	// skipped by seeking.
 	tr := tar.NewReader(&seekBuffer{ra: ra, size: ra.Size(), buf: make([]byte, 0, 64<<10)})
 	for {
 		h, err := tr.Next()
@@ -191,8 +192,8 @@ func walkTarHeaders(ctx context.Context, cs content.Provider, d ocispec.Descript
 	}
 }
 
-// seekBuffer reads an io.ReaderAt sequentially through a read-ahead buffer
-// and seeks without reading.
+// seekBuffer is an io.ReadSeeker over an io.ReaderAt, reading ahead into a
+// buffer; seeks read nothing.
 type seekBuffer struct {
 	ra     io.ReaderAt
 	size   int64
@@ -201,7 +202,6 @@ type seekBuffer struct {
 	bufOff int64
 }
 
-// Read implements io.Reader.
 func (s *seekBuffer) Read(p []byte) (int, error) {
 	if s.off >= s.size {
 		return 0, io.EOF
@@ -218,7 +218,6 @@ func (s *seekBuffer) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// Seek implements io.Seeker.
 func (s *seekBuffer) Seek(offset int64, whence int) (int64, error) {
 	switch whence {
 	case io.SeekStart:
@@ -236,8 +235,8 @@ func (s *seekBuffer) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// Copied reports whether the differ copied the upper directory in the
-// pause, rather than containerd tarring it.
+// Copied reports whether the upper directory was copied in the pause rather
+// than tarred by containerd.
 func (od *Diff) Copied() bool { return od.staged != nil }
 
 // Opaque lists the opaque directories of the upper directory, sorted.
@@ -266,9 +265,9 @@ func (od *Diff) WriteLayer(ctx context.Context, cs content.Provider, w io.Writer
 	return convertUpperTar(bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), 1<<20), w, od.opaque)
 }
 
-// convertUpperTar writes the layer for an upper-directory tar: whiteout
-// devices (and hard links to them) become ".wh." entries, and every opaque
-// directory gets a ".wh..wh..opq" entry after its own.
+// convertUpperTar writes the layer of an upper-directory tar: whiteout devices
+// (and hard links to them) become ".wh." entries; each opaque directory gets a
+// ".wh..wh..opq" entry after its own.
 func convertUpperTar(r io.Reader, w io.Writer, opaque map[string]bool) error {
 	tr := tar.NewReader(r)
 	tw := tar.NewWriter(w)

@@ -14,9 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package overlay takes a container's diff from its overlayfs upper
-// directory alone, so that the pause window grows with the change and not
-// with the image.
+// Package overlay takes a container's diff from its overlayfs upper directory
+// alone, so that the pause window grows with the change, not with the image.
 package overlay
 
 import (
@@ -42,32 +41,18 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
 )
 
-// While the containers are frozen, the differ takes two small diffs:
-//
-//  1. the upper directory against an empty directory: every added or changed
-//     entry, deletions as overlayfs whiteouts (character devices 0/0). When
-//     the upper directory is readable here (a Differ's copyDir, package stage), the
-//     differ copies it itself and tars the copy after the thaw; otherwise
-//     containerd's diff service tars it into the content store;
-//  2. an overlay of the upper directory over a probe layer holding one probe
-//     file in every directory of (1), against the upper directory: the probe
-//     of a directory shows through unless that directory is opaque (deleted
-//     and recreated), since containerd's tar writer keeps no trusted.*
-//     extended attributes.
-//
-// The probes of the directories the upper directory holds before the pause
-// are applied then (prescan), so that inside the pause (2) runs beside
-// (1), and only directories made in the meantime need a probe round after
-// (1).
-//
-// After the thaw, whiteouts become ".wh." entries and opaque directories get
-// a ".wh..wh..opq" entry: the same filesystem as containerd's walking differ
-// gives, which compares the whole image.
+// Inside the pause the differ takes two small diffs: (1) the upper directory
+// against an empty one, deletions as whiteout devices 0/0, copied here if
+// readable (package stage), else tarred by containerd; (2) the upper directory
+// over a probe layer with one file per directory, to find opaque directories,
+// since containerd's tar writer drops trusted.* xattrs. After the thaw this
+// gives the same layer as containerd's walking differ, which compares the whole
+// image.
 
 const (
 	overlayProbeName = ".sandbox-commit-opaque-probe-6f1d"
-	// overlayParamsDir holds the overlay module's defaults; redirect_dir and
-	// metacopy make an upper directory depend on its lower layers.
+	// overlayParamsDir holds the module defaults; redirect_dir and metacopy
+	// make upper depend on lowers.
 	overlayParamsDir = "/sys/module/overlay/parameters"
 )
 
@@ -77,13 +62,11 @@ const Snapshotter = "overlayfs"
 // Differ takes the diffs of one pod's containers.
 type Differ struct {
 	client *client.Client
-	// copyDir, when set, is where the differ copies an upper directory
-	// inside the pause, when that directory is readable here; otherwise
-	// containerd tars it inside the pause.
+	// copyDir is where readable upper directories are copied in the pause;
+	// "" lets containerd tar them.
 	copyDir string
-	// pod names the pod in messages.
-	pod string
-	log *log.Logger
+	pod     string
+	log     *log.Logger
 }
 
 // New returns a Differ of pod's containers in c.
@@ -98,18 +81,16 @@ type Plan struct {
 	// probeKey is an empty active snapshot the probe layer is applied to.
 	probeKey    string
 	probeMounts []mount.Mount
-	// probed lists the directories whose probes were applied before the
-	// pause, from a scan of the upper directory then (see prescan).
-	probed map[string]bool
-	// copyDir, when set, receives the copy of the upper directory.
+	// probed holds the directories whose probes prescan applied before the pause.
+	probed  map[string]bool
 	copyDir string
 }
 
 // Upper returns the upper directory.
 func (p *Plan) Upper() string { return p.upper }
 
-// CopyDir returns where the upper directory is copied in the pause, or ""
-// when containerd tars it.
+// CopyDir returns where the upper directory is copied in the pause, or "" when
+// containerd tars it.
 func (p *Plan) CopyDir() string { return p.copyDir }
 
 // Probed reports whether dir's probe was applied before the pause.
@@ -117,16 +98,16 @@ func (p *Plan) Probed(dir string) bool { return p.probed[dir] }
 
 // Diff is the result of the in-pause part of the differ.
 type Diff struct {
-	// staged is the copy of the upper directory; when nil, upper is its tar
-	// in the content store (whiteouts as devices).
+	// staged is the upper directory's copy; if nil, upper is containerd's
+	// tar (whiteouts as devices).
 	staged *stage.Upper
 	upper  ocispec.Descriptor
 	// opaque lists the opaque directories of upper, cleaned, without "/".
 	opaque map[string]bool
 }
 
-// overlayLayout returns the upper and lower directories of an overlayfs
-// snapshot's mounts, or ok=false when they are not a plain overlay.
+// overlayLayout returns the upper and lower directories of mounts, or ok=false
+// if not a plain overlay.
 func overlayLayout(mounts []mount.Mount) (upper string, lowers []string, ok bool) {
 	if len(mounts) != 1 {
 		return "", nil, false
@@ -155,9 +136,8 @@ func overlayLayout(mounts []mount.Mount) (upper string, lowers []string, ok bool
 	return upper, lowers, upper != ""
 }
 
-// overlayKernelDefaultsSafe reports whether the overlay module's defaults
-// keep upper directories self-contained (no redirect_dir, no metacopy). An
-// unreadable parameter counts as unsafe.
+// overlayKernelDefaultsSafe fails unless redirect_dir and metacopy default to
+// off; unreadable is unsafe.
 func overlayKernelDefaultsSafe() error {
 	for _, p := range []string{"redirect_dir", "metacopy"} {
 		b, err := os.ReadFile(overlayParamsDir + "/" + p)
@@ -171,9 +151,9 @@ func overlayKernelDefaultsSafe() error {
 	return nil
 }
 
-// Plan decides, before the pause, whether the differ applies
-// to a container, and prepares its probe snapshot. It returns nil, with the
-// reason logged, when the walking differ must be used.
+// Plan decides before the pause whether the differ applies to a container and
+// prepares its probe snapshot. It returns nil, with the reason logged, when the
+// walking differ must be used.
 func (d *Differ) Plan(ctx context.Context, l *freeze.Container) (*Plan, error) {
 	if l.Info.Snapshotter != Snapshotter {
 		return nil, nil
@@ -222,16 +202,14 @@ func (d *Differ) Plan(ctx context.Context, l *freeze.Container) (*Plan, error) {
 	return plan, nil
 }
 
-// prescanMaxBytes bounds the upper directories containerd scans before the
-// pause: its scan copies the upper directory once more, which only pays off
-// when the change is small and the probe round is a large part of the pause.
-// A readable upper directory is listed directly, whatever its size.
+// prescanMaxBytes bounds the upper directories containerd diffs before the
+// pause: that copies them once more, which pays off only for small changes.
+// Readable ones are listed at any size.
 const prescanMaxBytes = 64 << 20
 
-// prescan applies, before the pause, the probes of the directories
-// the upper directory holds now, so that inside the pause the probe diff can
-// run beside the upper diff; only directories made since need a probe round
-// in the pause. Any failure just leaves the probes to the pause.
+// prescan applies the probes of the upper directory's current directories
+// before the pause, so the probe diff can run beside the upper diff in it. A
+// failure leaves the probes to the pause.
 func (d *Differ) prescan(ctx context.Context, l *freeze.Container, plan *Plan) {
 	dirs, err := d.upperDirs(ctx, l, plan)
 	if err == nil && len(dirs) > 0 {
@@ -247,9 +225,8 @@ func (d *Differ) prescan(ctx context.Context, l *freeze.Container, plan *Plan) {
 	}
 }
 
-// upperDirs lists the directories of the upper directory before the pause:
-// directly when it is readable here, else from a containerd diff of it; nil
-// when it is too large for that.
+// upperDirs lists the upper directory's directories: directly when readable
+// here, else from a containerd diff; nil when it is too large for that.
 func (d *Differ) upperDirs(ctx context.Context, l *freeze.Container, plan *Plan) ([]string, error) {
 	if plan.copyDir != "" {
 		var dirs []string
@@ -275,7 +252,6 @@ func (d *Differ) upperDirs(ctx context.Context, l *freeze.Container, plan *Plan)
 	return tarDirs(ctx, d.client.ContentStore(), desc)
 }
 
-// upperRO mounts the upper directory read-only.
 func (p *Plan) upperRO() []mount.Mount {
 	return []mount.Mount{{Type: "bind", Source: p.upper, Options: []string{"ro", "rbind"}}}
 }

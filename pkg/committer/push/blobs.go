@@ -36,9 +36,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// Blobs reads the blobs a push uploads, and a squash merges: from this node
-// (a layer file, then containerd's content store) when it holds them, else
-// from a source repository.
+// Blobs reads the blobs a push uploads and a squash merges: from this node (a
+// layer file, then containerd's content store) when it holds them, else from a
+// source repository.
 type Blobs struct {
 	cs     content.Store
 	layers *layerdir.Dir
@@ -46,7 +46,7 @@ type Blobs struct {
 }
 
 // NewBlobs returns Blobs reading from layers, then cs, then the registries
-// remote reaches.
+// remoteOpts reach.
 func NewBlobs(cs content.Store, layers *layerdir.Dir, remoteOpts []remote.Option) (*Blobs, error) {
 	puller, err := remote.NewPuller(remoteOpts...)
 	if err != nil {
@@ -55,9 +55,8 @@ func NewBlobs(cs content.Store, layers *layerdir.Dir, remoteOpts []remote.Option
 	return &Blobs{cs: cs, layers: layers, puller: puller}, nil
 }
 
-// Layer returns a v1.Layer for one blob: read from the commit step's
-// layer file or the containerd content store when present (local), otherwise
-// fetched lazily from a source repository.
+// Layer returns one blob as a v1.Layer and whether it is local; remote blobs
+// are fetched lazily.
 func (b *Blobs) Layer(ctx context.Context, d ocispec.Descriptor, sources []name.Repository) (l v1.Layer, local bool, err error) {
 	cs := b.cs
 	if f := b.layers.File(d.Digest); f != "" {
@@ -80,29 +79,25 @@ func (b *Blobs) Layer(ctx context.Context, d ocispec.Descriptor, sources []name.
 	return l, local, nil
 }
 
-// localLayer is a partial.CompressedLayer read from this node: a layer
-// file, or the containerd content store.
+// localLayer is a partial.CompressedLayer read from a layer file or the content
+// store.
 type localLayer struct {
 	desc ocispec.Descriptor
 	open func() (io.ReadCloser, error)
 }
 
-// Digest implements partial.CompressedLayer.
 func (l *localLayer) Digest() (v1.Hash, error) { return v1.NewHash(l.desc.Digest.String()) }
 
-// Size implements partial.CompressedLayer.
 func (l *localLayer) Size() (int64, error) { return l.desc.Size, nil }
 
-// MediaType implements partial.CompressedLayer.
 func (l *localLayer) MediaType() (types.MediaType, error) {
 	return types.MediaType(l.desc.MediaType), nil
 }
 
-// Compressed implements partial.CompressedLayer.
 func (l *localLayer) Compressed() (io.ReadCloser, error) { return l.open() }
 
-// sourceLayer is a partial.CompressedLayer fetched from the first source
-// repository that serves it, only when its bytes are actually needed.
+// sourceLayer is a partial.CompressedLayer fetched, only when read, from the
+// first source serving it.
 type sourceLayer struct {
 	ctx     context.Context
 	desc    ocispec.Descriptor
@@ -110,18 +105,14 @@ type sourceLayer struct {
 	puller  *remote.Puller
 }
 
-// Digest implements partial.CompressedLayer.
 func (l *sourceLayer) Digest() (v1.Hash, error) { return v1.NewHash(l.desc.Digest.String()) }
 
-// Size implements partial.CompressedLayer.
 func (l *sourceLayer) Size() (int64, error) { return l.desc.Size, nil }
 
-// MediaType implements partial.CompressedLayer.
 func (l *sourceLayer) MediaType() (types.MediaType, error) {
 	return types.MediaType(l.desc.MediaType), nil
 }
 
-// Compressed implements partial.CompressedLayer.
 func (l *sourceLayer) Compressed() (io.ReadCloser, error) {
 	var errs []error
 	for _, s := range l.sources {

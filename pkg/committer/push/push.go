@@ -14,10 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package push uploads committed images to their registries: each blob
-// from a layer file, containerd's content store or a source repository,
-// mounted across repositories where it can be and sent in chunks that resume
-// when it is large; then the manifest, checked by its digest.
+// Package push uploads committed images: blobs from this node or a source
+// repository, mounted across repositories where possible, large ones in
+// resumable chunks; then the manifest, checked by digest.
 package push
 
 import (
@@ -53,31 +52,28 @@ const Concurrency = 4
 // Options configures a Pusher.
 type Options struct {
 	Keychain authn.Keychain
-	// Insecure lets registries, the sources' too, be plain HTTP.
+	// Insecure allows plain HTTP registries, sources included.
 	Insecure bool
 	// RootCAs verify the registries' certificates; the system's when nil.
 	RootCAs *x509.CertPool
-	// ChunkSize is the size of a chunked upload's chunks, past which a blob
-	// goes in chunks; upload.DefaultChunkSize when 0.
+	// ChunkSize is the chunk size, and the blob size that needs chunks; 0 means
+	// upload.DefaultChunkSize.
 	ChunkSize int
-	// Remote are the options of every registry request, its context's
-	// included.
+	// Remote are the options of every registry request, context included.
 	Remote []remote.Option
-	// Pod names the pod in messages.
-	Pod string
-	Log *log.Logger
+	Pod    string
+	Log    *log.Logger
 }
 
 // Image is one committed image to push.
 type Image struct {
 	Target task.Target
-	// Raw is the manifest, pushed as it is so that its digest is the local
-	// one; Manifest is it decoded, MediaType its media type.
+	// Raw is the manifest, pushed verbatim so its digest stays the local
+	// one; Manifest decodes it.
 	Raw       []byte
 	Manifest  ocispec.Manifest
 	MediaType string
-	// Sources are repositories the blobs the node does not hold can be
-	// fetched or mounted from (SourceRepositories).
+	// Sources are repositories to fetch or mount the blobs this node lacks from.
 	Sources []name.Repository
 	// Uploaded is a blob already uploaded as it was built.
 	Uploaded digest.Digest
@@ -88,8 +84,7 @@ type Pusher struct {
 	opts   Options
 	blobs  *Blobs
 	pusher *remote.Pusher
-	// local and remote count the blobs read on this node and those taken
-	// from a source repository.
+	// local and remote count blobs read on this node and from a source repository.
 	local, remote atomic.Int64
 }
 
@@ -110,8 +105,8 @@ func New(cs content.Store, layers *layerdir.Dir, opts Options) (*Pusher, error) 
 type Stats struct {
 	// Local blobs were read from a layer file or containerd's content store.
 	Local int64
-	// Remote blobs were absent locally and delegated to a source repository
-	// (cross-repo mount, or streamed through the committer).
+	// Remote blobs were absent locally: mounted across repositories or
+	// streamed from a source.
 	Remote int64
 }
 
@@ -120,8 +115,8 @@ func (p *Pusher) Stats() *Stats {
 	return &Stats{Local: p.local.Load(), Remote: p.remote.Load()}
 }
 
-// SourceRepositories parses a comma-separated list of repositories; insecure
-// lets them be plain HTTP. Names that do not parse are left out.
+// SourceRepositories parses a comma-separated repository list, dropping names
+// that do not parse.
 func SourceRepositories(list string, insecure bool) []name.Repository {
 	var out []name.Repository
 	opts := []name.Option{name.StrictValidation}
@@ -139,9 +134,9 @@ func SourceRepositories(list string, insecure bool) []name.Repository {
 	return out
 }
 
-// UploadStream uploads the blob open gives, of mediaType, to repo, hashed as
-// it is sent (upload.Chunked.UploadStream). A registry that refuses chunks
-// gets it in one request, its descriptor found first by describe.
+// UploadStream uploads the blob open gives to repo, hashed as it is sent. A
+// registry refusing chunks gets it in one request, its descriptor computed
+// first by describe.
 func (p *Pusher) UploadStream(ctx context.Context, repo name.Repository, mediaType string, open func() (io.ReadCloser, error), describe func() (ocispec.Descriptor, error)) (ocispec.Descriptor, error) {
 	var layer ocispec.Descriptor
 	chunked, err := p.chunked(ctx, repo, nil)
@@ -160,7 +155,6 @@ func (p *Pusher) UploadStream(ctx context.Context, repo name.Repository, mediaTy
 	return layer, err
 }
 
-// chunkSize is the chunk size of chunked blob uploads.
 func (p *Pusher) chunkSize() int {
 	if p.opts.ChunkSize > 0 {
 		return p.opts.ChunkSize
@@ -168,8 +162,8 @@ func (p *Pusher) chunkSize() int {
 	return upload.DefaultChunkSize
 }
 
-// chunked returns an uploader authenticated for pushing to repo and
-// mounting from sources.
+// chunked returns an uploader authenticated to push to repo and mount from
+// sources.
 func (p *Pusher) chunked(ctx context.Context, repo name.Repository, sources []name.Repository) (*upload.Chunked, error) {
 	return upload.NewChunked(ctx, repo, sources, upload.Options{
 		Keychain:  p.opts.Keychain,
@@ -180,10 +174,9 @@ func (p *Pusher) chunked(ctx context.Context, repo name.Repository, sources []na
 	})
 }
 
-// Push uploads img to its target: its blobs, at most Concurrency at once,
-// then its manifest, which it checks by digest with a HEAD request. put is
-// the manifest Push may have put in the registry, also when it fails: only
-// a manifest the registry refused is not there.
+// Push uploads img's blobs, at most Concurrency at once, then its manifest,
+// checked by digest with HEAD. put is the manifest that may be in the registry
+// even on failure; only a refused one is not.
 func (p *Pusher) Push(ctx context.Context, img Image) (pushed, put digest.Digest, err error) {
 	t, m := img.Target, img.Manifest
 	repo := t.Tag.Context()
@@ -207,8 +200,7 @@ func (p *Pusher) Push(ctx context.Context, img Image) (pushed, put digest.Digest
 		} else {
 			p.remote.Add(1)
 		}
-		// Blobs larger than one chunk go in chunks that resume after a
-		// transient error; the rest in one request.
+		// Blobs over one chunk go in chunks that resume after transient errors.
 		if chunked == nil && d.Size > int64(p.chunkSize()) {
 			if chunked, err = p.chunked(ctx, repo, img.Sources); err != nil {
 				return "", "", err
@@ -230,8 +222,6 @@ func (p *Pusher) Push(ctx context.Context, img Image) (pushed, put digest.Digest
 	}
 	want := digest.FromBytes(img.Raw)
 	err = p.pusher.Put(ctx, t.Tag, &rawManifest{raw: img.Raw, mediaType: img.MediaType})
-	// A manifest the registry refused is not there; after any other
-	// failure it may be.
 	if te := (*transport.Error)(nil); !errors.As(err, &te) {
 		put = want
 	}
@@ -249,8 +239,8 @@ func (p *Pusher) Push(ctx context.Context, img Image) (pushed, put digest.Digest
 	return want, put, nil
 }
 
-// uploadBlob uploads one blob: in chunks when it is larger than one chunk,
-// falling back to one request when the registry refuses chunks.
+// uploadBlob uploads one blob, in chunks when over one chunk, in one request if
+// chunks are refused.
 func (p *Pusher) uploadBlob(ctx context.Context, repo name.Repository, d ocispec.Descriptor, layer v1.Layer, chunked *upload.Chunked) error {
 	if d.Size <= int64(p.chunkSize()) {
 		return p.pusher.Upload(ctx, repo, layer)
@@ -272,16 +262,15 @@ func mountSource(l v1.Layer) *name.Repository {
 	return nil
 }
 
-// blobLayer returns a v1.Layer for one blob (Blobs.Layer), a
-// cross-repository mount candidate when a source is on the target registry.
+// blobLayer returns Blobs.Layer, as a mount candidate when a source is on the
+// target registry.
 func (p *Pusher) blobLayer(ctx context.Context, d ocispec.Descriptor, target name.Repository, sources []name.Repository) (v1.Layer, bool, error) {
 	l, local, err := p.blobs.Layer(ctx, d, sources)
 	if err != nil {
 		return nil, false, err
 	}
-	// A blob already on the target registry is mounted from its source
-	// repository instead of uploaded, even when containerd holds it: the
-	// upload (from the local copy) is only the fallback.
+	// Mount even when the blob is local: uploading the local copy is only
+	// the fallback.
 	for _, s := range sources {
 		if s.RegistryStr() == target.RegistryStr() {
 			return &remote.MountableLayer{Layer: l, Reference: s.Digest(d.Digest.String())}, local, nil
@@ -290,21 +279,19 @@ func (p *Pusher) blobLayer(ctx context.Context, d ocispec.Descriptor, target nam
 	return l, local, nil
 }
 
-// rawManifest is a remote.Taggable for manifest bytes taken verbatim from
-// containerd, so the pushed digest equals the local one.
+// rawManifest is a remote.Taggable of verbatim manifest bytes, so the pushed
+// digest is the local one.
 type rawManifest struct {
 	raw       []byte
 	mediaType string
 }
 
-// RawManifest implements remote.Taggable.
 func (r *rawManifest) RawManifest() ([]byte, error) { return r.raw, nil }
 
-// MediaType implements remote.Taggable.
 func (r *rawManifest) MediaType() (types.MediaType, error) { return types.MediaType(r.mediaType), nil }
 
-// firstError returns the first error and how many others there were; blob
-// uploads to one registry tend to fail alike.
+// firstError returns the first error with a count of the others: uploads to one
+// registry fail alike.
 func firstError(errs []error) error {
 	var first error
 	more := 0

@@ -14,9 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package squash merges the uncompressed tars of image layers into one
-// layer that gives, applied on any base, the file system the layers give
-// applied in order.
+// Package squash merges the uncompressed tars of image layers into one layer
+// that, applied on any base, gives the file system the layers give applied in
+// order.
 package squash
 
 import (
@@ -37,24 +37,19 @@ import (
 // entry is one entry of a squashed layer.
 type entry struct {
 	hdr *tar.Header
-	// off is where the entry's content starts in the staging file, for a
-	// regular file of non-zero size.
 	off int64
 }
 
-// Source opens the uncompressed tar of one layer; it may be opened
-// more than once.
+// Source opens the uncompressed tar of one layer; it may be called more than
+// once.
 type Source func() (io.ReadCloser, error)
 
-// Layers writes to w, as an uncompressed tar, one layer whose
-// application on any base gives the same file system as applying layers in
-// order (bottom first): for each path the entry of the topmost layer that
-// has it; whiteouts and opaque directories of upper layers hiding the
-// entries below them, and kept themselves where they may hide something of
-// the base; a hardlink kept where its target comes from its own layer, and
-// made a regular file with that target's content where an upper layer
-// replaced or removed the target. Contents are staged in one file in dir
-// before the tar is written, sorted by name, hardlinks last.
+// Layers writes to w, as an uncompressed tar, one layer equal on any base to
+// layers applied bottom first: each path takes its topmost entry; upper
+// whiteouts and opaque directories hide what is below and stay where they may
+// hide base content; a hardlink whose target an upper layer replaced or removed
+// becomes a regular file with the target's content. Contents are staged in a
+// file in dir.
 func Layers(layers []Source, dir string, w io.Writer) error {
 	stage, err := os.CreateTemp(dir, "squash-")
 	if err != nil {
@@ -64,9 +59,9 @@ func Layers(layers []Source, dir string, w io.Writer) error {
 	defer stage.Close()
 	s := &squasher{stage: stage, decided: map[string]bool{}, hidden: map[string]bool{}, opaque: map[string]bool{}, dirs: map[string]bool{}}
 	for k := len(layers) - 1; k >= 0; k-- {
-		// A layer is read once, unless it has a hardlink whose target an
-		// upper layer replaced: the content the link keeps went by before
-		// it, and the layer is read again, keeping it.
+		// A hardlink to a target replaced or removed above needs
+		// content that went by before it: the layer is then read again,
+		// capturing that content.
 		var capture map[string]bool
 		for {
 			mark := len(s.out)
@@ -91,8 +86,8 @@ type squasher struct {
 	out   []entry
 	// decided holds the paths an upper layer emitted or removed.
 	decided map[string]bool
-	// hidden holds the paths whose subtree an upper layer removed, and
-	// opaque the directories whose lower children it hid.
+	// hidden: paths whose subtree an upper layer removed; opaque: dirs
+	// whose lower children it hid.
 	hidden, opaque map[string]bool
 	// dirs holds the paths an upper layer made directories.
 	dirs map[string]bool
@@ -108,8 +103,8 @@ func (s *squasher) covered(name string) bool {
 	return false
 }
 
-// stageContent appends an entry's content to the stage file and returns
-// where it starts.
+// stageContent appends an entry's content to the stage file and returns where
+// it starts.
 func (s *squasher) stageContent(hdr *tar.Header, r io.Reader) (int64, error) {
 	off := s.size
 	n, err := io.Copy(s.stage, io.LimitReader(r, hdr.Size))
@@ -120,10 +115,9 @@ func (s *squasher) stageContent(hdr *tar.Header, r io.Reader) (int64, error) {
 	return off, err
 }
 
-// layer merges a layer under the upper layers merged so far, keeping the
-// content of the paths in capture that it has but an upper layer decided.
-// It returns, changing nothing then, the targets of its hardlinks whose
-// content it needs to keep and was not asked to.
+// layer merges src under the layers merged so far, keeping the content of
+// capture's paths an upper layer decided. It returns, changing nothing, the
+// hardlink targets it needs but did not capture.
 func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, error) {
 	decided := map[string]bool{}
 	hidden := map[string]bool{}
@@ -165,8 +159,8 @@ func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, 
 				s.out = append(s.out, entry{hdr: hdr})
 				decided[target] = true
 			case s.dirs[target] && !s.opaque[target]:
-				// Removed, then made a directory again above: what the
-				// base holds there stays removed.
+				// Removed, then a directory again above: the
+				// base's content there stays removed.
 				s.out = append(s.out, opaqueMarker(hdr, target))
 				opaque[target] = true
 			}
@@ -174,8 +168,8 @@ func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, 
 			return nil
 		case s.decided[name]:
 			if hdr.Typeflag != tar.TypeDir {
-				// What was under name went when this file took its
-				// place, also where a directory came back above.
+				// This file removed what was under name, even
+				// if a directory came back above.
 				hidden[name] = true
 				if s.dirs[name] && !s.opaque[name] {
 					s.out = append(s.out, opaqueMarker(hdr, name))
@@ -202,9 +196,8 @@ func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, 
 				if !ok {
 					return fmt.Errorf("hardlink %s: its target %s is not in the layer before it", name, target)
 				}
-				// Its target was replaced or removed above: a file of its
-				// own, with the target's content in this layer, which the
-				// target's other links share.
+				// Target gone above: a regular file with its
+				// content here, shared by its other links.
 				t := *c.hdr
 				t.Name = hdr.Name
 				e = entry{hdr: &t, off: c.off}
@@ -226,8 +219,7 @@ func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, 
 		if hdr.Typeflag == tar.TypeDir {
 			dirs[name] = true
 		} else {
-			// A file where a directory was: what lower layers put under
-			// it is gone.
+			// A file where a directory was hides what lower layers put under it.
 			hidden[name] = true
 		}
 		return nil
@@ -256,9 +248,8 @@ func opaqueMarker(hdr *tar.Header, dir string) entry {
 		Mode: 0o644, ModTime: hdr.ModTime, Format: tar.FormatPAX}}
 }
 
-// walkLayer reads a layer's tar, calling fn for each entry with a reader of
-// its content, then reads the stream to its end, where a Source
-// checks it.
+// walkLayer calls fn for each entry of a layer's tar, then drains the stream so
+// the Source checks it.
 func walkLayer(open Source, fn func(*tar.Header, io.Reader) error) error {
 	rc, err := open()
 	if err != nil {
@@ -281,11 +272,10 @@ func walkLayer(open Source, fn func(*tar.Header, io.Reader) error) error {
 	}
 }
 
-// writeSquashed writes the entries as a tar, contents from stage: sorted by
-// name, so that a directory comes before what it holds, an opaque marker
-// first in its directory (an applier that unpacks entries in order removes,
-// at the marker, what the layer has not unpacked yet), and hardlinks last,
-// after their targets.
+// writeSquashed writes the entries sorted by name: directories before their
+// contents, an opaque marker first in its directory (an in-order applier
+// removes everything there at the marker), and hardlinks last, after their
+// targets.
 func writeSquashed(entries []entry, stage *os.File, w io.Writer) error {
 	key := func(e entry) string {
 		return strings.Replace(oci.CleanTarName(e.hdr.Name), "/"+oci.WhiteoutOpaque, "/\x00", 1)
@@ -313,13 +303,13 @@ func writeSquashed(entries []entry, stage *os.File, w io.Writer) error {
 	return tw.Close()
 }
 
-// Verified reads the uncompressed layer r, failing at its end when its
-// bytes are not diffID; closing it closes closers.
+// Verified returns r, failing at EOF unless its bytes hash to diffID; Close
+// closes closers.
 func Verified(r io.Reader, diffID digest.Digest, closers ...io.Closer) io.ReadCloser {
 	return &verifiedLayer{r: r, closers: closers, want: diffID, d: diffID.Algorithm().Digester()}
 }
 
-// verifiedLayer is what Verified returns.
+// verifiedLayer is the io.ReadCloser Verified returns.
 type verifiedLayer struct {
 	r       io.Reader
 	closers []io.Closer
@@ -327,7 +317,6 @@ type verifiedLayer struct {
 	d       digest.Digester
 }
 
-// Read implements io.Reader.
 func (v *verifiedLayer) Read(b []byte) (int, error) {
 	n, err := v.r.Read(b)
 	v.d.Hash().Write(b[:n])
@@ -337,7 +326,6 @@ func (v *verifiedLayer) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// Close implements io.Closer.
 func (v *verifiedLayer) Close() error {
 	var errs []error
 	for _, c := range v.closers {

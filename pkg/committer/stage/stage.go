@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package stage copies a container's overlayfs upper directory inside the
-// pause, and writes the copy as a tar after the thaw.
+// pause, where the Task mounts the node's snapshots read-only, and writes the
+// copy as a tar after the thaw.
 package stage
 
 import (
@@ -36,15 +37,10 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// When the node's overlayfs snapshots are visible to the commit step (the
-// Task mounts them read-only), the overlay differ copies a container's upper
-// directory inside the pause instead of asking containerd to tar it: one
-// lstat per entry, and the content of every regular file copied in the
-// kernel (copy_file_range) into one file, so that the copy creates no inode
-// per file and waits on no file-system journal. containerd's tar goes
-// through its content store instead, which hashes every byte and syncs it
-// to disk. The tar is written from the copy after the thaw, with the
-// headers containerd's tar writer gives the same entries.
+// The copy takes one lstat per entry and copies file contents in the kernel
+// (copy_file_range) into one file: no inode per file, no journal wait, unlike
+// containerd's content store, which hashes and syncs every byte. The tar
+// written after the thaw has the headers containerd's tar writer gives.
 
 // stageCopiers is the number of files copied at once inside the pause.
 const stageCopiers = 4
@@ -56,8 +52,8 @@ const stageAlign = 4096
 // contents.
 const ContentFile = "content"
 
-// Upper is an upper directory captured inside the pause: every
-// entry's tar header, and a copy of every regular file's content.
+// Upper is an upper directory captured in the pause: each entry's tar header
+// and each file's content.
 type Upper struct {
 	dir     string
 	entries []entry
@@ -68,29 +64,25 @@ type Upper struct {
 // entry is one entry of a staged upper directory.
 type entry struct {
 	hdr *tar.Header
-	// off is where the entry's content starts in the copy, when it has any
-	// (a regular file of non-zero size, hdr.Size bytes).
+	// off is where the content of a non-empty regular file starts in the copy.
 	off int64
 }
 
-// hasContent reports whether the entry's content is in the copy.
 func (e entry) hasContent() bool {
 	return e.hdr.Typeflag == tar.TypeReg && e.hdr.Size > 0
 }
 
-// noNames gives tar.FileInfoHeader empty user and group names, as
-// containerd's tar writer does, instead of looking them up on this host.
+// noNames is a tar.FileInfoNames giving empty user and group names, as
+// containerd does, without looking them up on this host.
 type noNames struct{ fs.FileInfo }
 
-// Uname implements tar.FileInfoNames.
 func (noNames) Uname() (string, error) { return "", nil }
 
-// Gname implements tar.FileInfoNames.
 func (noNames) Gname() (string, error) { return "", nil }
 
-// Copy copies the upper directory upper into dir, which must exist and
-// be empty, and records the tar header of every entry. Sockets are left out,
-// as containerd's tar writer leaves them out.
+// Copy copies the upper directory upper into dir, which must exist and be
+// empty, recording each entry's tar header. Sockets are left out, as
+// containerd's tar writer leaves them out.
 func Copy(ctx context.Context, upper, dir string) (*Upper, error) {
 	s := &Upper{dir: dir}
 	type job struct {
@@ -233,8 +225,8 @@ func Copy(ctx context.Context, upper, dir string) (*Upper, error) {
 // paxXattr is the PAX record prefix of extended attributes.
 const paxXattr = "SCHILY.xattr."
 
-// lgetxattr reads an extended attribute of a path (not following a
-// symlink); nil when the attribute or xattr support is missing.
+// lgetxattr reads an extended attribute without following symlinks; nil if it
+// or xattrs are missing.
 func lgetxattr(p, attr string) ([]byte, error) {
 	buf := make([]byte, 128)
 	for {
@@ -256,15 +248,14 @@ func lgetxattr(p, attr string) ([]byte, error) {
 type fileID struct{ dev, ino uint64 }
 
 // errNotWalked is returned for a path that no longer leads to the inode the
-// walk saw there.
+// walk saw.
 var errNotWalked = errors.New("not the regular file the walk saw (changed while frozen?)")
 
-// openWalked opens rel beneath the directory root read-only, through no
-// symbolic link and no mount point, and checks that it is the regular file
-// id the walk saw. The freeze stops the sandbox's own processes, not one
-// outside it (a debug container, a pod sharing its process namespace),
-// which could swap an entry for a link into another pod's files between
-// the walk and the copy.
+// openWalked opens rel beneath root read-only, through no symlink or mount
+// point, and checks it is the regular file id the walk saw. The freeze stops
+// only the sandbox's processes: one outside it (a debug container, a pod
+// sharing its PID namespace) could swap an entry for a link into another pod's
+// files between the walk and the copy.
 func openWalked(root int, rel string, id fileID) (*os.File, error) {
 	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
@@ -289,9 +280,8 @@ func openWalked(root int, rel string, id fileID) (*os.File, error) {
 	return f, nil
 }
 
-// copyAt copies the size bytes of the walked file rel beneath root into out
-// at offset off, in the kernel where the file systems allow it
-// (os.File.ReadFrom).
+// copyAt copies size bytes of the walked file rel into out at off, in the
+// kernel where possible (os.File.ReadFrom).
 func copyAt(out *os.File, root int, rel string, id fileID, off, size int64) error {
 	in, err := openWalked(root, rel, id)
 	if err != nil {
@@ -325,8 +315,8 @@ func (s *Upper) Entries() int { return len(s.entries) }
 // Bytes is the size of the copied contents.
 func (s *Upper) Bytes() int64 { return s.bytes }
 
-// WriteTar writes the staged upper directory as a tar, whiteouts still as
-// character devices, as overlayfs has them.
+// WriteTar writes the staged upper directory as a tar, whiteouts left as
+// overlayfs character devices.
 func (s *Upper) WriteTar(w io.Writer) error {
 	f, err := os.Open(filepath.Join(s.dir, ContentFile))
 	if err != nil {
