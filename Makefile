@@ -83,15 +83,15 @@ release: ## Images for linux/amd64 and arm64, release.yaml and the Task bundle (
 
 .PHONY: bench-committer bench-control-plane bench-cycles bench-hibernate bench-latency
 bench-committer: ## Pause window and commit+push time against nerdctl.
-	test/bench-committer.sh
+	test/bench/committer/run.sh
 bench-control-plane: ## Snapshot throughput and latency for N=100, 500, 1000, beside OpenSandbox's controller.
-	test/bench-control-plane.sh
+	test/bench/controlplane/run.sh
 bench-cycles: ## 200 pause -> resume cycles of one sandbox on the real node (root).
-	test/bench-cycles.sh
+	test/bench/cycles/run.sh
 bench-hibernate: ## Memory snapshots of 64 MiB, 256 MiB and 1 GiB: freeze, size, restore (root).
-	test/bench-hibernate.sh
+	test/bench/hibernate/run.sh
 bench-latency: ## A snapshot's create -> Succeed on the real node, stage by stage, against a no-op TaskRun (root).
-	test/bench-latency.sh
+	test/bench/latency/run.sh
 
 .PHONY: ci-timing
 ci-timing: ## .ci/run in a fresh clone with empty Go and tool caches; prints each tier's time (root; about an hour).

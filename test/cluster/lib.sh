@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Shared helpers of the local cluster's scripts (test/cluster/, the e2e and
-# bench scripts in test/). Source it; do not run it.
+# Shared helpers of the local cluster's scripts (test/cluster/, the e2e
+# scripts in test/, the bench scripts in test/bench/). Source it; do not run it.
 #
 # Everything the local cluster writes lives under _output/ (git-ignored):
 #   _output/tools/<name>-<version>/   cached tool binaries (hack/build-tools.sh)

@@ -65,7 +65,7 @@ type cycle struct {
 // layers on the original one, exactly as many as the cycles since the last
 // squash; after the last resume every file of every cycle is there. With
 // E2E_CYCLES_REPORT set, each cycle's figures go to that file
-// (test/bench-cycles.sh, which runs the long series). Ten cycles squash
+// (test/bench/cycles/run.sh, which runs the long series). Ten cycles squash
 // twice, so the bound and every squash's files are proven in make check.
 func TestPauseResumeCycles(t *testing.T) {
 	cycles, bound := envInt(t, "E2E_CYCLES", 10), envInt(t, "E2E_CYCLES_MAX_LAYERS", 4)

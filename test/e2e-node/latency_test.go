@@ -63,12 +63,12 @@ var latencyStages = []string{
 // pinned to the same node, created -> Succeeded, one after each snapshot so
 // that both see the node alike. It writes the medians of all but the first
 // snapshot of each mode (which warms the node) to E2E_LATENCY_REPORT, and
-// runs only with it set (test/bench-latency.sh): a benchmark, not a test of
+// runs only with it set (test/bench/latency/run.sh): a benchmark, not a test of
 // make check. Each snapshot must Succeed.
 func TestSnapshotLatency(t *testing.T) {
 	report := os.Getenv("E2E_LATENCY_REPORT")
 	if report == "" {
-		t.Skip("a benchmark: test/bench-latency.sh runs it with E2E_LATENCY_REPORT")
+		t.Skip("a benchmark: test/bench/latency/run.sh runs it with E2E_LATENCY_REPORT")
 	}
 	n := envInt(t, "E2E_LATENCY_SNAPSHOTS", 6)
 	modes := strings.Split(envString("E2E_LATENCY_MODES", task.SnapshotModeFilesystem+","+task.SnapshotModeMemory), ",")

@@ -1,4 +1,4 @@
-// Module kwok pins kwok, the fake node of test/bench-control-plane.sh.
+// Module kwok pins kwok, the fake node of test/bench/controlplane/run.sh.
 module github.com/opensandbox-group/sandbox-snapshot-operator/hack/tools/kwok
 
 go 1.26.0

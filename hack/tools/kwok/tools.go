@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package tools records the commands test/bench-control-plane.sh builds from this module.
+// Package tools records the commands test/bench/controlplane/run.sh builds from this module.
 package tools
 
 import (

@@ -14,14 +14,14 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command benchcommitter compares the committer with nerdctl (commit + push)
+// Command bench-committer compares the committer with nerdctl (commit + push)
 // on one private containerd and one loopback registry, on base images shaped
 // like sandbox images and diffs of several shapes. For each case it reports
 // medians of: the pause window, commit+push time, bytes the registry received
 // for a first and a second snapshot of the same sandbox, the compressed diff,
 // the resume time on the same node and on a node holding only the base image,
 // the tool's peak memory and the node disk the snapshot keeps. It needs root.
-// Run it through test/bench-committer.sh.
+// Run it through test/bench/committer/run.sh.
 package main
 
 import (
@@ -68,7 +68,7 @@ func main() {
 	flag.BoolVar(&o.verbose, "verbose", false, "print the committer's log of every run")
 	flag.Parse()
 	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "benchcommitter:", err)
+		fmt.Fprintln(os.Stderr, "bench-committer:", err)
 		os.Exit(1)
 	}
 }

@@ -13,12 +13,12 @@
 # the goals of issue 10. Needs root; needs about 15 GB of free disk under
 # $TMPDIR for the full matrix, all removed at the end.
 #
-#   test/bench-committer.sh                                   # full matrix, 3 runs each
-#   ITERATIONS=1 DIFFS=1m,replace test/bench-committer.sh     # quicker
-#   CONTAINERDS=v2.1.3 BASES=large test/bench-committer.sh
+#   test/bench/committer/run.sh                                # full matrix, 3 runs each
+#   ITERATIONS=1 DIFFS=1m,replace test/bench/committer/run.sh  # quicker
+#   CONTAINERDS=v2.1.3 BASES=large test/bench/committer/run.sh
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 NERDCTL_VERSION="${NERDCTL_VERSION:-v2.1.3}"
 NERDCTL_DIR="${ROOT}/_output/tools/nerdctl-${NERDCTL_VERSION}"
 ITERATIONS="${ITERATIONS:-3}"
@@ -62,7 +62,7 @@ build_nerdctl() {
 echo "building nerdctl ${NERDCTL_VERSION} (cached in ${NERDCTL_DIR})" >&2
 build_nerdctl
 mkdir -p "${ROOT}/_output/bin"
-(cd "${ROOT}" && go build -o _output/bin/committer ./cmd/committer && go build -o _output/bin/benchcommitter ./test/integration/benchcommitter)
+(cd "${ROOT}" && go build -o _output/bin/committer ./cmd/committer && go build -o _output/bin/bench-committer ./test/bench/committer)
 
 for v in ${CONTAINERDS}; do
   bin=/usr/bin/containerd
@@ -71,7 +71,7 @@ for v in ${CONTAINERDS}; do
   fi
   echo "=== containerd ${v} (${bin})"
   start=$(date +%s)
-  CONTAINERD_BIN="${bin}" "${ROOT}/_output/bin/benchcommitter" \
+  CONTAINERD_BIN="${bin}" "${ROOT}/_output/bin/bench-committer" \
     --committer "${ROOT}/_output/bin/committer" \
     --nerdctl "${NERDCTL_DIR}/nerdctl" \
     --bases "${BASES}" --diffs "${DIFFS}" \

@@ -16,7 +16,7 @@ limitations under the License.
 
 // Command bench measures the SandboxSnapshot controller against a real
 // kube-apiserver, beside OpenSandbox's own controller on the same API server.
-// test/bench-control-plane.sh (make bench-control-plane) brings up the
+// test/bench/controlplane/run.sh (make bench-control-plane) brings up the
 // cluster and kwok's node and runs bench sweep, which runs the rest:
 //
 //	bench sweep              every size and trial (-sizes, -trials), each with the three

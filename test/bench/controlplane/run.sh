@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Control-plane benchmark (make bench-control-plane): the SandboxSnapshot
 # controller beside a write-only client and OpenSandbox's controller, on one
-# API server with a kwok node; `bench sweep` (test/bench, whose doc tells the
-# details) runs the sizes and trials and writes _output/bench/. It brings up a
-# control-plane cluster unless one runs (that one is left up), and refuses a
-# node cluster (its Tekton would run the TaskRuns) or a local controller.
+# API server with a kwok node; `bench sweep` (the Go program beside this
+# script, whose doc tells the details) runs the sizes and trials and writes
+# _output/bench/. It brings up a control-plane cluster unless one runs (that
+# one is left up), and refuses a node cluster (its Tekton would run the
+# TaskRuns) or a local controller.
 # env: BENCH_SIZES (default "100 500 1000"), BENCH_TRIALS (1), BENCH_TIMEOUT
 #      (per step, 5m), BENCH_CONTAINERS (per sandbox pod, 1), BENCH_OPENSANDBOX
 #      (1; 0 skips OpenSandbox's run).
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../cluster/lib.sh"
 
 NODE=kwok-node-0
 STARTED_CLUSTER=0
@@ -46,7 +47,7 @@ finish() {
 
 require_root
 need_tools kwok
-(cd "${ROOT_DIR}" && go build -o "${OUTPUT_DIR}/bin/bench" ./test/bench)
+(cd "${ROOT_DIR}" && go build -o "${OUTPUT_DIR}/bin/bench" ./test/bench/controlplane)
 if cluster_env && pid_alive kube-apiserver && apiserver_ready; then
   # shellcheck disable=SC2153 # MODE comes from cluster.env
   [[ "${MODE}" == control-plane ]] ||

@@ -30,7 +30,7 @@ import (
 )
 
 // sweepDefaults are the sweep's settings as the environment of
-// test/bench-control-plane.sh gives them; flags override them.
+// test/bench/controlplane/run.sh gives them; flags override them.
 type sweepDefaults struct {
 	sizes       sizeList
 	trials      int

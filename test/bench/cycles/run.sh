@@ -6,11 +6,11 @@
 # test/e2e-node.sh (a running node is reused). Figures per cycle:
 # _output/bench-cycles.tsv. Needs root.
 #
-#   test/bench-cycles.sh                      # 200 cycles, about an hour
-#   CYCLES=40 MAX_LAYERS=8 test/bench-cycles.sh
+#   test/bench/cycles/run.sh                  # 200 cycles, about an hour
+#   CYCLES=40 MAX_LAYERS=8 test/bench/cycles/run.sh
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../cluster/lib.sh"
 
 CYCLES="${CYCLES:-200}"
 MAX_LAYERS="${MAX_LAYERS:-16}"

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command benchhibernate measures memory snapshots on a private containerd
+// Command bench-hibernate measures memory snapshots on a private containerd
 // with its CRI on (CONTAINERD_BIN, 2.1 or later) and CRIU (CRIU_DIR), as a
 // kubelet drives them: a process holding N MiB resident (filled with
 // incompressible bytes) is checkpointed by the committer, pushed to a
@@ -26,7 +26,7 @@ limitations under the License.
 // (building the image as it uploads it, and keeping it on the node) and
 // containerd's CPU time in it, the two together, the image's size
 // against the resident memory, and the restore to a first successful exec.
-// It needs root. Run it through test/bench-hibernate.sh.
+// It needs root. Run it through test/bench/hibernate/run.sh.
 package main
 
 import (
@@ -58,13 +58,13 @@ import (
 )
 
 func main() {
-	hog := flag.String("hog", "", "static binary that holds --mib MiB resident until killed (test/bench-hibernate.sh builds it)")
+	hog := flag.String("hog", "", "static binary that holds --mib MiB resident until killed (test/bench/hibernate/run.sh builds it)")
 	sizes := flag.String("sizes", "64,256,1024", "resident MiB of the checkpointed process, comma-separated")
 	iterations := flag.Int("iterations", 3, "runs per size; medians are reported")
 	mbit := flag.Int64("registry-mbit", 0, "link to the registry, in Mbit/s, both ways together (0: unpaced loopback)")
 	flag.Parse()
 	if err := run(*hog, *sizes, *iterations, *mbit); err != nil {
-		fmt.Fprintln(os.Stderr, "benchhibernate:", err)
+		fmt.Fprintln(os.Stderr, "bench-hibernate:", err)
 		os.Exit(1)
 	}
 }
@@ -98,7 +98,7 @@ func run(hog string, sizes string, iterations int, mbit int64) error {
 		return err
 	}
 	defer cri.Stop()
-	work, err := os.MkdirTemp("", "benchhibernate-")
+	work, err := os.MkdirTemp("", "bench-hibernate-")
 	if err != nil {
 		return err
 	}

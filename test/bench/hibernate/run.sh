@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Memory snapshots measured (test/integration/benchhibernate): a process
+# Memory snapshots measured (test/bench/hibernate): a process
 # holding 64 MiB, 256 MiB and 1 GiB resident is checkpointed by the committer
 # on a private containerd v2.1.3 with its CRI and CRIU 4.2, pushed to a
 # loopback registry and restored into a new pod, from the image kept on the
@@ -7,11 +7,11 @@
 # paces the registry's link (both ways together), as a registry across a
 # network. Needs root.
 #
-#   test/bench-hibernate.sh
-#   SIZES=256 ITERATIONS=5 REGISTRY_MBIT=1000 test/bench-hibernate.sh
+#   test/bench/hibernate/run.sh
+#   SIZES=256 ITERATIONS=5 REGISTRY_MBIT=1000 test/bench/hibernate/run.sh
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 SIZES="${SIZES:-64,256,1024}"
 ITERATIONS="${ITERATIONS:-3}"
 REGISTRY_MBIT="${REGISTRY_MBIT:-0}"
@@ -25,8 +25,8 @@ criu="$("${ROOT}/test/cluster/criu-build.sh")"
 mkdir -p "${ROOT}/_output/bin"
 (
   cd "${ROOT}"
-  CGO_ENABLED=0 go build -o _output/bin/hog ./test/integration/benchhibernate/hog
-  go build -o _output/bin/benchhibernate ./test/integration/benchhibernate
+  CGO_ENABLED=0 go build -o _output/bin/hog ./test/bench/hibernate/hog
+  go build -o _output/bin/bench-hibernate ./test/bench/hibernate
 )
-CONTAINERD_BIN="${ctrd}/containerd" CRIU_DIR="${criu}" "${ROOT}/_output/bin/benchhibernate" \
+CONTAINERD_BIN="${ctrd}/containerd" CRIU_DIR="${criu}" "${ROOT}/_output/bin/bench-hibernate" \
   --hog "${ROOT}/_output/bin/hog" --sizes "${SIZES}" --iterations "${ITERATIONS}" --registry-mbit "${REGISTRY_MBIT}"

@@ -11,12 +11,12 @@
 # root. Report: _output/bench-latency.md. TEKTON_FLAGS ("key=value,...")
 # sets Tekton's feature-flags for the run, and puts them back after.
 #
-#   test/bench-latency.sh
-#   SNAPSHOTS=10 MODES=Filesystem test/bench-latency.sh
-#   TEKTON_FLAGS=running-in-environment-with-injected-sidecars=false test/bench-latency.sh
+#   test/bench/latency/run.sh
+#   SNAPSHOTS=10 MODES=Filesystem test/bench/latency/run.sh
+#   TEKTON_FLAGS=running-in-environment-with-injected-sidecars=false test/bench/latency/run.sh
 set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
-source "$(dirname "${BASH_SOURCE[0]}")/cluster/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/../../cluster/lib.sh"
 
 SNAPSHOTS="${SNAPSHOTS:-6}"
 MODES="${MODES:-Filesystem,Memory}"

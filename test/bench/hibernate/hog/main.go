@@ -16,7 +16,7 @@ limitations under the License.
 
 // Command hog holds the MiB its argument names resident, filled with
 // incompressible bytes, writes that number to /tmp/hog-ready, and sleeps
-// until killed: the process benchhibernate checkpoints.
+// until killed: the process bench-hibernate checkpoints.
 package main
 
 import (
