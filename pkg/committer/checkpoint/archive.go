@@ -37,13 +37,11 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// staleCheckpointAge is the age past which an archive naming no Task pod is
-// taken as left by a killed run: a run reads its own within minutes.
+// staleCheckpointAge is when an archive naming no Task pod is a killed run's.
 const staleCheckpointAge = time.Hour
 
-// ArchiveName names container's archive of run in CheckpointDir, prefixed by
-// taskPodUID when set. '_' separates them: it is in no UID, run ID or container
-// name.
+// ArchiveName names container's archive of run, prefixed when set by
+// taskPodUID and '_', which no UID, run ID or container name contains.
 func ArchiveName(taskPodUID, run, container string) string {
 	if taskPodUID == "" {
 		return run + "-" + container
@@ -51,8 +49,7 @@ func ArchiveName(taskPodUID, run, container string) string {
 	return taskPodUID + "_" + run + "-" + container
 }
 
-// archiveOwner returns the Task pod UID in an archive's name, or "" when it has
-// none.
+// archiveOwner returns the Task pod UID an archive name starts with, or "".
 func archiveOwner(name string) string {
 	owner, _, ok := strings.Cut(name, "_")
 	if !ok || task.ValidateID(task.FlagTaskPodUID, owner) != nil {
@@ -61,8 +58,7 @@ func archiveOwner(name string) string {
 	return owner
 }
 
-// Sweep removes the archives in dir whose run is over, asking runs whether a
-// Task pod still runs.
+// Sweep removes the archives in dir whose run is over, asking runs.
 func Sweep(dir string, runs func(taskPodUID string) (bool, error), logger *log.Logger) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -72,7 +68,7 @@ func Sweep(dir string, runs func(taskPodUID string) (bool, error), logger *log.L
 		return
 	}
 	for _, e := range entries {
-		// Earlier versions left .tar files; the disk ledger is a dot directory.
+		// Old versions left .tar files; the disk ledger is a dot dir.
 		if !e.IsDir() && filepath.Ext(e.Name()) != ".tar" || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
@@ -103,8 +99,7 @@ func Sweep(dir string, runs func(taskPodUID string) (bool, error), logger *log.L
 	}
 }
 
-// Restrict makes the archive in dir root-only (dirs 0700, files 0600), whatever
-// CRIU or runc wrote.
+// Restrict makes the archive in dir root-only, whatever CRIU or runc wrote.
 func Restrict(dir string) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -120,20 +115,16 @@ func Restrict(dir string) error {
 	})
 }
 
-// minZstdSaving is the sampled saving below which zstd would double the layer's
-// CPU for little gain.
+// minZstdSaving is the sampled saving below which zstd is not worth its CPU.
 const minZstdSaving = 0.10
 
-// The sample is sampleWindows windows of sampleWindow bytes, spread evenly over
-// the archive.
 const (
 	sampleWindows = 64
 	sampleWindow  = 64 << 10
 )
 
-// LayerType returns the layer media type of the archive in dir, zstd only when
-// a sample compresses by minZstdSaving (memory often does not), and the size of
-// its files.
+// LayerType returns the media type for the archive in dir, zstd only if a
+// sample saves minZstdSaving (memory often does not), and its files' size.
 func LayerType(dir string) (string, int64, error) {
 	saving, size, err := zstdSaving(dir)
 	if err != nil {
@@ -145,8 +136,8 @@ func LayerType(dir string) (string, int64, error) {
 	return ocispec.MediaTypeImageLayerZstd, size, nil
 }
 
-// zstdSaving returns the fraction fastest-level zstd saves on a sample of dir's
-// files, and their size.
+// zstdSaving returns the fraction fastest zstd saves on sampleWindows windows
+// of sampleWindow bytes, spread evenly over dir's files, and their size.
 func zstdSaving(dir string) (float64, int64, error) {
 	type file struct {
 		path string
@@ -176,8 +167,6 @@ func zstdSaving(dir string) (float64, int64, error) {
 	defer enc.Close()
 	buf := make([]byte, sampleWindow)
 	var sampled, compressed int64
-	// With the files end to end, window i starts at i*total/sampleWindows
-	// and stops at its file's end.
 	i, start := 0, int64(0)
 	at := func() int64 { return int64(i) * total / sampleWindows }
 	for _, fl := range files {
@@ -205,8 +194,7 @@ func zstdSaving(dir string) (float64, int64, error) {
 	return float64(sampled-compressed) / float64(sampled), total, nil
 }
 
-// tarDir writes the regular files and directories under dir to w as a tar owned
-// by root.
+// tarDir tars dir's regular files and directories to w, owned by root.
 func tarDir(dir string, w io.Writer) error {
 	tw := tar.NewWriter(w)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -255,9 +243,8 @@ func ArchiveLayer(dir, mediaType string) (ocispec.Descriptor, error) {
 	return layer, err
 }
 
-// WriteArchiveLayer writes the layer of the archive in dir to w and returns the
-// tar's digest (when compressed) and size. The reader of w computes the layer
-// digest from what it sends or stores.
+// WriteArchiveLayer writes the layer of the archive in dir to w and returns
+// the tar's digest (if compressed) and size; w's reader digests the layer.
 func WriteArchiveLayer(w io.Writer, dir, mediaType string) (digest.Digest, int64, error) {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	cnt := &oci.CountingWriter{}

@@ -14,9 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package checkpoint takes memory snapshots of frozen containers through
-// containerd and CRIU, and writes the files and archives containerd's CRI
-// restores from.
+// Package checkpoint snapshots frozen containers' memory through containerd
+// and CRIU, and writes the files and archives containerd's CRI restores from.
 package checkpoint
 
 import (
@@ -43,17 +42,15 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 )
 
-// ErrUnsupported reports a container that cannot be checkpointed and restored
-// (containerd, runtime, CRIU or a base image the restore cannot pull). Nothing
-// is left frozen.
+// ErrUnsupported reports a container that cannot be checkpointed or restored
+// (containerd, runtime, CRIU, unpullable base). Nothing is left frozen.
 var ErrUnsupported = errors.New("MemorySnapshotUnsupported")
 
 // Dumper checkpoints the containers of one pod through containerd.
 type Dumper struct {
 	client *client.Client
-	// pod names the pod in messages.
-	pod string
-	log *log.Logger
+	pod    string
+	log    *log.Logger
 }
 
 // New returns a Dumper of pod's containers in c.
@@ -64,9 +61,8 @@ func New(c *client.Client, pod string, log *log.Logger) *Dumper {
 // runcRuntime is the only runtime whose checkpoint options this step sets.
 const runcRuntime = "io.containerd.runc.v2"
 
-// Checkpointable fails with ErrUnsupported, before any freeze, unless every
-// runtime is runc and containerd restores on pod creation as OpenSandbox's
-// resume needs (2.1 to 2.3; 2.4+ only via RestorePod).
+// Checkpointable fails with ErrUnsupported unless every runtime is runc and
+// containerd restores on pod creation (2.1 to 2.3; 2.4+ only via RestorePod).
 func (d *Dumper) Checkpointable(ctx context.Context, live []*freeze.Container) error {
 	v, err := d.client.Version(ctx)
 	if err != nil {
@@ -97,9 +93,8 @@ func (d *Dumper) Checkpointable(ctx context.Context, live []*freeze.Container) e
 	return nil
 }
 
-// restoreViaCreateOff reports whether the CRI config turns restore via
-// CreateContainer off: containerd 2.2.7 and 2.3.4 added the setting, off by
-// default; earlier 2.2 and 2.3 releases always restore.
+// restoreViaCreateOff reports whether the CRI config turns off restore via
+// CreateContainer (default from 2.2.7 and 2.3.4; always on before).
 func (d *Dumper) restoreViaCreateOff(ctx context.Context) (bool, error) {
 	rs := runtimeapi.NewRuntimeServiceClient(d.client.Conn().(*grpc.ClientConn))
 	r, err := rs.Status(ctx, &runtimeapi.StatusRequest{Verbose: true})
@@ -117,8 +112,7 @@ func (d *Dumper) restoreViaCreateOff(ctx context.Context) (bool, error) {
 
 var versionRE = regexp.MustCompile(`^v?(\d+)\.(\d+)`)
 
-// majorMinor parses a containerd version such as "v2.1.3" or Debian's
-// "1.6.20~ds1".
+// majorMinor parses a containerd version such as "v2.1.3" or "1.6.20~ds1".
 func majorMinor(v string) (major, minor int, ok bool) {
 	m := versionRE.FindStringSubmatch(v)
 	if m == nil {
@@ -129,8 +123,7 @@ func majorMinor(v string) (major, minor int, ok bool) {
 	return major, minor, true
 }
 
-// Dump has CRIU dump frozen l into dir through containerd, as the CRI does; the
-// container runs on.
+// Dump has CRIU dump frozen l into dir as the CRI does; l keeps running.
 func (d *Dumper) Dump(ctx context.Context, l *freeze.Container, dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("pod %s %s: removing an earlier attempt's checkpoint: %w", d.pod, l, err)
@@ -154,8 +147,7 @@ func (d *Dumper) Dump(ctx context.Context, l *freeze.Container, dir string) erro
 	return nil
 }
 
-// dumpError wraps ErrUnsupported when the error names CRIU: no CRIU, or a
-// process it refuses.
+// dumpError wraps ErrUnsupported when err names CRIU: no CRIU, or a refusal.
 func (d *Dumper) dumpError(l *freeze.Container, err error) error {
 	if strings.Contains(strings.ToLower(err.Error()), "criu") {
 		return fmt.Errorf("pod %s %s: %w: %v", d.pod, l, ErrUnsupported, err)
@@ -163,9 +155,8 @@ func (d *Dumper) dumpError(l *freeze.Container, err error) error {
 	return fmt.Errorf("pod %s %s: checkpointing: %w", d.pod, l, err)
 }
 
-// WriteDumps writes, as CheckpointContainer does, the files the CRI restore
-// reads besides CRIU's dump: spec.dump, config.dump (restore base restoreName
-// pinned as restoreRef) and status.dump (st).
+// WriteDumps writes, as CheckpointContainer does, spec.dump, config.dump
+// (restore base restoreName pinned as restoreRef) and status.dump (st).
 func WriteDumps(l *freeze.Container, st *runtimeapi.ContainerStatus, dir string, at time.Time, restoreName, restoreRef string) error {
 	if l.Info.Spec == nil {
 		return errors.New("the container has no spec")
@@ -209,8 +200,7 @@ func (d *Dumper) Status(ctx context.Context, l *freeze.Container) (*runtimeapi.C
 	return r.GetStatus(), nil
 }
 
-// fullBelow is more than CRIU writes at once: a failed dump's filesystem with
-// less free counts as full.
+// fullBelow is more than CRIU writes at once: less free means a full disk.
 const fullBelow = 16 << 20
 
 // dumpFull reports whether dir's filesystem filled up, and its free bytes.

@@ -25,8 +25,7 @@ import (
 	"time"
 )
 
-// Record is what the commit step leaves the push step about one container's
-// memory snapshot.
+// Record tells the push step about one container's memory snapshot.
 type Record struct {
 	// Archive is the archive's directory, in the checkpoint directory.
 	Archive string `json:"archive"`
@@ -42,8 +41,7 @@ type Record struct {
 	Labels map[string]string `json:"labels"`
 }
 
-// Records locates one run's snapshot records (LayerDir) and archives
-// (CheckpointDir).
+// Records locates a run's records (LayerDir) and archives (CheckpointDir).
 type Records struct {
 	LayerDir      string
 	CheckpointDir string
@@ -63,8 +61,7 @@ func (r Records) Write(container string, rec *Record) error {
 	return os.WriteFile(r.Path(container), b, 0o600)
 }
 
-// Read returns container's record, or nil when the commit step took no
-// snapshot.
+// Read returns container's record, or nil if the commit step took no snapshot.
 func (r Records) Read(container string) (*Record, error) {
 	if r.LayerDir == "" {
 		return nil, nil
@@ -93,8 +90,7 @@ func (r Records) ArchiveDir(rec *Record) string {
 	return filepath.Join(r.CheckpointDir, rec.Archive)
 }
 
-// Remove removes container's archive and record, which hold the sandbox's
-// memory.
+// Remove removes container's record and the archive of the sandbox's memory.
 func (r Records) Remove(container string, rec *Record) error {
 	var errs []error
 	for _, p := range []string{r.ArchiveDir(rec), r.Path(container)} {

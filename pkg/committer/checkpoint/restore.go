@@ -35,19 +35,16 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// containerd's CRI restore pulls config.dump's RootfsImageRef (2.1 always, 2.2+
-// when missing) with the default resolver: anonymous, HTTPS only (HTTP from
-// loopback), no CRI registry config. So a checkpoint of a base not anyone can
-// pull holds the whole rootfs as rootfs-diff.tar instead, over a restore base
-// (Config.MemoryRestoreBase) that holds nothing of any sandbox's.
-
 // baseResolveTimeout bounds the resolution of one base image.
 const baseResolveTimeout = 30 * time.Second
 
-// RestoreBases decides, before the freeze, what each restore starts from: the
-// container's base when the restore can pull it, else restoreBase, with the
-// whole rootfs (selfContained[i]), else ErrUnsupported. A loopback registry is
-// outside this network namespace: unchecked, trusted only without restoreBase.
+// RestoreBases picks, before the freeze, what each restore starts from. The
+// CRI restore pulls config.dump's RootfsImageRef (2.1 always, 2.2+ if missing)
+// anonymously, HTTPS only (HTTP from loopback), without registry config. Where
+// it cannot, restoreBase, holding nothing of any sandbox's, is the base and the
+// checkpoint holds the whole rootfs (selfContained[i]); with no restoreBase,
+// ErrUnsupported. A loopback registry, outside this network namespace, is
+// unchecked, trusted only without restoreBase.
 func (d *Dumper) RestoreBases(ctx context.Context, live []*freeze.Container, restoreBase string) (selfContained []bool, err error) {
 	selfContained = make([]bool, len(live))
 	for i, l := range live {
@@ -85,8 +82,7 @@ func (d *Dumper) RestoreBases(ctx context.Context, live []*freeze.Container, res
 
 // PrivateTargets fails with ErrUnsupported, before the freeze, when a target
 // repository answers an anonymous tag listing other than 401/403: a memory
-// snapshot holds the sandbox's keys and tokens. Config.AllowAnonymousPull skips
-// the check.
+// snapshot holds the sandbox's keys and tokens.
 func PrivateTargets(ctx context.Context, targets []task.Target, opts []remote.Option, pod string) error {
 	ctx, cancel := context.WithTimeout(ctx, baseResolveTimeout)
 	defer cancel()
@@ -107,8 +103,7 @@ func PrivateTargets(ctx context.Context, targets []task.Target, opts []remote.Op
 	return nil
 }
 
-// pullableAsRestored resolves ref with containerd's default resolver, as the
-// CRI restore does.
+// pullableAsRestored resolves ref as the CRI restore does.
 func pullableAsRestored(ctx context.Context, ref string) error {
 	if _, err := digest.Parse(ref); err == nil {
 		return errors.New("the CRI reports it by its ID only, which names no registry")

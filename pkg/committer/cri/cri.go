@@ -14,8 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package cri holds the labels, annotations and extensions containerd's CRI
-// plugin records on the containers and images it manages.
+// Package cri names the labels and metadata containerd's CRI plugin records.
 package cri
 
 import (
@@ -38,16 +37,13 @@ const (
 // LabelImage is the label on the images the CRI plugin manages.
 const LabelImage = "io.cri-containerd.image"
 
-// AnnotationImageName records, in a container's spec, the image name the pod
-// asked for.
+// AnnotationImageName holds, in a container's spec, the image the pod named.
 const AnnotationImageName = "io.kubernetes.cri.image-name"
 
-// ExtensionMetadata is the container extension holding the CRI metadata, image
-// ID included.
+// ExtensionMetadata is the container extension holding the CRI metadata.
 const ExtensionMetadata = "io.cri-containerd.container.metadata"
 
-// ImageID returns the image ID (config digest) the CRI plugin recorded for
-// info, or "".
+// ImageID returns the config digest the CRI plugin recorded for info, or "".
 func ImageID(info containers.Container) digest.Digest {
 	ext, ok := info.Extensions[ExtensionMetadata]
 	if !ok || ext == nil {

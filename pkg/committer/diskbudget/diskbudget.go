@@ -14,9 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package diskbudget sums what a snapshot will write per filesystem and checks
-// it against the room above the kubelet's eviction line, less what other
-// snapshots on the node reserved.
+// Package diskbudget checks what a snapshot will write per filesystem against
+// the room above the kubelet's eviction line, less others' reservations.
 package diskbudget
 
 import (
@@ -27,12 +26,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ErrNoRoom reports no disk room for a snapshot now; the error says where and
-// by how much.
+// ErrNoRoom reports no disk room for a snapshot now.
 var ErrNoRoom = errors.New("not enough disk space for the snapshot")
 
-// reserveFraction makes a snapshot leave a tenth free: kubelet's default
-// nodefs.available<10% eviction.
+// reserveFraction leaves a tenth free: kubelet's nodefs.available<10% default.
 const reserveFraction = 10
 
 // Plan adds up, by filesystem, what a snapshot will write.
@@ -41,15 +38,13 @@ type Plan struct {
 	devs  []uint64
 }
 
-// fsUse is what a snapshot writes to one filesystem: where, and how much.
 type fsUse struct {
 	dir   string
 	what  []string
 	bytes uint64
 }
 
-// Add counts n bytes written to dir for what; it fails, counting nothing, where
-// dir cannot be found.
+// Add counts n bytes written to dir for what; it fails if dir is missing.
 func (p *Plan) Add(dir string, n uint64, what string) error {
 	if dir == "" || n == 0 {
 		return nil
@@ -72,8 +67,7 @@ func (p *Plan) Add(dir string, n uint64, what string) error {
 	return nil
 }
 
-// Check fails with ErrNoRoom where a filesystem lacks room for p, less others
-// (reserved bytes by device).
+// Check fails with ErrNoRoom where p does not fit beside others, by device.
 func (p *Plan) Check(others map[uint64]uint64) error {
 	var errs []error
 	for _, dev := range p.devs {
@@ -93,8 +87,7 @@ func (p *Plan) Check(others map[uint64]uint64) error {
 }
 
 // Room fails with ErrNoRoom when writing need bytes to where would leave less
-// than a tenth of total free, counting reserved of the free bytes as promised
-// to other snapshots.
+// than a tenth of total free, reserved of free being promised to others.
 func Room(where string, need, free, total, reserved uint64) error {
 	keep := total / reserveFraction
 	if free >= keep+reserved && free-keep-reserved >= need {

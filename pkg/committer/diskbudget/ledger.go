@@ -31,23 +31,20 @@ import (
 
 const lockFile = ".lock"
 
-// Ledger records each running snapshot's reservation by filesystem in a
-// directory shared on the node: one file per run, named <owner>_<run>, owner
-// being the UID of the run's Task pod.
+// Ledger records running snapshots' reservations in a directory shared on the
+// node, one file per run: <owner>_<run>, owner its Task pod's UID.
 type Ledger struct {
 	// Dir is the ledger's directory; Reserve makes it, 0700, where missing.
 	Dir string
-	// Runs tells whether the Task pod with UID owner still runs;
-	// reservations of one that does not are dropped, those of one it cannot
-	// tell about are kept.
+	// Runs tells whether Task pod owner still runs; reservations of one
+	// that does not are dropped, kept if it cannot tell.
 	Runs func(owner string) (bool, error)
 	// Logf, when set, is told of each reservation dropped or kept in doubt.
 	Logf func(format string, a ...any)
 }
 
-// Reserve, under the ledger's lock, checks p against the room others'
-// reservations leave and records it as owner's run's reservation, replacing any
-// earlier one. It drops those of Task pods that ended.
+// Reserve, under the ledger's lock, checks p against others' reservations and
+// records it as owner's run's, replacing any earlier one.
 func (l Ledger) Reserve(owner, run string, p *Plan) error {
 	if err := os.MkdirAll(l.Dir, 0o700); err != nil {
 		return fmt.Errorf("disk ledger: %w", err)
@@ -91,13 +88,11 @@ func (l Ledger) Release(owner, run string) error {
 	return err
 }
 
-// reservationName names owner's run's reservation file; '_' is in no UID or run
-// ID.
+// reservationName joins owner and run by '_', which is in no UID or run ID.
 func reservationName(owner, run string) string {
 	return owner + "_" + run
 }
 
-// lock takes the ledger's lock, waiting for it.
 func (l Ledger) lock() (func(), error) {
 	f, err := os.OpenFile(filepath.Join(l.Dir, lockFile), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
@@ -110,8 +105,7 @@ func (l Ledger) lock() (func(), error) {
 	return func() { f.Close() }, nil
 }
 
-// reserved sums by device the reservations of running Task pods but self,
-// removing those that ended.
+// reserved sums by device the reservations of running Task pods but self.
 func (l Ledger) reserved(self string) (map[uint64]uint64, error) {
 	entries, err := os.ReadDir(l.Dir)
 	if err != nil {

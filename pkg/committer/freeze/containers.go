@@ -31,8 +31,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// podContainers lists the pod's CRI containers by name; the UID filter spares a
-// re-created pod's.
+// podContainers lists the pod's CRI containers, not its sandbox, by name.
 func (f *Freezer) podContainers(ctx context.Context) (map[string][]client.Container, error) {
 	filter := fmt.Sprintf("labels.%q==%s,labels.%q==%s,labels.%q==%s",
 		cri.LabelPodName, strconv.Quote(f.pod.Name), cri.LabelPodNamespace, strconv.Quote(f.pod.Namespace), cri.LabelPodUID, strconv.Quote(f.pod.UID))
@@ -59,8 +58,7 @@ func (f *Freezer) podContainers(ctx context.Context) (map[string][]client.Contai
 	return out, nil
 }
 
-// FindLive returns each target's newest running or paused attempt, failing when
-// a target has none.
+// FindLive returns each target's newest running or paused attempt.
 func (f *Freezer) FindLive(ctx context.Context, targets []task.Target) ([]*Container, error) {
 	byName, err := f.podContainers(ctx)
 	if err != nil {
@@ -115,9 +113,8 @@ func (f *Freezer) FindLive(ctx context.Context, targets []task.Target) ([]*Conta
 }
 
 // CheckOwnership fails with ErrFrozenElsewhere, touching nothing, if a target
-// is paused without a marker. One paused with another run's marker is thawed:
-// every run holds the pod lock from pause to thaw, so that run died mid-pause;
-// only a live run, holding the lock, makes a commit fail (TryLock).
+// is paused without a marker. One marked by another run is thawed: runs hold
+// the pod lock from pause to thaw, so that run died mid-pause.
 func (f *Freezer) CheckOwnership(ctx context.Context, live []*Container) error {
 	var errs []error
 	var stale []*Container
@@ -125,7 +122,6 @@ func (f *Freezer) CheckOwnership(ctx context.Context, live []*Container) error {
 		marker := l.Info.Labels[LabelPausedBy]
 		switch {
 		case !l.FoundPaused && marker != "" && marker != f.opts.RunID:
-			// The marker is stale: no run but this one holds the pod lock.
 			f.opts.Log.Printf("pod %s %s is running with the stale marker %s=%s; taking it over", f.pod, l, LabelPausedBy, marker)
 		case !l.FoundPaused:
 		case marker == "":
@@ -151,9 +147,8 @@ func (f *Freezer) CheckOwnership(ctx context.Context, live []*Container) error {
 	return nil
 }
 
-// Unpause thaws every pod container marked by this run and logs, untouched,
-// those paused by others. It is idempotent, and waits for the pod's lock so as
-// not to touch a commit in flight.
+// Unpause thaws the pod's containers this run marked, logging others' paused
+// ones, and waits for the pod lock so as not to touch a commit in flight.
 func (f *Freezer) Unpause(ctx context.Context) (n int, err error) {
 	lock, err := f.waitLock(ctx)
 	if err != nil {

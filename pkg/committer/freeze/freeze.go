@@ -15,9 +15,8 @@ limitations under the License.
 */
 
 // Package freeze pauses and thaws a pod's live containers in containerd for a
-// commit. It thaws on every path, a signal's included, marks what it pauses
-// with its run ID, and keeps two runs of one pod apart with a lock held inside
-// containerd.
+// commit: it thaws on every path, a signal's too, marks what it pauses with its
+// run ID, and keeps runs of one pod apart with a lock held in containerd.
 package freeze
 
 import (
@@ -37,8 +36,7 @@ import (
 )
 
 // LabelPausedBy holds the ID of the run that paused a container, until its
-// thaw. Unpause thaws only its own run's, so a container paused by somebody
-// else stays paused.
+// thaw. Unpause thaws only its own run's, leaving others' paused.
 const LabelPausedBy = "sandbox.opensandbox.io/paused-by"
 
 var errAborted = errors.New("aborted by signal")
@@ -47,16 +45,14 @@ var errAborted = errors.New("aborted by signal")
 // that runs mode=unpause.
 var ErrThawFailed = errors.New("containers may still be paused")
 
-// ErrMaxPauseExceeded marks a freeze that reached max-pause; its containers are
-// thawed first.
+// ErrMaxPauseExceeded marks a freeze cut short, and thawed, at max-pause.
 var ErrMaxPauseExceeded = errors.New("max-pause exceeded")
 
 // Pod names the pod whose containers a Freezer handles.
 type Pod struct {
 	Name      string
 	Namespace string
-	// UID selects the containers, so those of a pod re-created under the
-	// same name are never touched.
+	// UID selects the containers, sparing a pod re-created under the name.
 	UID string
 }
 
@@ -71,8 +67,7 @@ type Container struct {
 	Container client.Container
 	Info      containers.Container
 	Task      client.Task
-	// FoundPaused: paused by an earlier attempt of this run
-	// (CheckOwnership); committed as is, then thawed.
+	// FoundPaused: paused by this run's earlier attempt; committed as is.
 	FoundPaused bool
 }
 
@@ -97,23 +92,20 @@ func ShortID(id string) string {
 type Options struct {
 	// Namespace is the containerd namespace of the CRI plugin.
 	Namespace string
-	// RunID is the value of LabelPausedBy on the containers this run pauses.
+	// RunID is the LabelPausedBy value on the containers this run pauses.
 	RunID string
 	// MaxPause bounds the time containers stay frozen.
 	MaxPause time.Duration
-	// Log receives progress lines.
-	Log *log.Logger
+	Log      *log.Logger
 }
 
-// Freezer pauses and thaws the containers of one pod, tracking them so every
-// exit path thaws them.
+// Freezer pauses and thaws the containers of one pod.
 type Freezer struct {
 	client *client.Client
 	pod    Pod
 	opts   Options
 
-	// thawMu serialises thaws, so a signal handler waits for the main
-	// flow's thaw before exit.
+	// thawMu serialises thaws: a signal handler waits for the main flow's.
 	thawMu    sync.Mutex
 	mu        sync.Mutex
 	closed    bool
@@ -140,8 +132,7 @@ func (f *Freezer) begin(l *Container) error {
 	return nil
 }
 
-// take returns and clears the attempted containers, so each is thawed by one
-// caller only.
+// take returns and clears the attempted containers: each has one thawer.
 func (f *Freezer) take(closeIt bool) []*Container {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -153,8 +144,7 @@ func (f *Freezer) take(closeIt bool) []*Container {
 	return out
 }
 
-// markAll labels the containers this run will pause with its run ID, before any
-// pause.
+// markAll labels the containers to pause with the run ID, before any pause.
 func (f *Freezer) markAll(ctx context.Context, live []*Container) error {
 	for _, l := range live {
 		if l.FoundPaused {
@@ -167,8 +157,7 @@ func (f *Freezer) markAll(ctx context.Context, live []*Container) error {
 	return nil
 }
 
-// pauseAll pauses the marked containers in parallel and returns when all are
-// frozen.
+// pauseAll pauses the marked containers in parallel.
 func (f *Freezer) pauseAll(ctx context.Context, live []*Container) error {
 	errs := make([]error, len(live))
 	var wg sync.WaitGroup
@@ -218,9 +207,8 @@ func (f *Freezer) WhileFrozen(ctx context.Context, live []*Container, capture fu
 		f.opts.Log.Printf("pod %s: %d containers frozen in %s", f.pod, len(live), time.Since(start).Round(time.Millisecond))
 		err = capture(pctx)
 	}
-	// containerd gets the deadline via gRPC and may answer before pctx
-	// fires, so the clock decides. The last error is kept as text only
-	// (runc names CRIU in most): the commit failed for the bound.
+	// The clock decides, as containerd may answer before pctx fires. The
+	// last error, often naming CRIU, is text only: the bound is the cause.
 	if err != nil && (errors.Is(pctx.Err(), context.DeadlineExceeded) || !time.Now().Before(deadline)) {
 		err = fmt.Errorf("pod %s: %w: the containers were frozen longer than max-pause %s; they are thawed and nothing was committed (last error: %v)",
 			f.pod, ErrMaxPauseExceeded, f.opts.MaxPause, err)
@@ -236,8 +224,7 @@ func (f *Freezer) WhileFrozen(ctx context.Context, live []*Container, capture fu
 	return window, errors.Join(err, terr)
 }
 
-// thawAll resumes every task this process tried to pause; safe to repeat and
-// from a signal handler.
+// thawAll resumes all this process tried to pause; repeatable, signal-safe.
 func (f *Freezer) thawAll(ctx context.Context, closeIt bool) (int, error) {
 	f.thawMu.Lock()
 	defer f.thawMu.Unlock()
@@ -281,7 +268,7 @@ func (f *Freezer) resume(ctx context.Context, l *Container) (bool, error) {
 		// The task is gone: nothing is frozen any more.
 	case err == nil && st.Status != client.Paused && st.Status != client.Pausing:
 	default:
-		// Paused, or status unknown: resuming a running task only errors.
+		// Paused or unknown: resuming a running task only errors.
 		if rerr := l.Task.Resume(ctx); rerr != nil && !errdefs.IsNotFound(rerr) {
 			if st2, serr := l.Task.Status(ctx); serr != nil || st2.Status == client.Paused || st2.Status == client.Pausing {
 				return false, fmt.Errorf("pod %s %s: resume: %w", f.pod, l, rerr)
@@ -297,8 +284,7 @@ func (f *Freezer) resume(ctx context.Context, l *Container) (bool, error) {
 }
 
 // Abort, for a signal handler, stops new pauses, waits briefly for those in
-// flight and thaws all this process paused. It returns how many containers were
-// thawed in all, by the main flow too.
+// flight, thaws the rest and returns how many were thawed, main flow's too.
 func (f *Freezer) Abort(timeout time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

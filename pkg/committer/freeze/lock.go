@@ -30,9 +30,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// ErrFrozenElsewhere marks errors returned, with nothing touched, because
-// another run holds the pod: its commit is in flight, or a target is paused
-// without this run's marker.
+// ErrFrozenElsewhere marks errors returned, nothing touched, because another
+// run holds the pod: a commit in flight, or a target paused without a marker.
 var ErrFrozenElsewhere = errors.New("the pod is frozen by another run; nothing was paused, thawed or relabelled")
 
 // lockRefPrefix names the containerd content ingest used as the pod's lock.
@@ -40,10 +39,9 @@ const lockRefPrefix = "sandbox-commit-lock-"
 
 const lockRetryInterval = 250 * time.Millisecond
 
-// Lock is a per-pod mutex in containerd: the content store locks an ingest ref,
-// atomically, while the Write stream that opened it is open (another Write gets
-// Unavailable). It dies with its holder, even on SIGKILL, as containerd ends
-// the stream when the connection closes, so it needs no expiry.
+// Lock is a per-pod mutex in containerd: the content store locks an ingest ref
+// while the Write stream that opened it is open. containerd ends the stream
+// when the connection closes, so it dies with its holder, even on SIGKILL.
 type Lock struct {
 	store  content.Store
 	ref    string
@@ -62,7 +60,7 @@ func (f *Freezer) TryLock(ctx context.Context) (*Lock, error) {
 	if !ok {
 		return nil, fmt.Errorf("pod %s: the containerd client has no gRPC connection for the pod lock", f.pod)
 	}
-	// The stream outlives ctx: a signal cancels ctx while the handler still thaws.
+	// Outlive ctx: a signal cancels it while the handler still thaws.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stream, err := contentapi.NewContentClient(conn).Write(sctx)
 	if err == nil {
@@ -104,8 +102,7 @@ func (f *Freezer) waitLock(ctx context.Context) (*Lock, error) {
 	}
 }
 
-// Release drops the ingest record, closes the stream and waits for containerd
-// to end it, so the ref is unlocked when Release returns.
+// Release drops the ingest and returns once containerd has unlocked the ref.
 func (l *Lock) Release(ctx context.Context) error {
 	defer l.cancel()
 	var errs []error

@@ -14,9 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package keep keeps pushed snapshot images unpacked in containerd for a resume
-// on their node: named by digest, within a disk bound, and given back when
-// their snapshot is deleted.
+// Package keep keeps pushed snapshot images, named by digest, unpacked for a
+// resume on their node, within a disk bound, until their snapshot is deleted.
 package keep
 
 import (
@@ -40,27 +39,22 @@ import (
 )
 
 const (
-	// LabelLocalBytes records the bytes an image holds unpacked:
-	// uncompressed diff plus compressed layer.
+	// LabelLocalBytes is an image's unpacked diff plus compressed layer.
 	LabelLocalBytes = "sandbox.opensandbox.io/local-bytes"
 	// LabelSnapshotter records the snapshotter of the committed container.
 	LabelSnapshotter = "sandbox.opensandbox.io/snapshotter"
-	// LabelKept marks images kept for a resume on this node; only they are
-	// evicted for the bound.
+	// LabelKept marks images kept for a resume; only they are evicted.
 	LabelKept = "sandbox.opensandbox.io/kept-for-resume"
-	// LabelKeptFor records the run ID (SandboxSnapshot UID) that kept an
-	// image, for Release.
+	// LabelKeptFor is the run ID (SandboxSnapshot UID) that kept an image.
 	LabelKeptFor = "sandbox.opensandbox.io/kept-for-run"
-	// LabelReleased marks a kept image whose snapshot is deleted while in
-	// use; it goes once unused.
+	// LabelReleased marks a kept image in use when its snapshot went.
 	LabelReleased = "sandbox.opensandbox.io/released"
 )
 
 // defaultSnapshotter unpacks an image that does not name its snapshotter.
 const defaultSnapshotter = "overlayfs"
 
-// Unpack unpacks img into its LabelSnapshotter so a pod here starts from it
-// without pulling.
+// Unpack unpacks img into its LabelSnapshotter for pods here to start from.
 func Unpack(ctx context.Context, c *client.Client, img images.Image) error {
 	sn := img.Labels[LabelSnapshotter]
 	if sn == "" {
@@ -79,16 +73,14 @@ type Store struct {
 	log      *log.Logger
 }
 
-// New returns a Store keeping at most maxBytes of images, beyond which only
-// those in use stay.
+// New returns a Store of c's images, bounded by maxBytes.
 func New(c *client.Client, maxBytes int64, log *log.Logger) *Store {
 	return &Store{client: c, maxBytes: maxBytes, log: log}
 }
 
 // Keep renames image working to name, <repository>@<digest> as the CRI plugin
-// resolves a pinned imageUri, and marks it kept for runID. No tag is kept: a
-// digest names its own bytes only, so a node never serves one snapshot's image
-// under another's name, and a bare tag pulls what the registry holds now.
+// resolves a pinned imageUri, and marks it kept for runID. Never a tag: the
+// node would serve it for another snapshot's, or for the registry's newer one.
 func (s *Store) Keep(ctx context.Context, working, name, runID string) error {
 	is := s.client.ImageService()
 	img, err := is.Get(ctx, working)
@@ -112,8 +104,7 @@ func (s *Store) Keep(ctx context.Context, working, name, runID string) error {
 	return nil
 }
 
-// keptImage is one kept manifest: its names (one per repository) and what it
-// holds on the node.
+// keptImage is one kept manifest: its names and what it holds on the node.
 type keptImage struct {
 	names    []string
 	bytes    int64
@@ -151,9 +142,8 @@ func (s *Store) list(ctx context.Context, filters ...string) ([]*keptImage, erro
 	return out, nil
 }
 
-// imagesInUse holds the image names and CRI image IDs the node's containers run
-// from. A container pins only its snapshots; the manifest and config its next
-// commit stacks on live only while an image record names them.
+// imagesInUse holds the image names and CRI image IDs containers run from: a
+// container pins only its snapshots, not the manifest and config commits need.
 type imagesInUse struct {
 	names   map[string]bool
 	configs map[digest.Digest]bool
@@ -199,9 +189,8 @@ func (s *Store) delete(ctx context.Context, k *keptImage) error {
 	return nil
 }
 
-// Evict removes kept images no container runs from: released ones always, then
-// the oldest until within the bound. An image a container runs from stays,
-// whatever the bound.
+// Evict removes kept images no container runs from: released ones, then the
+// oldest until within the bound.
 func (s *Store) Evict(ctx context.Context) error {
 	kept, err := s.list(ctx)
 	if err != nil {
@@ -246,9 +235,8 @@ func (s *Store) Evict(ctx context.Context) error {
 	return nil
 }
 
-// Release gives back what runID kept when its snapshot is deleted: unused
-// images are removed, those in use marked LabelReleased for Evict. It returns
-// how many it removed and marked.
+// Release gives back what runID kept: unused images are removed, those in use
+// marked LabelReleased for Evict. It returns how many it removed and marked.
 func (s *Store) Release(ctx context.Context, runID string) (removed, marked int, err error) {
 	kept, err := s.list(ctx, fmt.Sprintf("labels.%q==%q", LabelKeptFor, runID))
 	if err != nil || len(kept) == 0 {

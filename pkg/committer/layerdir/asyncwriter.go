@@ -22,7 +22,6 @@ import (
 	"sync/atomic"
 )
 
-// Blocks of an asyncWriter: asyncBlocks in flight of asyncBlock bytes each.
 const (
 	asyncBlock  = 1 << 20
 	asyncBlocks = 4
@@ -30,9 +29,8 @@ const (
 
 var errAsyncClosed = errors.New("write after close")
 
-// asyncWriter writes to w in blocks on its own goroutine, so the tar,
-// compression and hashes go on while the kernel takes earlier ones, and a
-// throttled write (dirty pages, reclaim) stalls no hash.
+// asyncWriter writes to w in blocks on its own goroutine, so a throttled write
+// (dirty pages, reclaim) stalls neither the tar, compression nor hashes.
 type asyncWriter struct {
 	w      io.Writer
 	buf    []byte
@@ -54,8 +52,7 @@ func newAsyncWriter(w io.Writer) *asyncWriter {
 	return a
 }
 
-// drain writes the full blocks in order; after the first error it only hands
-// them back.
+// drain writes the full blocks in order, after an error only recycling them.
 func (a *asyncWriter) drain() {
 	var err error
 	for b := range a.full {
@@ -69,8 +66,7 @@ func (a *asyncWriter) drain() {
 	a.done <- err
 }
 
-// Write implements io.Writer, failing with an earlier block's error so the
-// producer stops soon.
+// Write fails with an earlier block's error, so the producer stops soon.
 func (a *asyncWriter) Write(p []byte) (int, error) {
 	if a.closed {
 		return 0, errAsyncClosed

@@ -14,9 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package layerdir holds a commit's new layers as files in a directory the
-// commit and push steps share, and takes them into containerd's content store
-// only for an image kept on the node.
+// Package layerdir holds a commit's new layers as files the commit and push
+// steps share, taken into containerd's content store only for a kept image.
 package layerdir
 
 import (
@@ -35,11 +34,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// Dir is the directory of a commit's layer files. Layers enter containerd's
-// content API only when kept: that costs more than building them (a gRPC
-// message per MiB, hashed again on one core).
+// Dir is the directory of a commit's layer files. Ingesting a layer costs more
+// than building it: a gRPC message per MiB, hashed again on one core.
 type Dir struct {
-	// path is the directory; "" puts new layers into cs.
 	path string
 	cs   content.Store
 }
@@ -66,8 +63,7 @@ func (l *Dir) File(d digest.Digest) string {
 	return p
 }
 
-// Build builds the layer of the tar write produces into a file in the
-// directory, else into cs.
+// Build builds the layer of write's tar into a file in the directory, else cs.
 func (l *Dir) Build(ctx context.Context, ref string, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	if l.path == "" {
 		return oci.BuildLayer(ctx, l.cs, ref, write, mediaType)
@@ -92,8 +88,7 @@ func (l *Dir) Build(ctx context.Context, ref string, write func(io.Writer) error
 	return layer, diffID, size, nil
 }
 
-// Ingest writes into cs the layers of m held only as files, so the image can be
-// kept on this node.
+// Ingest writes into cs the layers of m held only as files, to keep the image.
 func (l *Dir) Ingest(ctx context.Context, m ocispec.Manifest) error {
 	cs := l.cs
 	var diffIDs []digest.Digest
@@ -134,8 +129,7 @@ func newLayerFile(dir string) (*layerFileWriter, error) {
 	return &layerFileWriter{File: f, dir: dir}, nil
 }
 
-// layerFileWriter is a new layer's temporary file; commit names it after the
-// layer's digest.
+// layerFileWriter is a new layer's temp file; commit names it by its digest.
 type layerFileWriter struct {
 	*os.File
 	dir       string

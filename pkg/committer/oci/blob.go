@@ -14,9 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package oci writes and reads OCI image blobs in containerd's content store,
-// labelled for its garbage collector, and builds layers compressed on every
-// core.
+// Package oci reads, writes and builds OCI blobs in containerd's content store.
 package oci
 
 import (
@@ -38,16 +36,13 @@ import (
 const (
 	// LabelUncompressed records a compressed layer's diff ID.
 	LabelUncompressed = "containerd.io/uncompressed"
-	// LabelGCRefContent prefixes labels naming referenced blobs, which
-	// containerd's GC keeps with this one.
+	// LabelGCRefContent prefixes labels naming blobs this one keeps alive.
 	LabelGCRefContent = "containerd.io/gc.ref.content"
-	// LabelDistributionSource prefixes labels naming, by registry host, the
-	// repositories a pulled blob came from.
+	// LabelDistributionSource+host names the repositories a blob came from.
 	LabelDistributionSource = "containerd.io/distribution.source."
 )
 
-// WriteBlob writes b, described by desc, into cs with labels; an existing blob
-// is left as it is.
+// WriteBlob writes b into cs with labels; an existing blob is left as it is.
 func WriteBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor, b []byte, labels map[string]string) error {
 	var opts []content.Opt
 	if labels != nil {
@@ -60,8 +55,7 @@ func WriteBlob(ctx context.Context, cs content.Ingester, desc ocispec.Descriptor
 	return err
 }
 
-// WriteManifest writes m into cs, labelled so containerd's GC keeps its config
-// and layers with it.
+// WriteManifest writes m into cs, labelled so GC keeps its config and layers.
 func WriteManifest(ctx context.Context, cs content.Ingester, m ocispec.Manifest) (ocispec.Descriptor, []byte, error) {
 	raw, err := json.Marshal(m)
 	if err != nil {
@@ -78,7 +72,7 @@ func WriteManifest(ctx context.Context, cs content.Ingester, m ocispec.Manifest)
 	return desc, raw, nil
 }
 
-// CopyBlob writes a blob of cs to w, a MiB per read since each read is one RPC.
+// CopyBlob copies blob d of cs to w a MiB at a time: each read is an RPC.
 func CopyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w io.Writer) error {
 	ra, err := cs.ReaderAt(ctx, d)
 	if err != nil {
@@ -89,8 +83,7 @@ func CopyBlob(ctx context.Context, cs content.Provider, d ocispec.Descriptor, w 
 	return err
 }
 
-// OpenContent opens a blob of cs for reading, buffered by the MiB since each
-// read is one RPC.
+// OpenContent opens blob d of cs for reading, buffered by the MiB.
 func OpenContent(ctx context.Context, cs content.Provider, d ocispec.Descriptor) (io.ReadCloser, error) {
 	ra, err := cs.ReaderAt(ctx, d)
 	if err != nil {
@@ -111,8 +104,7 @@ func IngestFile(ctx context.Context, cs content.Ingester, d ocispec.Descriptor, 
 		return err
 	}
 	defer f.Close()
-	// A SectionReader hides the file's WriteTo, which would send a gRPC
-	// message per 32 KiB, not per MiB.
+	// A SectionReader hides WriteTo, which sends a gRPC message per 32 KiB.
 	err = content.WriteBlob(ctx, cs, "sandbox-ingest-"+d.Digest.String(), io.NewSectionReader(f, 0, d.Size), d, content.WithLabels(labels))
 	if errdefs.IsAlreadyExists(err) {
 		return nil

@@ -34,8 +34,7 @@ import (
 // GzipBlock is the gzip block size; each core compresses one block at a time.
 const GzipBlock = 1 << 20
 
-// BuildLayer runs WriteLayer into a new blob of cs under ingest ref ref and
-// returns its results.
+// BuildLayer runs WriteLayer into a new blob of cs under ingest ref ref.
 func BuildLayer(ctx context.Context, cs content.Store, ref string, write func(io.Writer) error,
 	mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor
@@ -58,9 +57,8 @@ func BuildLayer(ctx context.Context, cs content.Store, ref string, write func(io
 	return desc, diffID, size, nil
 }
 
-// WriteLayer writes to w the tar that write produces, compressed per mediaType
-// (Compressor) or plain for ocispec.MediaTypeImageLayer. It returns the layer's
-// descriptor, diff ID and uncompressed size.
+// WriteLayer writes write's tar to w, compressed unless mediaType is plain, and
+// returns the layer's descriptor, diff ID and uncompressed size.
 func WriteLayer(w io.Writer, write func(io.Writer) error, mediaType string) (ocispec.Descriptor, digest.Digest, int64, error) {
 	var none ocispec.Descriptor
 	if mediaType == ocispec.MediaTypeImageLayer {
@@ -77,7 +75,6 @@ func WriteLayer(w io.Writer, write func(io.Writer) error, mediaType string) (oci
 	}
 	dg := digest.Canonical.Digester()
 	cnt := &CountingWriter{}
-	// A large buffer: every content-store write is one RPC.
 	bw := bufio.NewWriterSize(io.MultiWriter(w, dg.Hash(), cnt), 1<<20)
 	zw, err := Compressor(bw, mediaType)
 	if err != nil {
@@ -98,8 +95,7 @@ func WriteLayer(w io.Writer, write func(io.Writer) error, mediaType string) (oci
 	return ocispec.Descriptor{MediaType: mediaType, Digest: dg.Digest(), Size: cnt.N}, udg.Digest(), ucnt.N, nil
 }
 
-// Compressor returns a writer for mediaType: fastest zstd for "+zstd", else
-// pgzip on every core.
+// Compressor returns a writer for mediaType: fastest zstd or pgzip, all cores.
 func Compressor(w io.Writer, mediaType string) (io.WriteCloser, error) {
 	if strings.HasSuffix(mediaType, "+zstd") {
 		return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)))

@@ -24,13 +24,11 @@ import (
 const (
 	// WhiteoutPrefix prefixes the name of a removed path's whiteout.
 	WhiteoutPrefix = ".wh."
-	// WhiteoutOpaque makes its directory opaque, hiding what lower layers
-	// hold in it.
+	// WhiteoutOpaque hides what lower layers hold in its directory.
 	WhiteoutOpaque = ".wh..wh..opq"
 )
 
-// CleanTarName returns n without "./" or leading and trailing slashes; "" for
-// the root.
+// CleanTarName returns n cleaned, without "./" or slashes at either end.
 func CleanTarName(n string) string {
 	n = path.Clean("/" + n)
 	return strings.TrimPrefix(n, "/")

@@ -39,9 +39,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
 )
 
-// Diff runs the in-pause part of the differ. With probes applied before the
-// pause, the probe diff runs beside the upper diff; only directories made since
-// need a second probe round.
+// Diff runs the in-pause part of the differ; with probes applied before the
+// pause, only directories made since need a second probe round.
 func (d *Differ) Diff(ctx context.Context, l *freeze.Container, plan *Plan) (*Diff, error) {
 	ds := d.client.DiffService()
 	start := time.Now()
@@ -74,7 +73,7 @@ func (d *Differ) Diff(ctx context.Context, l *freeze.Container, plan *Plan) (*Di
 			d.log.Printf("pod %s %s: copied the upper directory in the pause: %d entries, %d bytes in %s",
 				d.pod, l, out.staged.Entries(), out.staged.Bytes(), time.Since(start).Round(time.Millisecond))
 		case ctx.Err() == nil:
-			// Unreadable entries or a full disk: containerd may still manage.
+			// Unreadable entries or a full disk: try containerd.
 			d.log.Printf("pod %s %s: copying the upper directory: %v; containerd tars it instead", d.pod, l, err)
 			err = nil
 		}
@@ -131,14 +130,12 @@ func (d *Differ) Diff(ctx context.Context, l *freeze.Container, plan *Plan) (*Di
 	return out, nil
 }
 
-// probeDiff diffs the upper directory over the probe snapshot against the upper
-// directory alone: a directory's probe shows through unless the directory is
-// opaque.
+// probeDiff diffs the upper directory over the probe snapshot against it
+// alone: a directory's probe shows through unless the directory is opaque.
 func (d *Differ) probeDiff(ctx context.Context, plan *Plan, ref string) (ocispec.Descriptor, error) {
 	opts := []string{"ro", "lowerdir=" + plan.upper + ":" + plan.probeMounts[0].Source}
 	if _, err := os.Stat(overlayParamsDir + "/index"); err == nil {
-		// The container's mount holds the upper directory; with index
-		// on, a second mount fails.
+		// With index on, mounting the container's upper again fails.
 		opts = append(opts, "index=off")
 	}
 	merged := []mount.Mount{{Type: "overlay", Source: "overlay", Options: opts}}
@@ -150,8 +147,7 @@ func (d *Differ) probeDiff(ctx context.Context, plan *Plan, ref string) (ocispec
 	return pd, nil
 }
 
-// probeTar builds a tar with every directory of dirs and one probe file in
-// each.
+// probeTar builds a tar of dirs with one probe file in each.
 func probeTar(dirs []string) ([]byte, error) {
 	sort.Strings(dirs)
 	var buf bytes.Buffer
@@ -177,8 +173,7 @@ func walkTarHeaders(ctx context.Context, cs content.Provider, d ocispec.Descript
 		return err
 	}
 	defer ra.Close()
-	// Buffered since each content-store read is one RPC; contents are
-	// skipped by seeking.
+	// Buffer reads, each an RPC; seek over contents.
 	tr := tar.NewReader(&seekBuffer{ra: ra, size: ra.Size(), buf: make([]byte, 0, 64<<10)})
 	for {
 		h, err := tr.Next()
@@ -192,8 +187,7 @@ func walkTarHeaders(ctx context.Context, cs content.Provider, d ocispec.Descript
 	}
 }
 
-// seekBuffer is an io.ReadSeeker over an io.ReaderAt, reading ahead into a
-// buffer; seeks read nothing.
+// seekBuffer reads an io.ReaderAt ahead into a buffer; seeks read nothing.
 type seekBuffer struct {
 	ra     io.ReaderAt
 	size   int64
@@ -235,8 +229,7 @@ func (s *seekBuffer) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// Copied reports whether the upper directory was copied in the pause rather
-// than tarred by containerd.
+// Copied reports whether the upper directory was copied rather than tarred.
 func (od *Diff) Copied() bool { return od.staged != nil }
 
 // Opaque lists the opaque directories of the upper directory, sorted.
@@ -265,9 +258,8 @@ func (od *Diff) WriteLayer(ctx context.Context, cs content.Provider, w io.Writer
 	return convertUpperTar(bufio.NewReaderSize(io.NewSectionReader(ra, 0, ra.Size()), 1<<20), w, od.opaque)
 }
 
-// convertUpperTar writes the layer of an upper-directory tar: whiteout devices
-// (and hard links to them) become ".wh." entries; each opaque directory gets a
-// ".wh..wh..opq" entry after its own.
+// convertUpperTar turns whiteout devices (and hard links to them) into ".wh."
+// entries and adds ".wh..wh..opq" after each opaque directory's entry.
 func convertUpperTar(r io.Reader, w io.Writer, opaque map[string]bool) error {
 	tr := tar.NewReader(r)
 	tw := tar.NewWriter(w)

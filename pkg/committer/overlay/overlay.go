@@ -15,7 +15,12 @@ limitations under the License.
 */
 
 // Package overlay takes a container's diff from its overlayfs upper directory
-// alone, so that the pause window grows with the change, not with the image.
+// alone, so the pause grows with the change, not the image. In the pause it
+// takes two small diffs: the upper directory against an empty one (deletions
+// as whiteout devices 0/0), copied by package stage if readable, else tarred by
+// containerd; and the upper directory over a probe layer with one file per
+// directory, to find opaque directories, since containerd's tar writer drops
+// trusted.* xattrs. After the thaw they give the walking differ's layer.
 package overlay
 
 import (
@@ -41,18 +46,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
 )
 
-// Inside the pause the differ takes two small diffs: (1) the upper directory
-// against an empty one, deletions as whiteout devices 0/0, copied here if
-// readable (package stage), else tarred by containerd; (2) the upper directory
-// over a probe layer with one file per directory, to find opaque directories,
-// since containerd's tar writer drops trusted.* xattrs. After the thaw this
-// gives the same layer as containerd's walking differ, which compares the whole
-// image.
-
 const (
 	overlayProbeName = ".sandbox-commit-opaque-probe-6f1d"
-	// overlayParamsDir holds the module defaults; redirect_dir and metacopy
-	// make upper depend on lowers.
 	overlayParamsDir = "/sys/module/overlay/parameters"
 )
 
@@ -62,8 +57,7 @@ const Snapshotter = "overlayfs"
 // Differ takes the diffs of one pod's containers.
 type Differ struct {
 	client *client.Client
-	// copyDir is where readable upper directories are copied in the pause;
-	// "" lets containerd tar them.
+	// copyDir holds in-pause copies of upper directories; "" for none.
 	copyDir string
 	pod     string
 	log     *log.Logger
@@ -81,16 +75,14 @@ type Plan struct {
 	// probeKey is an empty active snapshot the probe layer is applied to.
 	probeKey    string
 	probeMounts []mount.Mount
-	// probed holds the directories whose probes prescan applied before the pause.
-	probed  map[string]bool
-	copyDir string
+	probed      map[string]bool
+	copyDir     string
 }
 
 // Upper returns the upper directory.
 func (p *Plan) Upper() string { return p.upper }
 
-// CopyDir returns where the upper directory is copied in the pause, or "" when
-// containerd tars it.
+// CopyDir is where the upper directory is copied, "" if containerd tars it.
 func (p *Plan) CopyDir() string { return p.copyDir }
 
 // Probed reports whether dir's probe was applied before the pause.
@@ -98,16 +90,14 @@ func (p *Plan) Probed(dir string) bool { return p.probed[dir] }
 
 // Diff is the result of the in-pause part of the differ.
 type Diff struct {
-	// staged is the upper directory's copy; if nil, upper is containerd's
-	// tar (whiteouts as devices).
+	// staged is the upper copy; if nil, upper is containerd's tar.
 	staged *stage.Upper
 	upper  ocispec.Descriptor
 	// opaque lists the opaque directories of upper, cleaned, without "/".
 	opaque map[string]bool
 }
 
-// overlayLayout returns the upper and lower directories of mounts, or ok=false
-// if not a plain overlay.
+// overlayLayout returns the upper and lower directories of a plain overlay.
 func overlayLayout(mounts []mount.Mount) (upper string, lowers []string, ok bool) {
 	if len(mounts) != 1 {
 		return "", nil, false
@@ -115,7 +105,7 @@ func overlayLayout(mounts []mount.Mount) (upper string, lowers []string, ok bool
 	m := mounts[0]
 	switch m.Type {
 	case "bind":
-		// An active snapshot without a parent: the whole rootfs is upper.
+		// A snapshot without a parent: the whole rootfs is upper.
 		return m.Source, nil, true
 	case "overlay":
 	default:
@@ -136,8 +126,8 @@ func overlayLayout(mounts []mount.Mount) (upper string, lowers []string, ok bool
 	return upper, lowers, upper != ""
 }
 
-// overlayKernelDefaultsSafe fails unless redirect_dir and metacopy default to
-// off; unreadable is unsafe.
+// overlayKernelDefaultsSafe fails unless redirect_dir and metacopy, which make
+// upper depend on lowers, default to off; unreadable is unsafe.
 func overlayKernelDefaultsSafe() error {
 	for _, p := range []string{"redirect_dir", "metacopy"} {
 		b, err := os.ReadFile(overlayParamsDir + "/" + p)
@@ -152,8 +142,7 @@ func overlayKernelDefaultsSafe() error {
 }
 
 // Plan decides before the pause whether the differ applies to a container and
-// prepares its probe snapshot. It returns nil, with the reason logged, when the
-// walking differ must be used.
+// prepares its probe snapshot; nil, reason logged, means the walking differ.
 func (d *Differ) Plan(ctx context.Context, l *freeze.Container) (*Plan, error) {
 	if l.Info.Snapshotter != Snapshotter {
 		return nil, nil
@@ -202,14 +191,12 @@ func (d *Differ) Plan(ctx context.Context, l *freeze.Container) (*Plan, error) {
 	return plan, nil
 }
 
-// prescanMaxBytes bounds the upper directories containerd diffs before the
-// pause: that copies them once more, which pays off only for small changes.
-// Readable ones are listed at any size.
+// prescanMaxBytes bounds the unreadable upper directories containerd diffs
+// before the pause: that copies them once more, worth it only when small.
 const prescanMaxBytes = 64 << 20
 
-// prescan applies the probes of the upper directory's current directories
-// before the pause, so the probe diff can run beside the upper diff in it. A
-// failure leaves the probes to the pause.
+// prescan applies the probes of the upper directory's directories before the
+// pause, so the probe diff can run beside the upper diff; failure defers them.
 func (d *Differ) prescan(ctx context.Context, l *freeze.Container, plan *Plan) {
 	dirs, err := d.upperDirs(ctx, l, plan)
 	if err == nil && len(dirs) > 0 {

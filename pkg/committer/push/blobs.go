@@ -36,17 +36,14 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// Blobs reads the blobs a push uploads and a squash merges: from this node (a
-// layer file, then containerd's content store) when it holds them, else from a
-// source repository.
+// Blobs reads the blobs a push uploads and a squash merges, local ones first.
 type Blobs struct {
 	cs     content.Store
 	layers *layerdir.Dir
 	puller *remote.Puller
 }
 
-// NewBlobs returns Blobs reading from layers, then cs, then the registries
-// remoteOpts reach.
+// NewBlobs returns Blobs reading from layers, then cs, then remote sources.
 func NewBlobs(cs content.Store, layers *layerdir.Dir, remoteOpts []remote.Option) (*Blobs, error) {
 	puller, err := remote.NewPuller(remoteOpts...)
 	if err != nil {
@@ -55,8 +52,7 @@ func NewBlobs(cs content.Store, layers *layerdir.Dir, remoteOpts []remote.Option
 	return &Blobs{cs: cs, layers: layers, puller: puller}, nil
 }
 
-// Layer returns one blob as a v1.Layer and whether it is local; remote blobs
-// are fetched lazily.
+// Layer returns blob d as a v1.Layer, fetched lazily unless local.
 func (b *Blobs) Layer(ctx context.Context, d ocispec.Descriptor, sources []name.Repository) (l v1.Layer, local bool, err error) {
 	cs := b.cs
 	if f := b.layers.File(d.Digest); f != "" {
@@ -79,8 +75,7 @@ func (b *Blobs) Layer(ctx context.Context, d ocispec.Descriptor, sources []name.
 	return l, local, nil
 }
 
-// localLayer is a partial.CompressedLayer read from a layer file or the content
-// store.
+// localLayer is a partial.CompressedLayer read from this node.
 type localLayer struct {
 	desc ocispec.Descriptor
 	open func() (io.ReadCloser, error)
@@ -96,8 +91,7 @@ func (l *localLayer) MediaType() (types.MediaType, error) {
 
 func (l *localLayer) Compressed() (io.ReadCloser, error) { return l.open() }
 
-// sourceLayer is a partial.CompressedLayer fetched, only when read, from the
-// first source serving it.
+// sourceLayer is a partial.CompressedLayer from the first source serving it.
 type sourceLayer struct {
 	ctx     context.Context
 	desc    ocispec.Descriptor

@@ -14,9 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package push uploads committed images: blobs from this node or a source
-// repository, mounted across repositories where possible, large ones in
-// resumable chunks; then the manifest, checked by digest.
+// Package push uploads committed images: blobs mounted across repositories
+// where possible, large ones in resumable chunks; then the manifest.
 package push
 
 import (
@@ -56,8 +55,7 @@ type Options struct {
 	Insecure bool
 	// RootCAs verify the registries' certificates; the system's when nil.
 	RootCAs *x509.CertPool
-	// ChunkSize is the chunk size, and the blob size that needs chunks; 0 means
-	// upload.DefaultChunkSize.
+	// ChunkSize is the chunk size and chunking threshold, default if 0.
 	ChunkSize int
 	// Remote are the options of every registry request, context included.
 	Remote []remote.Option
@@ -68,12 +66,11 @@ type Options struct {
 // Image is one committed image to push.
 type Image struct {
 	Target task.Target
-	// Raw is the manifest, pushed verbatim so its digest stays the local
-	// one; Manifest decodes it.
+	// Raw is the manifest, pushed verbatim; Manifest decodes it.
 	Raw       []byte
 	Manifest  ocispec.Manifest
 	MediaType string
-	// Sources are repositories to fetch or mount the blobs this node lacks from.
+	// Sources are repositories to fetch or mount missing blobs from.
 	Sources []name.Repository
 	// Uploaded is a blob already uploaded as it was built.
 	Uploaded digest.Digest
@@ -81,10 +78,9 @@ type Image struct {
 
 // Pusher pushes the images of one run.
 type Pusher struct {
-	opts   Options
-	blobs  *Blobs
-	pusher *remote.Pusher
-	// local and remote count blobs read on this node and from a source repository.
+	opts          Options
+	blobs         *Blobs
+	pusher        *remote.Pusher
 	local, remote atomic.Int64
 }
 
@@ -103,10 +99,9 @@ func New(cs content.Store, layers *layerdir.Dir, opts Options) (*Pusher, error) 
 
 // Stats counts where pushed blobs came from.
 type Stats struct {
-	// Local blobs were read from a layer file or containerd's content store.
+	// Local blobs were read from a layer file or the content store.
 	Local int64
-	// Remote blobs were absent locally: mounted across repositories or
-	// streamed from a source.
+	// Remote blobs were mounted or streamed from a source.
 	Remote int64
 }
 
@@ -115,8 +110,7 @@ func (p *Pusher) Stats() *Stats {
 	return &Stats{Local: p.local.Load(), Remote: p.remote.Load()}
 }
 
-// SourceRepositories parses a comma-separated repository list, dropping names
-// that do not parse.
+// SourceRepositories parses a comma-separated list, dropping invalid names.
 func SourceRepositories(list string, insecure bool) []name.Repository {
 	var out []name.Repository
 	opts := []name.Option{name.StrictValidation}
@@ -134,9 +128,8 @@ func SourceRepositories(list string, insecure bool) []name.Repository {
 	return out
 }
 
-// UploadStream uploads the blob open gives to repo, hashed as it is sent. A
-// registry refusing chunks gets it in one request, its descriptor computed
-// first by describe.
+// UploadStream uploads the blob open gives to repo, hashed as it is sent; a
+// registry refusing chunks gets it in one request, described first by describe.
 func (p *Pusher) UploadStream(ctx context.Context, repo name.Repository, mediaType string, open func() (io.ReadCloser, error), describe func() (ocispec.Descriptor, error)) (ocispec.Descriptor, error) {
 	var layer ocispec.Descriptor
 	chunked, err := p.chunked(ctx, repo, nil)
@@ -162,8 +155,7 @@ func (p *Pusher) chunkSize() int {
 	return upload.DefaultChunkSize
 }
 
-// chunked returns an uploader authenticated to push to repo and mount from
-// sources.
+// chunked returns an uploader to push to repo and mount from sources.
 func (p *Pusher) chunked(ctx context.Context, repo name.Repository, sources []name.Repository) (*upload.Chunked, error) {
 	return upload.NewChunked(ctx, repo, sources, upload.Options{
 		Keychain:  p.opts.Keychain,
@@ -174,9 +166,8 @@ func (p *Pusher) chunked(ctx context.Context, repo name.Repository, sources []na
 	})
 }
 
-// Push uploads img's blobs, at most Concurrency at once, then its manifest,
-// checked by digest with HEAD. put is the manifest that may be in the registry
-// even on failure; only a refused one is not.
+// Push uploads img's blobs, Concurrency at once, then its manifest, checked by
+// HEAD; put, even on failure, is the manifest unless the registry refused it.
 func (p *Pusher) Push(ctx context.Context, img Image) (pushed, put digest.Digest, err error) {
 	t, m := img.Target, img.Manifest
 	repo := t.Tag.Context()
@@ -200,7 +191,6 @@ func (p *Pusher) Push(ctx context.Context, img Image) (pushed, put digest.Digest
 		} else {
 			p.remote.Add(1)
 		}
-		// Blobs over one chunk go in chunks that resume after transient errors.
 		if chunked == nil && d.Size > int64(p.chunkSize()) {
 			if chunked, err = p.chunked(ctx, repo, img.Sources); err != nil {
 				return "", "", err
@@ -239,8 +229,7 @@ func (p *Pusher) Push(ctx context.Context, img Image) (pushed, put digest.Digest
 	return want, put, nil
 }
 
-// uploadBlob uploads one blob, in chunks when over one chunk, in one request if
-// chunks are refused.
+// uploadBlob uploads a blob over one chunk in chunks unless they are refused.
 func (p *Pusher) uploadBlob(ctx context.Context, repo name.Repository, d ocispec.Descriptor, layer v1.Layer, chunked *upload.Chunked) error {
 	if d.Size <= int64(p.chunkSize()) {
 		return p.pusher.Upload(ctx, repo, layer)
@@ -262,15 +251,13 @@ func mountSource(l v1.Layer) *name.Repository {
 	return nil
 }
 
-// blobLayer returns Blobs.Layer, as a mount candidate when a source is on the
-// target registry.
+// blobLayer returns Blobs.Layer as a mount candidate when a source is on the
+// target registry, even if local: uploading is the fallback.
 func (p *Pusher) blobLayer(ctx context.Context, d ocispec.Descriptor, target name.Repository, sources []name.Repository) (v1.Layer, bool, error) {
 	l, local, err := p.blobs.Layer(ctx, d, sources)
 	if err != nil {
 		return nil, false, err
 	}
-	// Mount even when the blob is local: uploading the local copy is only
-	// the fallback.
 	for _, s := range sources {
 		if s.RegistryStr() == target.RegistryStr() {
 			return &remote.MountableLayer{Layer: l, Reference: s.Digest(d.Digest.String())}, local, nil
@@ -279,8 +266,7 @@ func (p *Pusher) blobLayer(ctx context.Context, d ocispec.Descriptor, target nam
 	return l, local, nil
 }
 
-// rawManifest is a remote.Taggable of verbatim manifest bytes, so the pushed
-// digest is the local one.
+// rawManifest pushes verbatim manifest bytes, so the digest is the local one.
 type rawManifest struct {
 	raw       []byte
 	mediaType string
@@ -290,8 +276,7 @@ func (r *rawManifest) RawManifest() ([]byte, error) { return r.raw, nil }
 
 func (r *rawManifest) MediaType() (types.MediaType, error) { return types.MediaType(r.mediaType), nil }
 
-// firstError returns the first error with a count of the others: uploads to one
-// registry fail alike.
+// firstError returns the first error and how many others: uploads fail alike.
 func firstError(errs []error) error {
 	var first error
 	more := 0

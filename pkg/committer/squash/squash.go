@@ -14,9 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package squash merges the uncompressed tars of image layers into one layer
-// that, applied on any base, gives the file system the layers give applied in
-// order.
+// Package squash merges image layers' uncompressed tars into one layer.
 package squash
 
 import (
@@ -34,22 +32,18 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// entry is one entry of a squashed layer.
 type entry struct {
 	hdr *tar.Header
 	off int64
 }
 
-// Source opens the uncompressed tar of one layer; it may be called more than
-// once.
+// Source opens the uncompressed tar of one layer; it may be called again.
 type Source func() (io.ReadCloser, error)
 
-// Layers writes to w, as an uncompressed tar, one layer equal on any base to
-// layers applied bottom first: each path takes its topmost entry; upper
-// whiteouts and opaque directories hide what is below and stay where they may
-// hide base content; a hardlink whose target an upper layer replaced or removed
-// becomes a regular file with the target's content. Contents are staged in a
-// file in dir.
+// Layers writes to w one uncompressed layer equal, on any base, to layers
+// applied bottom first. Whiteouts and opaque directories stay where they may
+// hide base content; a hardlink whose target was replaced or removed above
+// becomes a regular file. Contents are staged in a file in dir.
 func Layers(layers []Source, dir string, w io.Writer) error {
 	stage, err := os.CreateTemp(dir, "squash-")
 	if err != nil {
@@ -59,9 +53,7 @@ func Layers(layers []Source, dir string, w io.Writer) error {
 	defer stage.Close()
 	s := &squasher{stage: stage, decided: map[string]bool{}, hidden: map[string]bool{}, opaque: map[string]bool{}, dirs: map[string]bool{}}
 	for k := len(layers) - 1; k >= 0; k-- {
-		// A hardlink to a target replaced or removed above needs
-		// content that went by before it: the layer is then read again,
-		// capturing that content.
+		// Re-read the layer to capture content its hardlinks missed.
 		var capture map[string]bool
 		for {
 			mark := len(s.out)
@@ -86,11 +78,10 @@ type squasher struct {
 	out   []entry
 	// decided holds the paths an upper layer emitted or removed.
 	decided map[string]bool
-	// hidden: paths whose subtree an upper layer removed; opaque: dirs
-	// whose lower children it hid.
+	// Paths an upper layer removed the subtree of (hidden), hid the lower
+	// children of (opaque) or made directories (dirs).
 	hidden, opaque map[string]bool
-	// dirs holds the paths an upper layer made directories.
-	dirs map[string]bool
+	dirs           map[string]bool
 }
 
 // covered reports whether an upper layer hid name with one of its parents.
@@ -103,8 +94,7 @@ func (s *squasher) covered(name string) bool {
 	return false
 }
 
-// stageContent appends an entry's content to the stage file and returns where
-// it starts.
+// stageContent appends an entry's content to the stage and returns its offset.
 func (s *squasher) stageContent(hdr *tar.Header, r io.Reader) (int64, error) {
 	off := s.size
 	n, err := io.Copy(s.stage, io.LimitReader(r, hdr.Size))
@@ -115,9 +105,8 @@ func (s *squasher) stageContent(hdr *tar.Header, r io.Reader) (int64, error) {
 	return off, err
 }
 
-// layer merges src under the layers merged so far, keeping the content of
-// capture's paths an upper layer decided. It returns, changing nothing, the
-// hardlink targets it needs but did not capture.
+// layer merges src below the layers merged so far, staging capture's content.
+// It returns, changing nothing, the hardlink targets it needs but lacks.
 func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, error) {
 	decided := map[string]bool{}
 	hidden := map[string]bool{}
@@ -129,7 +118,7 @@ func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, 
 	missed := map[string]bool{}
 	err := walkLayer(src, func(hdr *tar.Header, r io.Reader) error {
 		name := oci.CleanTarName(hdr.Name)
-		// An entry gone above whose content a hardlink of this layer keeps.
+		// keep stages an entry gone above for this layer's hardlinks.
 		keep := func() error {
 			if !capture[name] || hdr.Typeflag != tar.TypeReg {
 				return nil
@@ -196,8 +185,6 @@ func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, 
 				if !ok {
 					return fmt.Errorf("hardlink %s: its target %s is not in the layer before it", name, target)
 				}
-				// Target gone above: a regular file with its
-				// content here, shared by its other links.
 				t := *c.hdr
 				t.Name = hdr.Name
 				e = entry{hdr: &t, off: c.off}
@@ -219,7 +206,7 @@ func (s *squasher) layer(src Source, capture map[string]bool) (map[string]bool, 
 		if hdr.Typeflag == tar.TypeDir {
 			dirs[name] = true
 		} else {
-			// A file where a directory was hides what lower layers put under it.
+			// A file hides what lower layers put under it.
 			hidden[name] = true
 		}
 		return nil
@@ -248,8 +235,7 @@ func opaqueMarker(hdr *tar.Header, dir string) entry {
 		Mode: 0o644, ModTime: hdr.ModTime, Format: tar.FormatPAX}}
 }
 
-// walkLayer calls fn for each entry of a layer's tar, then drains the stream so
-// the Source checks it.
+// walkLayer calls fn per entry, then drains the stream so the Source checks it.
 func walkLayer(open Source, fn func(*tar.Header, io.Reader) error) error {
 	rc, err := open()
 	if err != nil {
@@ -274,8 +260,7 @@ func walkLayer(open Source, fn func(*tar.Header, io.Reader) error) error {
 
 // writeSquashed writes the entries sorted by name: directories before their
 // contents, an opaque marker first in its directory (an in-order applier
-// removes everything there at the marker), and hardlinks last, after their
-// targets.
+// removes everything there at the marker), and hardlinks last.
 func writeSquashed(entries []entry, stage *os.File, w io.Writer) error {
 	key := func(e entry) string {
 		return strings.Replace(oci.CleanTarName(e.hdr.Name), "/"+oci.WhiteoutOpaque, "/\x00", 1)
@@ -309,7 +294,6 @@ func Verified(r io.Reader, diffID digest.Digest, closers ...io.Closer) io.ReadCl
 	return &verifiedLayer{r: r, closers: closers, want: diffID, d: diffID.Algorithm().Digester()}
 }
 
-// verifiedLayer is the io.ReadCloser Verified returns.
 type verifiedLayer struct {
 	r       io.Reader
 	closers []io.Closer

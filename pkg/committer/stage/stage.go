@@ -15,8 +15,9 @@ limitations under the License.
 */
 
 // Package stage copies a container's overlayfs upper directory inside the
-// pause, where the Task mounts the node's snapshots read-only, and writes the
-// copy as a tar after the thaw.
+// pause, with one lstat per entry and contents copied in the kernel into one
+// file (no inode per file, no fsync, unlike containerd's content store), and
+// writes the copy after the thaw as a tar with containerd's headers.
 package stage
 
 import (
@@ -37,34 +38,25 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 )
 
-// The copy takes one lstat per entry and copies file contents in the kernel
-// (copy_file_range) into one file: no inode per file, no journal wait, unlike
-// containerd's content store, which hashes and syncs every byte. The tar
-// written after the thaw has the headers containerd's tar writer gives.
-
 // stageCopiers is the number of files copied at once inside the pause.
 const stageCopiers = 4
 
 // stageAlign aligns each file's content in the copy to a page.
 const stageAlign = 4096
 
-// ContentFile names the file of the copy's directory that holds the copied
-// contents.
+// ContentFile is the file in the copy's directory holding the contents.
 const ContentFile = "content"
 
-// Upper is an upper directory captured in the pause: each entry's tar header
-// and each file's content.
+// Upper is an upper directory captured in the pause: tar headers and contents.
 type Upper struct {
 	dir     string
 	entries []entry
-	// bytes is the size of the copied contents.
-	bytes int64
+	bytes   int64
 }
 
-// entry is one entry of a staged upper directory.
 type entry struct {
 	hdr *tar.Header
-	// off is where the content of a non-empty regular file starts in the copy.
+	// off is where a regular file's content starts in the copy.
 	off int64
 }
 
@@ -72,17 +64,15 @@ func (e entry) hasContent() bool {
 	return e.hdr.Typeflag == tar.TypeReg && e.hdr.Size > 0
 }
 
-// noNames is a tar.FileInfoNames giving empty user and group names, as
-// containerd does, without looking them up on this host.
+// noNames leaves user and group names empty, as containerd does: no lookups.
 type noNames struct{ fs.FileInfo }
 
 func (noNames) Uname() (string, error) { return "", nil }
 
 func (noNames) Gname() (string, error) { return "", nil }
 
-// Copy copies the upper directory upper into dir, which must exist and be
-// empty, recording each entry's tar header. Sockets are left out, as
-// containerd's tar writer leaves them out.
+// Copy copies the upper directory upper into the empty directory dir, leaving
+// out sockets as containerd does.
 func Copy(ctx context.Context, upper, dir string) (*Upper, error) {
 	s := &Upper{dir: dir}
 	type job struct {
@@ -225,8 +215,7 @@ func Copy(ctx context.Context, upper, dir string) (*Upper, error) {
 // paxXattr is the PAX record prefix of extended attributes.
 const paxXattr = "SCHILY.xattr."
 
-// lgetxattr reads an extended attribute without following symlinks; nil if it
-// or xattrs are missing.
+// lgetxattr is unix.Lgetxattr returning nil if attr is unset or unsupported.
 func lgetxattr(p, attr string) ([]byte, error) {
 	buf := make([]byte, 128)
 	for {
@@ -247,15 +236,13 @@ func lgetxattr(p, attr string) ([]byte, error) {
 // fileID is the inode a walk saw at a path.
 type fileID struct{ dev, ino uint64 }
 
-// errNotWalked is returned for a path that no longer leads to the inode the
-// walk saw.
+// errNotWalked means a path no longer leads to the inode the walk saw.
 var errNotWalked = errors.New("not the regular file the walk saw (changed while frozen?)")
 
-// openWalked opens rel beneath root read-only, through no symlink or mount
-// point, and checks it is the regular file id the walk saw. The freeze stops
-// only the sandbox's processes: one outside it (a debug container, a pod
-// sharing its PID namespace) could swap an entry for a link into another pod's
-// files between the walk and the copy.
+// openWalked opens rel beneath root, through no symlink or mount point, and
+// checks it is the regular file id the walk saw. The freeze stops only the
+// sandbox: a process outside it (a debug container, a pod sharing its PID
+// namespace) could swap an entry for a link into another pod's files.
 func openWalked(root int, rel string, id fileID) (*os.File, error) {
 	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
@@ -280,8 +267,7 @@ func openWalked(root int, rel string, id fileID) (*os.File, error) {
 	return f, nil
 }
 
-// copyAt copies size bytes of the walked file rel into out at off, in the
-// kernel where possible (os.File.ReadFrom).
+// copyAt copies size bytes of walked file rel into out at off, in the kernel.
 func copyAt(out *os.File, root int, rel string, id fileID, off, size int64) error {
 	in, err := openWalked(root, rel, id)
 	if err != nil {
@@ -315,8 +301,7 @@ func (s *Upper) Entries() int { return len(s.entries) }
 // Bytes is the size of the copied contents.
 func (s *Upper) Bytes() int64 { return s.bytes }
 
-// WriteTar writes the staged upper directory as a tar, whiteouts left as
-// overlayfs character devices.
+// WriteTar writes the copy as a tar, whiteouts left as overlayfs char devices.
 func (s *Upper) WriteTar(w io.Writer) error {
 	f, err := os.Open(filepath.Join(s.dir, ContentFile))
 	if err != nil {
