@@ -19,5 +19,6 @@ limitations under the License.
 // the node tests in test/e2e-node (build tag e2e_node), which run the
 // operator, Tekton and a kubelet for real. It is an ordinary package, as
 // knative's test packages are, so that both suites import it; nothing the
-// operator ships does.
+// operator ships does. What only one suite uses is in its own framework
+// package: test/e2e/framework and test/e2e-node/nodeframework.
 package test

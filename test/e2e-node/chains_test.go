@@ -46,6 +46,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 const (
@@ -79,10 +80,10 @@ func TestChainsSignsSnapshotImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	if len(s.Status.Containers) != len(pod.Spec.Containers) || len(s.Status.Containers) < 2 {
 		t.Fatalf("status.containers = %+v, want one per container of %s (%d)", s.Status.Containers, pod.Name, len(pod.Spec.Containers))
 	}
@@ -156,7 +157,7 @@ func waitForChains(t *testing.T, taskRun string) *pipelinev1.TaskRun {
 	deadline := time.Now().Add(chainsTimeout)
 	for {
 		var err error
-		tr, err = c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), taskRun, metav1.GetOptions{})
+		tr, err = nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), taskRun, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("TaskRun %s/%s: %v", test.SystemNamespace, taskRun, err)
 		}
@@ -165,7 +166,7 @@ func waitForChains(t *testing.T, taskRun string) *pipelinev1.TaskRun {
 			return tr
 		}
 		if state == "failed" || time.Now().After(deadline) {
-			logs, err := tryRun("", "kubectl", "-n", chainsNamespace, "logs", "deployment/tekton-chains-controller", "--tail=40")
+			logs, err := nodeframework.TryRun("", "kubectl", "-n", chainsNamespace, "logs", "deployment/tekton-chains-controller", "--tail=40")
 			if err != nil {
 				logs = fmt.Sprintf("(none: %v; is it running? kubectl -n %s get pods)", err, chainsNamespace)
 			}

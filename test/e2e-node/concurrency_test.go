@@ -38,6 +38,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 const (
@@ -58,23 +59,23 @@ var writesLine = regexp.MustCompile(`^([0-9]{8}) abcdefghijklmnopqrstuvwxyz01234
 // Pending, WaitingForCommit, naming the first), both must succeed, and each
 // image must hold the files written before the snapshots and no torn line.
 func TestConcurrentSnapshotsOfOnePod(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 
 	markers := map[string]string{}
 	for _, ctr := range pod.Spec.Containers {
-		markers[ctr.Name] = randomMarker(t, ctr.Name)
+		markers[ctr.Name] = nodeframework.RandomMarker(t, ctr.Name)
 		// The marker goes in as an argument: kubectl exec may drop stdin.
-		run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", ctr.Name, "--",
+		nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", ctr.Name, "--",
 			"/bin/sh", "-c", `printf %s "$1" > /marker.txt && cat /marker.txt`, "sh", markers[ctr.Name])
 	}
 	// A large diff keeps the first commit busy long enough for the second
 	// snapshot to be seen waiting.
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
 		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=48 2>/dev/null")
 	// The writer: one whole line per write, every 2 ms, detached from the exec.
 	writer := `i=0; while :; do i=$((i+1)); printf '%08d abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz\n' "$i" >> ` + writesLog + `; usleep 2000; done`
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
 		"/bin/sh", "-c", `setsid /bin/sh -c "$1" </dev/null >/dev/null 2>&1 & sleep 1`, "sh", writer)
 	before := countLines(t, liveLines(t, ns, pod.Name), "the live sandbox")
 	if before == 0 {
@@ -103,7 +104,7 @@ func TestConcurrentSnapshotsOfOnePod(t *testing.T) {
 			}
 			ready.Done()
 			<-release
-			_, errs[i] = c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(context.Background(), s, metav1.CreateOptions{})
+			_, errs[i] = nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(context.Background(), s, metav1.CreateOptions{})
 		}()
 	}
 	ready.Wait()
@@ -116,7 +117,7 @@ func TestConcurrentSnapshotsOfOnePod(t *testing.T) {
 		}
 	}
 
-	final := obs.wait(t, snapshotTimeout)
+	final := obs.wait(t, nodeframework.SnapshotTimeout)
 	for _, name := range names {
 		if s := final[name]; s.Status.Phase != v1alpha1.PhaseSucceed {
 			t.Fatalf("%s ended %s: %+v", name, s.Status.Phase, s.Status.Conditions)
@@ -168,13 +169,13 @@ func TestConcurrentSnapshotsOfOnePod(t *testing.T) {
 	// snapshots are there, and every line is whole.
 	lines := map[string]int{}
 	for i, name := range []string{first, second} {
-		resumed := resumePod(t, ns, fmt.Sprintf("resumed-%d", i), final[name], 2*time.Minute)
+		resumed := nodeframework.ResumePod(t, ns, fmt.Sprintf("resumed-%d", i), final[name], 2*time.Minute)
 		for ctr, want := range markers {
-			if got := run(t, "", "kubectl", "-n", ns, "exec", resumed, "-c", ctr, "--", "cat", "/marker.txt"); got != want {
+			if got := nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", resumed, "-c", ctr, "--", "cat", "/marker.txt"); got != want {
 				t.Errorf("%s: container %s resumed with marker %q, want %q", name, ctr, got, want)
 			}
 		}
-		n := countLines(t, run(t, "", "kubectl", "-n", ns, "exec", resumed, "-c", "app", "--", "cat", writesLog), name+"'s image")
+		n := countLines(t, nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", resumed, "-c", "app", "--", "cat", writesLog), name+"'s image")
 		if n < before {
 			t.Errorf("%s's image holds %d lines of %s, but %d were written before the snapshot", name, n, writesLog, before)
 		}
@@ -186,7 +187,7 @@ func TestConcurrentSnapshotsOfOnePod(t *testing.T) {
 	t.Logf("lines of %s: %d before the snapshots, %d in %s, %d in %s", writesLog, before, lines[first], first, lines[second], second)
 
 	// The sandbox runs on, unpaused, and its writer with it.
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 	after := countLines(t, liveLines(t, ns, pod.Name), "the live sandbox")
 	if after <= lines[second] {
 		t.Errorf("the writer stopped: %d lines now, %d in the second image", after, lines[second])
@@ -197,7 +198,7 @@ func TestConcurrentSnapshotsOfOnePod(t *testing.T) {
 // when the writer is in the middle of it.
 func liveLines(t *testing.T, ns, pod string) string {
 	t.Helper()
-	text := run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "cat", writesLog)
+	text := nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "cat", writesLog)
 	return text[:strings.LastIndex(text, "\n")+1]
 }
 
@@ -232,7 +233,7 @@ func countLines(t *testing.T, text, where string) int {
 func commitTaskRunOf(t *testing.T, ns, snapshot string) *pipelinev1.TaskRun {
 	t.Helper()
 	var commits []*pipelinev1.TaskRun
-	for _, tr := range taskRunsOf(t, ns, snapshot) {
+	for _, tr := range nodeframework.TaskRunsOf(t, ns, snapshot) {
 		for _, p := range tr.Spec.Params {
 			if p.Name == task.ParamMode && p.Value.StringVal == task.ModeCommit {
 				commits = append(commits, &tr)
@@ -265,8 +266,8 @@ func watchSnapshots(t *testing.T, ns string, names []string) *snapshotObserver {
 	t.Helper()
 	o := &snapshotObserver{seen: map[string][]string{}, waiting: map[string][]string{}, ready: map[string]string{},
 		final: map[string]*v1alpha1.SandboxSnapshot{}, done: make(chan error, 1)}
-	lw := test.ListWatch(c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns), metav1.ListOptions{})
-	ctx, cancel := context.WithTimeout(context.Background(), snapshotTimeout+time.Minute)
+	lw := test.ListWatch(nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns), metav1.ListOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), nodeframework.SnapshotTimeout+time.Minute)
 	t.Cleanup(cancel)
 	synced := make(chan struct{})
 	go func() {
@@ -343,7 +344,7 @@ type taskRunEvents struct {
 func watchTaskRuns(t *testing.T, ns string) *taskRunEvents {
 	t.Helper()
 	r := &taskRunEvents{done: map[string]bool{}}
-	trs := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
+	trs := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
 	sel := metav1.ListOptions{LabelSelector: test.TaskRunSelector(ns, "")}
 	list, err := trs.List(t.Context(), sel)
 	if err != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // Sizes of what each cycle writes: a new file, and one file rewritten.
@@ -79,11 +80,11 @@ func TestPauseResumeCycles(t *testing.T) {
 		report = bufio.NewWriter(f)
 		fmt.Fprintln(report, "cycle\town_layers\tlayers\tpause_ms\tcommit_push_ms\tsnapshot_ms\tresume_ms\tregistry_bytes\tlive_bytes")
 	}
-	setConfig(t, map[string]any{"max-layers": strconv.Itoa(bound), "image-deletion-policy": "Delete"},
+	nodeframework.SetConfig(t, map[string]any{"max-layers": strconv.Itoa(bound), "image-deletion-policy": "Delete"},
 		fmt.Sprintf(`"maxLayers":%d`, bound))
-	ns := newNamespace(t)
-	createSandbox(t, ns, "cy")
-	base := imageLayers(t, localRegistry+"/busybox:latest")
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSandbox(t, ns, "cy")
+	base := imageLayers(t, nodeframework.LocalRegistry()+"/busybox:latest")
 
 	written := map[string]string{}
 	var hot string
@@ -95,8 +96,8 @@ func TestPauseResumeCycles(t *testing.T) {
 
 		snap := fmt.Sprintf("cy-%03d", i)
 		start := time.Now()
-		createSnapshot(t, ns, snap, "cy")
-		s := waitForPhase(t, ns, snap, v1alpha1.PhaseSucceed)
+		nodeframework.CreateSnapshot(t, ns, snap, "cy")
+		s := nodeframework.WaitForPhase(t, ns, snap, v1alpha1.PhaseSucceed)
 		m := cycle{n: i, snapshot: time.Since(start), liveBytes: int64(len(written))*cycleFileBytes + hotFileBytes}
 		m.pauseMS, m.commitPush = commitFigures(t, ns, snap)
 
@@ -106,14 +107,14 @@ func TestPauseResumeCycles(t *testing.T) {
 			t.Errorf("cycle %d: the app image holds %d layers above the original image, want %d (max-layers %d)", i, m.ownLayers, want, bound)
 		}
 
-		run(t, "", "kubectl", "-n", ns, "delete", "pod", "cy-0", "--wait=true", "--timeout=60s")
+		nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "pod", "cy-0", "--wait=true", "--timeout=60s")
 		start = time.Now()
-		resumePod(t, ns, "cy-0", s, 2*time.Minute)
+		nodeframework.ResumePod(t, ns, "cy-0", s, 2*time.Minute)
 		m.resume = time.Since(start)
 		if prev != nil {
 			// As OpenSandbox does after a resume; nothing refers to its
 			// images any more, and they go.
-			test.DeleteSnapshot(t.Context(), t, c, ns, prev.Name, time.Minute)
+			test.DeleteSnapshot(t.Context(), t, nodeframework.Clients(), ns, prev.Name, time.Minute)
 			for _, cs := range prev.Status.Containers {
 				waitImageGone(t, cs.ImageURI, time.Minute)
 			}
@@ -161,7 +162,7 @@ func envInt(t *testing.T, key string, def int) int {
 // pod and returns their sha256.
 func writeRandom(t *testing.T, ns, pod, path string, size int) string {
 	t.Helper()
-	out := run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "/bin/sh", "-c",
+	out := nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "/bin/sh", "-c",
 		`head -c "$1" /dev/urandom > "$2" && sha256sum "$2"`, "sh", strconv.Itoa(size), path)
 	return strings.Fields(out)[0]
 }
@@ -169,7 +170,7 @@ func writeRandom(t *testing.T, ns, pod, path string, size int) string {
 // fileSum returns the sha256 of a file of a pod's app container.
 func fileSum(t *testing.T, ns, pod, path string) string {
 	t.Helper()
-	out, err := tryRun("", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "sha256sum", path)
+	out, err := nodeframework.TryRun("", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "sha256sum", path)
 	if err != nil {
 		return err.Error()
 	}
@@ -205,7 +206,7 @@ func waitImageGone(t *testing.T, ref string, within time.Duration) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "image "+ref+" to be deleted", within, func() (bool, error) {
+	nodeframework.Eventually(t, "image "+ref+" to be deleted", within, func() (bool, error) {
 		_, err := remote.Head(r, remote.WithContext(t.Context()))
 		return test.RegistryNotFound(err), nil
 	})
@@ -273,7 +274,7 @@ func commitFigures(t *testing.T, ns, snapshot string) (int64, time.Duration) {
 		}
 	}
 	stamp := func(step string, last bool) time.Time {
-		lines := strings.Split(strings.TrimSpace(run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", tr.Status.PodName, "-c", "step-"+step)), "\n")
+		lines := strings.Split(strings.TrimSpace(nodeframework.Run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", tr.Status.PodName, "-c", "step-"+step)), "\n")
 		l := lines[0]
 		if last {
 			l = lines[len(lines)-1]

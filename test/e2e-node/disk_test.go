@@ -37,6 +37,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // TestSnapshotPastEphemeralStorage asks for a snapshot of a sandbox whose
@@ -45,29 +46,29 @@ import (
 // limited to 64Mi, the snapshot fails before the freeze naming the setting,
 // the sandbox runs on, and no pod on the node is evicted.
 func TestSnapshotPastEphemeralStorage(t *testing.T) {
-	setConfig(t, map[string]any{"commit-ephemeral-storage": "64Mi"}, `"commitEphemeralStorage":"64Mi"`)
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
+	nodeframework.SetConfig(t, map[string]any{"commit-ephemeral-storage": "64Mi"}, `"commitEphemeralStorage":"64Mi"`)
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
 		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=96 2>/dev/null")
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
 	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
 	if failed == nil || !strings.Contains(failed.Message, "commit-ephemeral-storage") || !strings.Contains(failed.Message, "writes about 192 MiB to the commit pod's scratch") {
 		t.Fatalf("Failed condition = %+v, want a message naming commit-ephemeral-storage and the 192 MiB", failed)
 	}
 	t.Logf("refused: %s", failed.Message)
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 
 	ref := s.Status.TaskRunRef
 	if ref == nil {
 		t.Fatal("the snapshot names no commit TaskRun")
 	}
-	tr, err := c.Pipeline.TektonV1().TaskRuns(ref.Namespace).Get(t.Context(), ref.Name, metav1.GetOptions{})
+	tr, err := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(ref.Namespace).Get(t.Context(), ref.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the snapshot's commit TaskRun %s/%s: %v", ref.Namespace, ref.Name, err)
 	}
-	cp, err := c.Kube.CoreV1().Pods(tr.Namespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
+	cp, err := nodeframework.Clients().Kube.CoreV1().Pods(tr.Namespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,15 +97,15 @@ func TestSnapshotPastEphemeralStorage(t *testing.T) {
 func TestConcurrentSnapshotsShareTheNode(t *testing.T) {
 	dir := tmpfs(t, "sso-e2e-shared-", "64m")
 	host := slowManifestRegistry(t, 20*time.Second)
-	setConfig(t, map[string]any{"checkpoint-dir": dir, "registry": host + "/snapshots"}, `"registry":"`+host+`/snapshots"`)
+	nodeframework.SetConfig(t, map[string]any{"checkpoint-dir": dir, "registry": host + "/snapshots"}, `"registry":"`+host+`/snapshots"`)
 
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	base := memoryBase(t)
 	names := []string{"one", "two"}
 	pods := map[string]*corev1.Pod{}
 	for _, sb := range names {
 		pods[sb] = runSandbox(t, ns, sb, hibernatingPod, base)
-		run(t, "", "kubectl", "-n", ns, "exec", sb+"-0", "-c", "app", "--",
+		nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", sb+"-0", "-c", "app", "--",
 			"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=32 2>/dev/null")
 	}
 	for _, sb := range names {
@@ -113,9 +114,9 @@ func TestConcurrentSnapshotsShareTheNode(t *testing.T) {
 	var succeeded, refused []string
 	for _, sb := range names {
 		var s *v1alpha1.SandboxSnapshot
-		eventually(t, "snapshot "+sb+"-pause to end", 3*time.Minute, func() (bool, error) {
+		nodeframework.Eventually(t, "snapshot "+sb+"-pause to end", 3*time.Minute, func() (bool, error) {
 			var err error
-			s, err = c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), sb+"-pause", metav1.GetOptions{})
+			s, err = nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), sb+"-pause", metav1.GetOptions{})
 			return err == nil && (s.Status.Phase == v1alpha1.PhaseSucceed || s.Status.Phase == v1alpha1.PhaseFailed), err
 		})
 		if s.Status.Phase == v1alpha1.PhaseSucceed {
@@ -171,7 +172,7 @@ func tmpfs(t *testing.T, prefix, size string) string {
 // noneEvicted fails t for each pod of the cluster the kubelet evicted.
 func noneEvicted(t *testing.T) {
 	t.Helper()
-	pods, err := c.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
+	pods, err := nodeframework.Clients().Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,11 +188,11 @@ func noneEvicted(t *testing.T) {
 // and returns its host:port.
 func slowManifestRegistry(t *testing.T, hold time.Duration) string {
 	t.Helper()
-	bridge, _, err := net.SplitHostPort(localRegistry)
+	bridge, _, err := net.SplitHostPort(nodeframework.LocalRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: nodeframework.LocalRegistry()})
 	return test.ListenAndServe(t, net.JoinHostPort(bridge, "0"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/manifests/") {
 			select {

@@ -41,27 +41,28 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // TestCommitPodKilledMidPause kills the committer with SIGKILL while the
 // sandbox is frozen, so its own handler cannot thaw it. The operator must see
 // the commit step die, run an unpause TaskRun on the node, and record it.
 func TestCommitPodKilledMidPause(t *testing.T) {
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	// Without the node's snapshots (an empty directory in their place) the
 	// commit step leaves the tar of the change to containerd inside the
 	// pause: with a large diff that keeps the containers paused long enough
 	// to catch, where the step's own copy takes a tenth of the time.
-	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
-	pod := createSandbox(t, ns, "sb")
+	nodeframework.SetConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	pauseAndKill(t, ns, "sb-snap", pod, nil)
 
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
 	if s.Status.Thaw == nil {
 		t.Fatalf("status.thaw is not set: %+v", s.Status)
 	}
-	run(t, "", "kubectl", "-n", ns, "wait", "sbxsnap/sb-snap", "--for=jsonpath={.status.thaw.state}="+string(v1alpha1.ThawSucceeded), "--timeout=120s")
-	assertNotPaused(t, pod)
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "sbxsnap/sb-snap", "--for=jsonpath={.status.thaw.state}="+string(v1alpha1.ThawSucceeded), "--timeout=120s")
+	nodeframework.AssertNotPaused(t, pod)
 	t.Logf("snapshot failed with %s; unpause TaskRun %s thawed the sandbox",
 		s.Status.GetCondition(v1alpha1.ConditionFailed).Reason, s.Status.Thaw.TaskRunRef.Name)
 }
@@ -124,35 +125,35 @@ func contains(list []string, s string) bool {
 // credentials appear nowhere a user can read: snapshot status, events,
 // TaskRun results and logs, and the controller's log.
 func TestSecretsStayOutOfOutputs(t *testing.T) {
-	ns := newNamespace(t)
-	createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSandbox(t, ns, "sb")
 
-	password := "pw-" + strings.TrimSpace(randomMarker(t, "secret"))
+	password := "pw-" + strings.TrimSpace(nodeframework.RandomMarker(t, "secret"))
 	auth := base64.StdEncoding.EncodeToString([]byte("snapshotter:" + password))
-	config, _ := json.Marshal(map[string]any{"auths": map[string]any{localRegistry: map[string]string{"auth": auth}}})
+	config, _ := json.Marshal(map[string]any{"auths": map[string]any{nodeframework.LocalRegistry(): map[string]string{"auth": auth}}})
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "e2e-push", Namespace: test.SystemNamespace},
 		Type:       corev1.SecretTypeDockerConfigJson,
 		Data:       map[string][]byte{corev1.DockerConfigJsonKey: config},
 	}
-	if _, err := c.Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+	if _, err := nodeframework.Clients().Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), "e2e-push", metav1.DeleteOptions{})
+		_ = nodeframework.Clients().Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), "e2e-push", metav1.DeleteOptions{})
 	})
-	setConfig(t, map[string]any{"push-secret": "e2e-push"}, `"pushSecret":"e2e-push"`)
+	nodeframework.SetConfig(t, map[string]any{"push-secret": "e2e-push"}, `"pushSecret":"e2e-push"`)
 
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	tr := v1alpha1.TaskRunReference{Namespace: test.SystemNamespace, Name: names.CommitTaskRun(s)}
 
 	outputs := map[string]string{
-		"snapshot":       run(t, "", "kubectl", "-n", ns, "get", "sbxsnap", "sb-snap", "-o", "yaml"),
-		"events":         run(t, "", "kubectl", "-n", ns, "get", "events", "-o", "yaml"),
-		"TaskRun":        run(t, "", "kubectl", "-n", tr.Namespace, "get", "taskrun", tr.Name, "-o", "yaml"),
-		"TaskRun logs":   run(t, "", "tkn", "taskrun", "logs", tr.Name, "-n", tr.Namespace),
-		"controller log": run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller"),
+		"snapshot":       nodeframework.Run(t, "", "kubectl", "-n", ns, "get", "sbxsnap", "sb-snap", "-o", "yaml"),
+		"events":         nodeframework.Run(t, "", "kubectl", "-n", ns, "get", "events", "-o", "yaml"),
+		"TaskRun":        nodeframework.Run(t, "", "kubectl", "-n", tr.Namespace, "get", "taskrun", tr.Name, "-o", "yaml"),
+		"TaskRun logs":   nodeframework.Run(t, "", "tkn", "taskrun", "logs", tr.Name, "-n", tr.Namespace),
+		"controller log": nodeframework.Run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller"),
 	}
 	for where, out := range outputs {
 		for _, secretText := range []string{password, auth} {
@@ -173,10 +174,10 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 // when set, runs just before the kill.
 func pauseAndKill(t *testing.T, ns, snapshot string, pod *corev1.Pod, beforeKill func()) {
 	t.Helper()
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
 		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=384 2>/dev/null")
-	createSnapshot(t, ns, snapshot, "sb")
-	eventually(t, "the sandbox to be paused by the commit step", 2*time.Minute, func() (bool, error) {
+	nodeframework.CreateSnapshot(t, ns, snapshot, "sb")
+	nodeframework.Eventually(t, "the sandbox to be paused by the commit step", 2*time.Minute, func() (bool, error) {
 		return sandboxPaused(t, pod), nil
 	})
 	if beforeKill != nil {
@@ -188,7 +189,7 @@ func pauseAndKill(t *testing.T, ns, snapshot string, pod *corev1.Pod, beforeKill
 // sandboxPaused reports whether the sandbox's app container is paused.
 func sandboxPaused(t *testing.T, pod *corev1.Pod) bool {
 	t.Helper()
-	cl, err := containerd.New(containerdSock)
+	cl, err := containerd.New(nodeframework.ContainerdSock())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,25 +203,25 @@ func sandboxPaused(t *testing.T, pod *corev1.Pod) bool {
 // status.thaw and an event say why. Once the quota goes, the sandbox thaws
 // with no human action.
 func TestThawRetriedOnceAdmitted(t *testing.T) {
-	ns := newNamespace(t)
-	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.SetConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "e2e-no-pods", Namespace: test.SystemNamespace},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}}}
-	quotas := c.Kube.CoreV1().ResourceQuotas(test.SystemNamespace)
+	quotas := nodeframework.Clients().Kube.CoreV1().ResourceQuotas(test.SystemNamespace)
 	t.Cleanup(func() { _ = quotas.Delete(context.Background(), quota.Name, metav1.DeleteOptions{}) })
 	pauseAndKill(t, ns, "sb-snap", pod, func() {
 		if _, err := quotas.Create(t.Context(), quota, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
-	eventually(t, "status.thaw to say the unpause pod is over quota", 2*time.Minute, func() (bool, error) {
-		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	nodeframework.Eventually(t, "status.thaw to say the unpause pod is over quota", 2*time.Minute, func() (bool, error) {
+		s, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return err == nil && s.Status.Thaw != nil && s.Status.Thaw.State == v1alpha1.ThawRunning &&
 			strings.Contains(s.Status.Thaw.Message, "cannot start its pod yet") && strings.Contains(s.Status.Thaw.Message, "exceeded quota"), err
 	})
-	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonThawing, "exceeded quota", eventTimeout)
+	test.WaitForEvent(t.Context(), t, nodeframework.Clients(), ns, "sb-snap", v1alpha1.ReasonThawing, "exceeded quota", nodeframework.EventTimeout)
 	if !sandboxPaused(t, pod) {
 		t.Fatal("the sandbox is not paused while no unpause pod can be admitted: the test proves nothing")
 	}
@@ -238,12 +239,12 @@ func TestThawRetriedOnceAdmitted(t *testing.T) {
 // container alone thaws first, so it is no signal for the others.
 func waitThawed(t *testing.T, ns, snapshot string, pod *corev1.Pod) {
 	t.Helper()
-	eventually(t, "status.thaw to say the sandbox is thawed", 3*time.Minute, func() (bool, error) {
-		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), snapshot, metav1.GetOptions{})
+	nodeframework.Eventually(t, "status.thaw to say the sandbox is thawed", 3*time.Minute, func() (bool, error) {
+		s, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), snapshot, metav1.GetOptions{})
 		return err == nil && s.Status.Thaw != nil && s.Status.Thaw.State == v1alpha1.ThawSucceeded, err
 	})
-	assertNotPaused(t, pod)
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
+	nodeframework.AssertNotPaused(t, pod)
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
 }
 
 // TestThawRetriedAfterFailedAttempts kills the commit step mid-pause with
@@ -253,14 +254,14 @@ func waitThawed(t *testing.T, ns, snapshot string, pod *corev1.Pod) {
 // the setting is fixed; then an attempt thaws the sandbox.
 func TestThawRetriedAfterFailedAttempts(t *testing.T) {
 	ns, pod := killWithUnpauseRefused(t)
-	eventually(t, "a second attempt to thaw", 2*time.Minute, func() (bool, error) {
-		s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	nodeframework.Eventually(t, "a second attempt to thaw", 2*time.Minute, func() (bool, error) {
+		s, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return err == nil && s.Annotations[sandbox.ThawAttemptAnnotation] == "2", err
 	})
 	if !sandboxPaused(t, pod) {
 		t.Fatal("the sandbox is not paused while every unpause pod is refused: the test proves nothing")
 	}
-	setConfig(t, map[string]any{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
+	nodeframework.SetConfig(t, map[string]any{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
 	start := time.Now()
 	waitThawed(t, ns, "sb-snap", pod)
 	t.Logf("thawed %v after the setting was fixed", time.Since(start).Round(time.Second))
@@ -272,14 +273,14 @@ func TestThawRetriedAfterFailedAttempts(t *testing.T) {
 // for sb-snap to fail and its first thaw with it.
 func killWithUnpauseRefused(t *testing.T) (string, *corev1.Pod) {
 	t.Helper()
-	ns := newNamespace(t)
-	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.SetConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	pauseAndKill(t, ns, "sb-snap", pod, func() {
-		setConfig(t, map[string]any{"priority-class-name": "e2e-missing"}, `"priorityClass":"e2e-missing"`)
+		nodeframework.SetConfig(t, map[string]any{"priority-class-name": "e2e-missing"}, `"priorityClass":"e2e-missing"`)
 	})
-	waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
-	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonThawFailed, "e2e-missing", eventTimeout)
+	nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	test.WaitForEvent(t.Context(), t, nodeframework.Clients(), ns, "sb-snap", v1alpha1.ReasonThawFailed, "e2e-missing", nodeframework.EventTimeout)
 	return ns, pod
 }
 
@@ -291,24 +292,24 @@ func killWithUnpauseRefused(t *testing.T) (string, *corev1.Pod) {
 func TestDeletionWaitsForThaw(t *testing.T) {
 	ns, pod := killWithUnpauseRefused(t)
 
-	run(t, "", "kubectl", "-n", ns, "delete", "sbxsnap", "sb-snap", "--wait=false")
-	test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonDeletionWaitsForThaw, "sandbox sb (pod "+pod.Name+")", eventTimeout)
-	if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{}); err != nil {
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "sbxsnap", "sb-snap", "--wait=false")
+	test.WaitForEvent(t.Context(), t, nodeframework.Clients(), ns, "sb-snap", v1alpha1.ReasonDeletionWaitsForThaw, "sandbox sb (pod "+pod.Name+")", nodeframework.EventTimeout)
+	if _, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the snapshot went while its sandbox may be paused: %v", err)
 	}
 	if !sandboxPaused(t, pod) {
 		t.Fatal("the sandbox is not paused while every unpause pod is refused: the test proves nothing")
 	}
 
-	setConfig(t, map[string]any{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
-	eventually(t, "the deleted snapshot to go", 5*time.Minute, func() (bool, error) {
-		_, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	nodeframework.SetConfig(t, map[string]any{"priority-class-name": "sandbox-snapshot-commit"}, `"priorityClass":"sandbox-snapshot-commit"`)
+	nodeframework.Eventually(t, "the deleted snapshot to go", 5*time.Minute, func() (bool, error) {
+		_, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 		return apierrs.IsNotFound(err), nil
 	})
-	assertNotPaused(t, pod)
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
-	eventually(t, "the deleted snapshot's TaskRuns to go", time.Minute, func() (bool, error) {
-		return len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
+	nodeframework.AssertNotPaused(t, pod)
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
+	nodeframework.Eventually(t, "the deleted snapshot's TaskRuns to go", time.Minute, func() (bool, error) {
+		return len(nodeframework.TaskRunsOf(t, ns, "sb-snap")) == 0, nil
 	})
 }
 
@@ -318,34 +319,34 @@ func TestDeletionWaitsForThaw(t *testing.T) {
 // the controller is back, the orphan goes, and the next snapshot of the
 // sandbox thaws it (the dead run holds no lock) and succeeds.
 func TestForcedFinalizerMidPause(t *testing.T) {
-	ns := newNamespace(t)
-	setConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.SetConfig(t, map[string]any{"containerd-overlayfs-root": ""}, `"overlayfsRoot":""`)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	scale := func(n string) {
-		run(t, "", "kubectl", "-n", test.SystemNamespace, "scale", "deployment/sandbox-snapshot-controller", "--replicas="+n)
-		run(t, "", "kubectl", "-n", test.SystemNamespace, "rollout", "status", "deployment/sandbox-snapshot-controller", "--timeout=120s")
+		nodeframework.Run(t, "", "kubectl", "-n", test.SystemNamespace, "scale", "deployment/sandbox-snapshot-controller", "--replicas="+n)
+		nodeframework.Run(t, "", "kubectl", "-n", test.SystemNamespace, "rollout", "status", "deployment/sandbox-snapshot-controller", "--timeout=120s")
 	}
 	t.Cleanup(func() { scale("1") })
 	pauseAndKill(t, ns, "sb-snap", pod, func() { scale("0") })
-	first, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	first, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run(t, "", "kubectl", "-n", ns, "patch", "sbxsnap", "sb-snap", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
-	run(t, "", "kubectl", "-n", ns, "delete", "sbxsnap", "sb-snap", "--wait=true", "--timeout=60s")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "patch", "sbxsnap", "sb-snap", "--type=merge", "-p", `{"metadata":{"finalizers":null}}`)
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "sbxsnap", "sb-snap", "--wait=true", "--timeout=60s")
 	time.Sleep(3 * time.Second) // the kubelet reports the step's death; nothing may thaw
 	if !sandboxPaused(t, pod) {
 		t.Fatal("the sandbox is not paused with the controller stopped: the test proves nothing")
 	}
 	scale("1")
-	eventually(t, "the orphaned commit TaskRun to go", 2*time.Minute, func() (bool, error) {
-		_, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(first), metav1.GetOptions{})
+	nodeframework.Eventually(t, "the orphaned commit TaskRun to go", 2*time.Minute, func() (bool, error) {
+		_, err := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(first), metav1.GetOptions{})
 		return apierrs.IsNotFound(err), nil
 	})
-	createSnapshot(t, ns, "sb-snap-2", "sb")
-	waitForPhase(t, ns, "sb-snap-2", v1alpha1.PhaseSucceed)
-	assertNotPaused(t, pod)
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap-2", "sb")
+	nodeframework.WaitForPhase(t, ns, "sb-snap-2", v1alpha1.PhaseSucceed)
+	nodeframework.AssertNotPaused(t, pod)
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "true")
 	if log := commitStepLog(t, &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sb-snap-2"}}); !strings.Contains(log, "holds no lock any more: thawed it") {
 		t.Errorf("the next commit did not say it thawed what the dead run left paused; its log:\n%s", log)
 	}

@@ -37,15 +37,16 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // nodeImages returns the image service of the node's containerd, in the CRI
 // plugin's namespace.
 func nodeImages(t *testing.T) (context.Context, images.Store) {
 	t.Helper()
-	cl, err := containerd.New(containerdSock)
+	cl, err := containerd.New(nodeframework.ContainerdSock())
 	if err != nil {
-		t.Fatalf("connecting to containerd at %s: %v", containerdSock, err)
+		t.Fatalf("connecting to containerd at %s: %v", nodeframework.ContainerdSock(), err)
 	}
 	t.Cleanup(func() { cl.Close() })
 	return namespaces.WithNamespace(t.Context(), "k8s.io"), cl.ImageService()
@@ -59,24 +60,24 @@ func nodeImages(t *testing.T) (context.Context, images.Store) {
 // image go too, a pod created again from the template pulls and runs it.
 // Once the BatchSandbox is deleted, nothing refers to the image and it goes.
 func TestResumeKeepsImageUnderDelete(t *testing.T) {
-	setConfig(t, map[string]any{"image-deletion-policy": "Delete"}, `"imageDeletionPolicy":"Delete"`)
-	ns := newNamespace(t)
-	createSandbox(t, ns, "sb")
-	marker := randomMarker(t, "app")
+	nodeframework.SetConfig(t, map[string]any{"image-deletion-policy": "Delete"}, `"imageDeletionPolicy":"Delete"`)
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSandbox(t, ns, "sb")
+	marker := nodeframework.RandomMarker(t, "app")
 	writeFile(t, ns, "sb-0", "/marker.txt", marker, "app")
 	s := pauseSnapshot(t, ns, "sb")
-	run(t, "", "kubectl", "-n", ns, "delete", "pod", "sb-0", "--wait=true", "--timeout=60s")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "pod", "sb-0", "--wait=true", "--timeout=60s")
 
 	// OpenSandbox's resume: the template takes the imageUris, and its
 	// controller creates the pod from the template.
 	template := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q,"command":["/bin/sh","-c","exec sleep 2147483647"]},{"name":"sidecar","image":%q,"command":["/bin/sh","-c","exec sleep 2147483647"]}]}}}}`,
 		s.Status.Containers[0].ImageURI, s.Status.Containers[1].ImageURI)
-	run(t, "", "kubectl", "-n", ns, "patch", "batchsandbox", "sb", "--type=merge", "-p", template)
-	resumePod(t, ns, "sb-0", s, 2*time.Minute)
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "patch", "batchsandbox", "sb", "--type=merge", "-p", template)
+	nodeframework.ResumePod(t, ns, "sb-0", s, 2*time.Minute)
 	start := time.Now()
-	test.DeleteSnapshot(t.Context(), t, c, ns, s.Name, 30*time.Second)
+	test.DeleteSnapshot(t.Context(), t, nodeframework.Clients(), ns, s.Name, 30*time.Second)
 	t.Logf("snapshot %s gone %v after its deletion, the resumed pod running from its images", s.Name, time.Since(start).Round(100*time.Millisecond))
-	test.WaitForEvent(t.Context(), t, c, ns, s.Name, v1alpha1.ReasonImageDeletionDeferred, "", eventTimeout)
+	test.WaitForEvent(t.Context(), t, nodeframework.Clients(), ns, s.Name, v1alpha1.ReasonImageDeletionDeferred, "", nodeframework.EventTimeout)
 	refs := test.PinnedDigests(t, s)
 	for _, ref := range refs {
 		if !test.ManifestHeld(t.Context(), t, ref) {
@@ -86,7 +87,7 @@ func TestResumeKeepsImageUnderDelete(t *testing.T) {
 
 	// A drain: the pod goes, and so does the node's copy of the image; the
 	// template still names the image.
-	run(t, "", "kubectl", "-n", ns, "delete", "pod", "sb-0", "--wait=true", "--timeout=60s")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "pod", "sb-0", "--wait=true", "--timeout=60s")
 	ctx, is := nodeImages(t)
 	for _, ref := range refs {
 		if err := is.Delete(ctx, ref.String()); err != nil && !errdefs.IsNotFound(err) {
@@ -97,15 +98,15 @@ func TestResumeKeepsImageUnderDelete(t *testing.T) {
 	// node still caches.
 	pod := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"sb-0","namespace":%q},"spec":{"terminationGracePeriodSeconds":1,"containers":[{"name":"app","image":%q,"imagePullPolicy":"Always","command":["/bin/sh","-c","exec sleep 2147483647"]}]}}`,
 		ns, s.Status.Containers[0].ImageURI)
-	run(t, pod, "kubectl", "apply", "-f", "-")
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/sb-0", "--timeout=120s")
+	nodeframework.Run(t, pod, "kubectl", "apply", "-f", "-")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/sb-0", "--timeout=120s")
 	if got := readFile(t, ns, "sb-0", "app", "/marker.txt"); got != marker {
 		t.Errorf("the pod created again from the template reads marker %q, want %q", got, marker)
 	}
 
 	// The sandbox is deleted: nothing refers to the images any more.
-	run(t, "", "kubectl", "-n", ns, "delete", "batchsandbox/sb", "pod/sb-0", "--wait=true", "--timeout=60s")
-	test.WaitForEvent(t.Context(), t, c, ns, s.Name, v1alpha1.ReasonImagesDeleted, "", eventTimeout)
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "batchsandbox/sb", "pod/sb-0", "--wait=true", "--timeout=60s")
+	test.WaitForEvent(t.Context(), t, nodeframework.Clients(), ns, s.Name, v1alpha1.ReasonImagesDeleted, "", nodeframework.EventTimeout)
 	for _, ref := range refs {
 		if test.ManifestHeld(t.Context(), t, ref) {
 			t.Errorf("%s is still in the registry once nothing refers to it", ref)
@@ -117,10 +118,10 @@ func TestResumeKeepsImageUnderDelete(t *testing.T) {
 // kept for a resume: a release TaskRun removes them from the node, and is
 // deleted once it has ended.
 func TestReleaseOnDeletion(t *testing.T) {
-	ns := newNamespace(t)
-	createSandbox(t, ns, "sb")
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSandbox(t, ns, "sb")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	ctx, is := nodeImages(t)
 	refs := test.PinnedDigests(t, s)
 	for _, ref := range refs {
@@ -128,8 +129,8 @@ func TestReleaseOnDeletion(t *testing.T) {
 			t.Fatalf("the node does not keep %s for a resume: %v", ref, err)
 		}
 	}
-	test.DeleteSnapshot(t.Context(), t, c, ns, "sb-snap", 30*time.Second)
-	eventually(t, "the node's copies of the snapshot's images to be removed", 2*time.Minute, func() (bool, error) {
+	test.DeleteSnapshot(t.Context(), t, nodeframework.Clients(), ns, "sb-snap", 30*time.Second)
+	nodeframework.Eventually(t, "the node's copies of the snapshot's images to be removed", 2*time.Minute, func() (bool, error) {
 		for _, ref := range refs {
 			if _, err := is.Get(ctx, ref.String()); !errdefs.IsNotFound(err) {
 				return false, nil
@@ -137,8 +138,8 @@ func TestReleaseOnDeletion(t *testing.T) {
 		}
 		return true, nil
 	})
-	eventually(t, "the snapshot's TaskRuns to be deleted", 2*time.Minute, func() (bool, error) {
-		return len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
+	nodeframework.Eventually(t, "the snapshot's TaskRuns to be deleted", 2*time.Minute, func() (bool, error) {
+		return len(nodeframework.TaskRunsOf(t, ns, "sb-snap")) == 0, nil
 	})
 }
 
@@ -147,11 +148,11 @@ func TestReleaseOnDeletion(t *testing.T) {
 // unless REGISTRY_STORAGE_DELETE_ENABLED is set. It returns its host:port.
 func refusingRegistry(t *testing.T) string {
 	t.Helper()
-	host, _, err := net.SplitHostPort(localRegistry)
+	host, _, err := net.SplitHostPort(nodeframework.LocalRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: nodeframework.LocalRegistry()})
 	return test.ListenAndServe(t, net.JoinHostPort(host, "0"), test.RefuseDeletes(proxy))
 }
 
@@ -160,15 +161,15 @@ func refusingRegistry(t *testing.T) string {
 // and ImagesLeftBehind names the registry's answer.
 func TestRegistryRefusesDeletion(t *testing.T) {
 	host := refusingRegistry(t)
-	setConfig(t, map[string]any{"image-deletion-policy": "Delete", "registry": host + "/snapshots", "insecure-registry": "true"},
+	nodeframework.SetConfig(t, map[string]any{"image-deletion-policy": "Delete", "registry": host + "/snapshots", "insecure-registry": "true"},
 		`"registry":"`+host+`/snapshots"`)
-	ns := newNamespace(t)
-	createSandbox(t, ns, "sb")
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSandbox(t, ns, "sb")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	start := time.Now()
-	test.DeleteSnapshot(t.Context(), t, c, ns, "sb-snap", 30*time.Second)
-	ev := test.WaitForEvent(t.Context(), t, c, ns, "sb-snap", v1alpha1.ReasonImagesLeftBehind, "", eventTimeout)
+	test.DeleteSnapshot(t.Context(), t, nodeframework.Clients(), ns, "sb-snap", 30*time.Second)
+	ev := test.WaitForEvent(t.Context(), t, nodeframework.Clients(), ns, "sb-snap", v1alpha1.ReasonImagesLeftBehind, "", nodeframework.EventTimeout)
 	t.Logf("gone and ImagesLeftBehind %v after the deletion", time.Since(start).Round(100*time.Millisecond))
 	if !strings.Contains(ev.Message, "UNSUPPORTED") {
 		t.Errorf("ImagesLeftBehind does not name the registry's answer: %s", ev.Message)
@@ -191,18 +192,18 @@ func TestOverlayfsRootMissing(t *testing.T) {
 	// The kubelet creates the mount's source; it is this test's to remove.
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	root := filepath.Join(dir, "io.containerd.snapshotter.v1.overlayfs")
-	setConfig(t, map[string]any{"containerd-overlayfs-root": root}, `"overlayfsRoot":"`+root+`"`)
-	ns := newNamespace(t)
-	createSandbox(t, ns, "sb")
-	marker := randomMarker(t, "app")
+	nodeframework.SetConfig(t, map[string]any{"containerd-overlayfs-root": root}, `"overlayfsRoot":"`+root+`"`)
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSandbox(t, ns, "sb")
+	marker := nodeframework.RandomMarker(t, "app")
 	writeFile(t, ns, "sb-0", "/marker.txt", marker, "app")
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	logs := commitStepLog(t, s)
 	if !strings.Contains(logs, "upper directory not visible here") {
 		t.Errorf("the commit step did not fall back to containerd's tar; its log:\n%s", logs)
 	}
-	resumePod(t, ns, "sb-resumed", s, 2*time.Minute)
+	nodeframework.ResumePod(t, ns, "sb-resumed", s, 2*time.Minute)
 	if got := readFile(t, ns, "sb-resumed", "app", "/marker.txt"); got != marker {
 		t.Errorf("resumed with marker %q, want %q", got, marker)
 	}

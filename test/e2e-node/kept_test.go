@@ -39,6 +39,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // TestKeptImageNeedsCredentials snapshots a sandbox into a registry that
@@ -49,13 +50,13 @@ import (
 // sandbox's own namespace, with the registry's credentials, resumes from it.
 func TestKeptImageNeedsCredentials(t *testing.T) {
 	host, pushSecret := privateRegistryAndSecret(t, "e2e-private")
-	setConfig(t, map[string]any{"registry": host + "/snapshots", "insecure-registry": "true", "push-secret": pushSecret.Name, "keep-local": "true"},
+	nodeframework.SetConfig(t, map[string]any{"registry": host + "/snapshots", "insecure-registry": "true", "push-secret": pushSecret.Name, "keep-local": "true"},
 		`"registry":"`+host+`/snapshots"`)
 
-	ns := newNamespace(t)
-	createSandbox(t, ns, "sb")
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSandbox(t, ns, "sb")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	ref := test.PinnedDigests(t, s)[0]
 	ctx, is := nodeImages(t)
 	if _, err := is.Get(ctx, ref.String()); err != nil {
@@ -63,11 +64,11 @@ func TestKeptImageNeedsCredentials(t *testing.T) {
 	}
 
 	// Another tenant names the kept image, with no credentials for it.
-	other := newNamespace(t)
-	run(t, podFrom(other, "intruder", ref.String(), ""), "kubectl", "apply", "-f", "-")
+	other := nodeframework.NewNamespace(t)
+	nodeframework.Run(t, podFrom(other, "intruder", ref.String(), ""), "kubectl", "apply", "-f", "-")
 	var refusal string
-	eventually(t, "the kubelet to refuse pod "+other+"/intruder the kept image", 2*time.Minute, func() (bool, error) {
-		pod, err := c.Kube.CoreV1().Pods(other).Get(t.Context(), "intruder", metav1.GetOptions{})
+	nodeframework.Eventually(t, "the kubelet to refuse pod "+other+"/intruder the kept image", 2*time.Minute, func() (bool, error) {
+		pod, err := nodeframework.Clients().Kube.CoreV1().Pods(other).Get(t.Context(), "intruder", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -91,11 +92,11 @@ func TestKeptImageNeedsCredentials(t *testing.T) {
 	// The sandbox's own namespace resumes from it, with the credentials.
 	pullSecret := pushSecret.DeepCopy()
 	pullSecret.ObjectMeta = metav1.ObjectMeta{Name: "registry", Namespace: ns}
-	if _, err := c.Kube.CoreV1().Secrets(ns).Create(t.Context(), pullSecret, metav1.CreateOptions{}); err != nil {
+	if _, err := nodeframework.Clients().Kube.CoreV1().Secrets(ns).Create(t.Context(), pullSecret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	run(t, podFrom(ns, "resumed", ref.String(), pullSecret.Name), "kubectl", "apply", "-f", "-")
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/resumed", "--timeout=2m")
+	nodeframework.Run(t, podFrom(ns, "resumed", ref.String(), pullSecret.Name), "kubectl", "apply", "-f", "-")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/resumed", "--timeout=2m")
 }
 
 // privateRegistryAndSecret serves a privateRegistry for user "tenant" with
@@ -104,18 +105,18 @@ func TestKeptImageNeedsCredentials(t *testing.T) {
 // registry's host:port and the Secret.
 func privateRegistryAndSecret(t *testing.T, name string) (string, *corev1.Secret) {
 	t.Helper()
-	password := "pw-" + strings.TrimSpace(randomMarker(t, name))
+	password := "pw-" + strings.TrimSpace(nodeframework.RandomMarker(t, name))
 	host := privateRegistry(t, "tenant", password)
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: test.SystemNamespace},
 		Type:       corev1.SecretTypeDockerConfigJson,
 		Data:       map[string][]byte{corev1.DockerConfigJsonKey: dockerConfigFor(host, "tenant", password)},
 	}
-	if _, err := c.Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
+	if _, err := nodeframework.Clients().Kube.CoreV1().Secrets(test.SystemNamespace).Create(t.Context(), secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = c.Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
+		_ = nodeframework.Clients().Kube.CoreV1().Secrets(test.SystemNamespace).Delete(context.Background(), secret.Name, metav1.DeleteOptions{})
 	})
 	return host, secret
 }
@@ -148,11 +149,11 @@ func privateRegistry(t *testing.T, user, password string) string {
 	if hostsDir == "" {
 		t.Fatal("CONTAINERD_HOSTS_DIR is not set: source test/cluster/env.sh after test/cluster/node-up.sh")
 	}
-	bridge, _, err := net.SplitHostPort(localRegistry)
+	bridge, _, err := net.SplitHostPort(nodeframework.LocalRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: nodeframework.LocalRegistry()})
 	host := test.ListenAndServe(t, net.JoinHostPort(bridge, "0"), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u, p, ok := r.BasicAuth()
 		if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(user)) != 1 || subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {

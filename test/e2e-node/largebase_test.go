@@ -43,6 +43,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // The large base: busybox plus largeLayers layers of largeDirs directories
@@ -105,8 +106,8 @@ func largeLayer(l int) (v1.Layer, error) {
 // and pushes it; the same bytes every run, so the registry keeps one copy.
 func pushLargeBase(t *testing.T) string {
 	t.Helper()
-	ref := localRegistry + "/large-base:v1"
-	busybox, err := name.ParseReference(localRegistry+"/busybox:latest", name.Insecure)
+	ref := nodeframework.LocalRegistry() + "/large-base:v1"
+	busybox, err := name.ParseReference(nodeframework.LocalRegistry()+"/busybox:latest", name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func expectedAfterChange(marker string) map[string]string {
 // container, as sha256sum prints them.
 func fileHashes(t *testing.T, ns, pod, container string) map[string]string {
 	t.Helper()
-	out := run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", container, "--",
+	out := nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", container, "--",
 		"/bin/sh", "-c", "cd / && find base $(test -d data && echo data) -type f | sort | xargs sha256sum")
 	got := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -234,7 +235,7 @@ func diffHashes(want, got map[string]string) string {
 // files and directories, resumes it from the snapshot's images and reads
 // every file back by hash.
 func TestLargeBaseSnapshotAndResume(t *testing.T) {
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	start := time.Now()
 	phase := func(what string) {
 		t.Logf("%s: %.1f s", what, time.Since(start).Seconds())
@@ -243,19 +244,19 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 	base := pushLargeBase(t)
 	phase("large base built and pushed")
 
-	pod := createSandboxOf(t, ns, "sb", base, 5*time.Minute)
+	pod := nodeframework.CreateSandboxOf(t, ns, "sb", base, 5*time.Minute)
 	phase("sandbox pod on the large base Running")
 
-	marker := strings.TrimSpace(randomMarker(t, "large"))
-	run(t, "", "kubectl", "-n", ns, "exec", "sb-0", "-c", "app", "--", "/bin/sh", "-c", changeScript, "sh", marker)
+	marker := strings.TrimSpace(nodeframework.RandomMarker(t, "large"))
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", "sb-0", "-c", "app", "--", "/bin/sh", "-c", changeScript, "sh", marker)
 	want := expectedAfterChange(marker)
 	if got := fileHashes(t, ns, "sb-0", "app"); len(got) != len(want) || diffHashes(want, got) != "" {
 		t.Fatalf("before the snapshot the sandbox holds %d files, want %d: %s", len(got), len(want), diffHashes(want, got))
 	}
 	phase(fmt.Sprintf("files changed and %d hashes checked", len(want)))
 
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	phase("snapshot Succeed")
 	if s.Status.PauseWindowMilliseconds == nil || *s.Status.PauseWindowMilliseconds <= 0 {
 		t.Errorf("status.pauseWindowMilliseconds = %v, want a positive value", s.Status.PauseWindowMilliseconds)
@@ -263,9 +264,9 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 		t.Logf("pause window on the large base: %d ms", *s.Status.PauseWindowMilliseconds)
 	}
 	assertUpperCopied(t, s, "app")
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 
-	resumePod(t, ns, "sb-resumed", s, 5*time.Minute)
+	nodeframework.ResumePod(t, ns, "sb-resumed", s, 5*time.Minute)
 	phase("resumed pod Running")
 
 	if got := fileHashes(t, ns, "sb-resumed", "app"); len(got) != len(want) || diffHashes(want, got) != "" {
@@ -281,11 +282,11 @@ func TestLargeBaseSnapshotAndResume(t *testing.T) {
 // commitStepLog returns the log of a snapshot's commit step.
 func commitStepLog(t *testing.T, s *v1alpha1.SandboxSnapshot) string {
 	t.Helper()
-	tr, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
+	tr, err := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", tr.Status.PodName, "-c", "step-commit")
+	return nodeframework.Run(t, "", "kubectl", "-n", test.SystemNamespace, "logs", tr.Status.PodName, "-c", "step-commit")
 }
 
 // assertUpperCopied checks, in the commit step's log, that the step copied

@@ -39,6 +39,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // A snapshot's stages, as a user's watches receive them: each is the first
@@ -73,7 +74,7 @@ func TestSnapshotLatency(t *testing.T) {
 	n := envInt(t, "E2E_LATENCY_SNAPSHOTS", 6)
 	modes := strings.Split(envString("E2E_LATENCY_MODES", task.SnapshotModeFilesystem+","+task.SnapshotModeMemory), ",")
 	flags := setTektonFlags(t, os.Getenv("E2E_LATENCY_TEKTON_FLAGS"))
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 
 	var out strings.Builder
 	fmt.Fprintf(&out, "bench-latency: %d snapshots a mode, 1 MiB written before each; medians of snapshots 2-%d (%s, %d cores)\n",
@@ -89,7 +90,7 @@ func TestSnapshotLatency(t *testing.T) {
 		var podName string
 		switch mode {
 		case task.SnapshotModeFilesystem:
-			node, podName = createSandbox(t, ns, "fs").Spec.NodeName, "fs-0"
+			node, podName = nodeframework.CreateSandbox(t, ns, "fs").Spec.NodeName, "fs-0"
 		case task.SnapshotModeMemory:
 			runSandbox(t, ns, "mem", hibernatingPod, memoryBase(t))
 			podName = "mem-0"
@@ -146,7 +147,7 @@ func setTektonFlags(t *testing.T, list string) []string {
 	if list == "" {
 		return nil
 	}
-	cms := c.Kube.CoreV1().ConfigMaps("tekton-pipelines")
+	cms := nodeframework.Clients().Kube.CoreV1().ConfigMaps("tekton-pipelines")
 	cm, err := cms.Get(t.Context(), tektonFlags, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -185,21 +186,21 @@ func setTektonFlags(t *testing.T, list string) []string {
 // from just before its creation.
 func snapshotStamps(t *testing.T, ns, name, sb, mode string) []time.Duration {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), snapshotTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), nodeframework.SnapshotTimeout)
 	defer cancel()
 	sel := metav1.ListOptions{LabelSelector: test.TaskRunSelector(ns, name)}
-	trs, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Watch(ctx, sel)
+	trs, err := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Watch(ctx, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer trs.Stop()
 	// Tekton gives the TaskRun's pod the TaskRun's labels.
-	pods, err := c.Kube.CoreV1().Pods(test.SystemNamespace).Watch(ctx, sel)
+	pods, err := nodeframework.Clients().Kube.CoreV1().Pods(test.SystemNamespace).Watch(ctx, sel)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pods.Stop()
-	snaps, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Watch(ctx, test.Named(name))
+	snaps, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Watch(ctx, test.Named(name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +266,7 @@ func snapshotStamps(t *testing.T, ns, name, sb, mode string) []time.Duration {
 	if mode == task.SnapshotModeMemory {
 		createMemorySnapshot(t, ns, sb, name)
 	} else {
-		createSnapshot(t, ns, name, sb)
+		nodeframework.CreateSnapshot(t, ns, name, sb)
 	}
 	select {
 	case phase := <-succeed:
@@ -273,10 +274,10 @@ func snapshotStamps(t *testing.T, ns, name, sb, mode string) []time.Duration {
 			t.Fatalf("snapshot %s/%s ended %s", ns, name, phase)
 		}
 	case <-ctx.Done():
-		t.Fatalf("snapshot %s/%s not terminal within %v", ns, name, snapshotTimeout)
+		t.Fatalf("snapshot %s/%s not terminal within %v", ns, name, nodeframework.SnapshotTimeout)
 	}
 	// The pod's and the TaskRun's last events may trail the snapshot's.
-	eventually(t, "every stage of "+name, 30*time.Second, func() (bool, error) {
+	nodeframework.Eventually(t, "every stage of "+name, 30*time.Second, func() (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen) == len(latencyStages), nil
@@ -295,13 +296,13 @@ func snapshotStamps(t *testing.T, ns, name, sb, mode string) []time.Duration {
 // watch receives them.
 func noopTaskRun(t *testing.T, ns, node string) time.Duration {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), snapshotTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), nodeframework.SnapshotTimeout)
 	defer cancel()
 	tr := &pipelinev1.TaskRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "floor-"},
 		Spec: pipelinev1.TaskRunSpec{
 			TaskSpec: &pipelinev1.TaskSpec{Steps: []pipelinev1.Step{{
-				Name: "noop", Image: localRegistry + "/busybox:latest", Command: []string{"true"},
+				Name: "noop", Image: nodeframework.LocalRegistry() + "/busybox:latest", Command: []string{"true"},
 			}}},
 			PodTemplate: &pod.Template{
 				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
@@ -314,11 +315,11 @@ func noopTaskRun(t *testing.T, ns, node string) time.Duration {
 		},
 	}
 	start := time.Now()
-	tr, err := c.Pipeline.TektonV1().TaskRuns(ns).Create(ctx, tr, metav1.CreateOptions{})
+	tr, err := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(ns).Create(ctx, tr, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.Pipeline.TektonV1().TaskRuns(ns).Watch(ctx, test.Named(tr.Name))
+	w, err := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(ns).Watch(ctx, test.Named(tr.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +335,7 @@ func noopTaskRun(t *testing.T, ns, node string) time.Duration {
 			t.Fatalf("floor TaskRun %s/%s failed: %s", ns, tr.Name, cond.Message)
 		}
 	}
-	t.Fatalf("floor TaskRun %s/%s did not succeed within %v", ns, tr.Name, snapshotTimeout)
+	t.Fatalf("floor TaskRun %s/%s did not succeed within %v", ns, tr.Name, nodeframework.SnapshotTimeout)
 	return 0
 }
 
@@ -362,7 +363,7 @@ func median(ds []time.Duration) time.Duration {
 // nodeOf returns the node of the first pod in ns.
 func nodeOf(t *testing.T, ns string) string {
 	t.Helper()
-	pods, err := c.Kube.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
+	pods, err := nodeframework.Clients().Kube.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil || len(pods.Items) == 0 {
 		t.Fatalf("no pod in %s to find the node of (%v)", ns, err)
 	}

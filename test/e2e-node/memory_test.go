@@ -40,6 +40,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // hibernatingPod runs, in one shell: a web server on port 8080, and a
@@ -73,7 +74,7 @@ containers:
 // records.
 func memoryBase(t *testing.T) string {
 	t.Helper()
-	src, err := name.ParseReference(localRegistry+"/busybox:latest", name.Insecure)
+	src, err := name.ParseReference(nodeframework.LocalRegistry()+"/busybox:latest", name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,14 +99,14 @@ func memoryBase(t *testing.T) string {
 // name there.
 func onLoopback(t *testing.T, img v1.Image, ref string) string {
 	t.Helper()
-	dst, err := name.ParseReference(localRegistry+"/"+ref, name.Insecure)
+	dst, err := name.ParseReference(nodeframework.LocalRegistry()+"/"+ref, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := remote.Write(dst, img); err != nil {
 		t.Fatalf("pushing %s: %v", dst, err)
 	}
-	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: localRegistry})
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: nodeframework.LocalRegistry()})
 	host := test.ListenAndServe(t, "127.0.0.1:0", proxy)
 	return "localhost:" + strings.TrimPrefix(host, "127.0.0.1:") + "/" + ref
 }
@@ -114,7 +115,7 @@ func onLoopback(t *testing.T, img v1.Image, ref string) string {
 // which must count 1, 2, 3, ... under that one mark.
 func counterLines(t *testing.T, ns, pod string) (string, int) {
 	t.Helper()
-	out := run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "cat", "/tmp/counter")
+	out := nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", "app", "--", "cat", "/tmp/counter")
 	mark, n := "", 0
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		m, count, _ := strings.Cut(line, " ")
@@ -147,7 +148,7 @@ func createMemorySnapshot(t *testing.T, ns, sb, name string) {
 			Annotations: map[string]string{sandbox.SnapshotModeAnnotation: task.SnapshotModeMemory}},
 		Spec: v1alpha1.SandboxSnapshotSpec{SandboxName: sb},
 	}
-	if _, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+	if _, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -156,8 +157,8 @@ func createMemorySnapshot(t *testing.T, ns, sb, name string) {
 // image, waits for its pod to be Ready and returns the pod.
 func runSandbox(t *testing.T, ns, sb, spec, image string) *corev1.Pod {
 	t.Helper()
-	test.CreateSandbox(t.Context(), t, c, ns, sb, *test.MustParse[corev1.PodSpec](t, spec, image))
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/"+sb+"-0", "--timeout=2m")
+	test.CreateSandbox(t.Context(), t, nodeframework.Clients(), ns, sb, *test.MustParse[corev1.PodSpec](t, spec, image))
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/"+sb+"-0", "--timeout=2m")
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: sb + "-0"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}}
 }
@@ -167,7 +168,7 @@ func runSandbox(t *testing.T, ns, sb, spec, image string) *corev1.Pod {
 func refusedAs(t *testing.T, ns, sb, name, reason string, want ...string) {
 	t.Helper()
 	createMemorySnapshot(t, ns, sb, name)
-	s := waitForPhase(t, ns, name, v1alpha1.PhaseFailed)
+	s := nodeframework.WaitForPhase(t, ns, name, v1alpha1.PhaseFailed)
 	failed := s.Status.GetCondition(v1alpha1.ConditionFailed)
 	if failed == nil || failed.Reason != reason {
 		t.Errorf("Failed condition = %+v, want reason %s", failed, reason)
@@ -186,9 +187,9 @@ func refusedAs(t *testing.T, ns, sb, name, reason string, want ...string) {
 // so.
 func fellBack(t *testing.T, ns, sb, name string) {
 	t.Helper()
-	setConfig(t, map[string]any{"memory-fallback": task.MemoryFallbackFilesystem}, `"memoryFallback":"Filesystem"`)
+	nodeframework.SetConfig(t, map[string]any{"memory-fallback": task.MemoryFallbackFilesystem}, `"memoryFallback":"Filesystem"`)
 	createMemorySnapshot(t, ns, sb, name)
-	s := waitForPhase(t, ns, name, v1alpha1.PhaseSucceed)
+	s := nodeframework.WaitForPhase(t, ns, name, v1alpha1.PhaseSucceed)
 	if ready := s.Status.GetCondition(v1alpha1.ConditionReady); ready == nil || ready.Reason != v1alpha1.ReasonMemorySnapshotFellBack {
 		t.Errorf("Ready condition = %+v, want reason %s", ready, v1alpha1.ReasonMemorySnapshotFellBack)
 	}
@@ -201,9 +202,9 @@ func fellBack(t *testing.T, ns, sb, name string) {
 // goes on.
 func countsOn(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 	_, n := counterLines(t, pod.Namespace, pod.Name)
-	eventually(t, "the counter to go on", 10*time.Second, func() (bool, error) {
+	nodeframework.Eventually(t, "the counter to go on", 10*time.Second, func() (bool, error) {
 		_, later := counterLines(t, pod.Namespace, pod.Name)
 		return later > n, nil
 	})
@@ -216,16 +217,16 @@ func countsOn(t *testing.T, pod *corev1.Pod) {
 // them. It pauses and resumes the resumed sandbox once more, as OpenSandbox
 // does again and again: a restored container checkpoints as the first did.
 func TestMemorySnapshotResumesProcesses(t *testing.T) {
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	runSandbox(t, ns, "mem", hibernatingPod, memoryBase(t))
-	eventually(t, "the counter to pass 10", 30*time.Second, func() (bool, error) {
+	nodeframework.Eventually(t, "the counter to pass 10", 30*time.Second, func() (bool, error) {
 		_, n := counterLines(t, ns, "mem-0")
 		return n >= 10, nil
 	})
 	mark, _ := counterLines(t, ns, "mem-0")
 	for cycle := 1; cycle <= 2; cycle++ {
 		createMemorySnapshot(t, ns, "mem", "mem-pause-"+strconv.Itoa(cycle))
-		s := waitForPhase(t, ns, "mem-pause-"+strconv.Itoa(cycle), v1alpha1.PhaseSucceed)
+		s := nodeframework.WaitForPhase(t, ns, "mem-pause-"+strconv.Itoa(cycle), v1alpha1.PhaseSucceed)
 		_, atSnapshot := counterLines(t, ns, "mem-0")
 		// The TaskRun's results, which OpenSandbox's CRD cannot prune as it
 		// prunes status.pauseWindowMilliseconds.
@@ -238,18 +239,18 @@ func TestMemorySnapshotResumesProcesses(t *testing.T) {
 			t.Errorf("cycle %d: TaskRun %s: %s is %q, want the checkpoint's freeze", cycle, tr.Name, task.ResultPauseWindowMS, pw)
 		}
 		t.Logf("cycle %d: memory snapshot %s: pause window %s, counter at %d", cycle, s.Status.Containers[0].ImageURI, pauseWindow(s), atSnapshot)
-		assertNotPaused(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"},
+		nodeframework.AssertNotPaused(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app"}}}})
-		run(t, "", "kubectl", "-n", ns, "delete", "pod", "mem-0", "--wait=true", "--timeout=60s")
+		nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "pod", "mem-0", "--wait=true", "--timeout=60s")
 
 		// OpenSandbox's resume: the template's image becomes the imageUri.
 		start := time.Now()
 		spec := test.MustParse[corev1.PodSpec](t, hibernatingPod, s.Status.Containers[0].ImageURI)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mem-0", Labels: map[string]string{sandbox.BatchSandboxPodLabel: "mem"}}, Spec: *spec}
-		if _, err := c.Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+		if _, err := nodeframework.Clients().Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/mem-0", "--timeout=2m")
+		nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/mem-0", "--timeout=2m")
 		t.Logf("cycle %d: resumed pod Ready %v after its creation", cycle, time.Since(start).Round(100*time.Millisecond))
 		// The restored counter goes on from the checkpoint, before atSnapshot
 		// (the source ran on until its pod was deleted), under the first
@@ -260,7 +261,7 @@ func TestMemorySnapshotResumesProcesses(t *testing.T) {
 			t.Fatalf("cycle %d: after the resume: mark %s with %d lines, then %d, want mark %s and the counter going on (it was at %d after the snapshot)",
 				cycle, rmark, n, later, mark, atSnapshot)
 		}
-		if got := strings.TrimSpace(run(t, "", "kubectl", "-n", ns, "exec", "mem-0", "-c", "app", "--", "wget", "-qO-", "http://127.0.0.1:8080/ping")); got != "pong" {
+		if got := strings.TrimSpace(nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", "mem-0", "-c", "app", "--", "wget", "-qO-", "http://127.0.0.1:8080/ping")); got != "pong" {
 			t.Errorf("cycle %d: after the resume the listening socket answers %q, want pong", cycle, got)
 		}
 	}
@@ -272,7 +273,7 @@ func TestMemorySnapshotResumesProcesses(t *testing.T) {
 // on, never left paused. With memory-fallback Filesystem the same request
 // takes a filesystem snapshot instead, and says so.
 func TestMemorySnapshotRefused(t *testing.T) {
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	spec := strings.Replace(hibernatingPod, "        mark=$(", "        unshare -U -r -p -f sleep 100000 &\n        mark=$(", 1)
 	pod := runSandbox(t, ns, "nested", spec, memoryBase(t))
 	refusedAs(t, ns, "nested", "nested-pause", v1alpha1.ReasonMemorySnapshotUnsupported, "criu")
@@ -289,9 +290,9 @@ func TestMemorySnapshotRefused(t *testing.T) {
 // than succeeding into an image no node can resume, and the sandbox counts
 // on.
 func TestMemorySnapshotBaseNotRestorable(t *testing.T) {
-	ns := newNamespace(t)
-	pod := runSandbox(t, ns, "plain", hibernatingPod, localRegistry+"/busybox:latest")
-	refusedAs(t, ns, "plain", "plain-pause", v1alpha1.ReasonMemorySnapshotUnsupported, "base image "+localRegistry+"/busybox@sha256:")
+	ns := nodeframework.NewNamespace(t)
+	pod := runSandbox(t, ns, "plain", hibernatingPod, nodeframework.LocalRegistry()+"/busybox:latest")
+	refusedAs(t, ns, "plain", "plain-pause", v1alpha1.ReasonMemorySnapshotUnsupported, "base image "+nodeframework.LocalRegistry()+"/busybox@sha256:")
 	countsOn(t, pod)
 }
 
@@ -303,13 +304,13 @@ func TestMemorySnapshotBaseNotRestorable(t *testing.T) {
 // instead, and says so.
 func TestMemorySnapshotNoRoom(t *testing.T) {
 	dir := tmpfs(t, "sso-e2e-noroom-", "32m")
-	setConfig(t, map[string]any{"checkpoint-dir": dir}, `"checkpointDir":"`+dir+`"`)
+	nodeframework.SetConfig(t, map[string]any{"checkpoint-dir": dir}, `"checkpointDir":"`+dir+`"`)
 
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	spec := strings.Replace(hibernatingPod, "        mark=$(", "        hold=$(head -c 67108864 /dev/zero | tr '\\0' x)\n        mark=$(", 1)
 	pod := runSandbox(t, ns, "big", spec, memoryBase(t))
-	eventually(t, "the counter to start", 30*time.Second, func() (bool, error) {
-		out, err := tryRun("", "kubectl", "-n", ns, "exec", "big-0", "-c", "app", "--", "cat", "/tmp/counter")
+	nodeframework.Eventually(t, "the counter to start", 30*time.Second, func() (bool, error) {
+		out, err := nodeframework.TryRun("", "kubectl", "-n", ns, "exec", "big-0", "-c", "app", "--", "cat", "/tmp/counter")
 		return err == nil && out != "", nil
 	})
 	refusedAs(t, ns, "big", "big-pause", v1alpha1.ReasonCommitJobFailed, "not enough disk space for the snapshot", dir+" (memory of container \"app\"")

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // metricsService is the controller's metrics Service and port
@@ -36,7 +37,7 @@ const metricsService = "sandbox-snapshot-controller:http-metrics"
 // order (name alone for none).
 func scrapeCounts(t *testing.T, series ...string) map[string]uint64 {
 	t.Helper()
-	body := run(t, "", "kubectl", "get", "--raw",
+	body := nodeframework.Run(t, "", "kubectl", "get", "--raw",
 		"/api/v1/namespaces/"+test.SystemNamespace+"/services/"+metricsService+"/proxy/metrics")
 	m, err := test.ParseMetrics(strings.NewReader(body))
 	if err != nil {
@@ -66,7 +67,7 @@ func assertOneMoreSnapshot(t *testing.T, before map[string]uint64) {
 	var after map[string]uint64
 	// The controller records a snapshot's end right after the status write
 	// the test saw: give it a moment.
-	eventually(t, "the controller's metrics to count the snapshot", 30*time.Second, func() (bool, error) {
+	nodeframework.Eventually(t, "the controller's metrics to count the snapshot", 30*time.Second, func() (bool, error) {
 		after = scrapeCounts(t, snapshotSeries...)
 		for _, s := range snapshotSeries {
 			if after[s] < before[s]+1 {

@@ -38,6 +38,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // nodeSnapshotTimeout bounds a snapshot on a node that refuses new pods: a
@@ -48,15 +49,15 @@ const nodeSnapshotTimeout = 2 * time.Minute
 // drain) takes no new pods, yet the commit pod must still run there, where
 // the sandbox runs.
 func TestSnapshotOnCordonedNode(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	node := pod.Spec.NodeName
 	t.Cleanup(func() {
-		if _, err := tryRun("", "kubectl", "uncordon", node); err != nil {
+		if _, err := nodeframework.TryRun("", "kubectl", "uncordon", node); err != nil {
 			t.Errorf("uncordoning node %s: %v", node, err)
 		}
 	})
-	run(t, "", "kubectl", "cordon", node)
+	nodeframework.Run(t, "", "kubectl", "cordon", node)
 	waitNode(t, node, "to be unschedulable", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
 
 	snapshotOnNode(t, ns, pod)
@@ -66,8 +67,8 @@ func TestSnapshotOnCordonedNode(t *testing.T) {
 // started, which the sandbox pod does not tolerate, must not keep the commit
 // pod off the node.
 func TestSnapshotOnTaintedNode(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	node := pod.Spec.NodeName
 	const key = "e2e.sandbox.opensandbox.io/no-new-pods"
 	for _, tol := range pod.Spec.Tolerations {
@@ -76,11 +77,11 @@ func TestSnapshotOnTaintedNode(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		if _, err := tryRun("", "kubectl", "taint", "node", node, key+"-"); err != nil {
+		if _, err := nodeframework.TryRun("", "kubectl", "taint", "node", node, key+"-"); err != nil {
 			t.Errorf("removing taint %s from node %s: %v", key, node, err)
 		}
 	})
-	run(t, "", "kubectl", "taint", "node", node, key+"=true:NoSchedule")
+	nodeframework.Run(t, "", "kubectl", "taint", "node", node, key+"=true:NoSchedule")
 	waitNode(t, node, "to carry taint "+key, func(n *corev1.Node) bool { return hasTaint(n, key) })
 
 	snapshotOnNode(t, ns, pod)
@@ -90,14 +91,14 @@ func TestSnapshotOnTaintedNode(t *testing.T) {
 // is requested, so the scheduler places no pod that requests any. The commit
 // pod requests none (BestEffort, like OpenSandbox's own commit Job) and runs.
 func TestSnapshotOnFullNode(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	node := pod.Spec.NodeName
 
 	// Pods that end soon would free their requests in the middle of the
 	// test, and let a commit pod with requests in: pods still terminating
 	// (earlier tests' namespaces), and TaskRun pods of earlier tests.
-	eventually(t, "no terminating pods and no unfinished TaskRun pods on node "+node, 2*time.Minute, func() (bool, error) {
+	nodeframework.Eventually(t, "no terminating pods and no unfinished TaskRun pods on node "+node, 2*time.Minute, func() (bool, error) {
 		for _, p := range podsOn(t, node) {
 			if _, taskRun := p.Labels["tekton.dev/taskRun"]; p.DeletionTimestamp != nil || taskRun {
 				return false, nil
@@ -105,7 +106,7 @@ func TestSnapshotOnFullNode(t *testing.T) {
 		}
 		return true, nil
 	})
-	n, err := c.Kube.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
+	n, err := nodeframework.Clients().Kube.CoreV1().Nodes().Get(t.Context(), node, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +140,7 @@ func TestSnapshotOnFullNode(t *testing.T) {
 			},
 		}
 		createPod(t, hog)
-		run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/hog", "--timeout=120s")
+		nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/hog", "--timeout=120s")
 	}
 
 	// The scheduler has nothing left: a pod asking for 1m of CPU and 1Mi of
@@ -150,7 +151,7 @@ func TestSnapshotOnFullNode(t *testing.T) {
 			NodeSelector:                  map[string]string{corev1.LabelHostname: node},
 			TerminationGracePeriodSeconds: new(int64),
 			Containers: []corev1.Container{{
-				Name: "probe", Image: localRegistry + "/busybox:latest", Command: []string{"sleep", "3600"},
+				Name: "probe", Image: nodeframework.LocalRegistry() + "/busybox:latest", Command: []string{"sleep", "3600"},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU:    resource.MustParse("1m"),
 					corev1.ResourceMemory: resource.MustParse("1Mi"),
@@ -181,7 +182,7 @@ func TestSnapshotOnFullNode(t *testing.T) {
 	deletePod(t, ns, "probe")
 
 	snapshotOnNode(t, ns, pod)
-	if hog, err := c.Kube.CoreV1().Pods(ns).Get(t.Context(), "hog", metav1.GetOptions{}); err == nil && hog.Status.Phase != corev1.PodRunning {
+	if hog, err := nodeframework.Clients().Kube.CoreV1().Pods(ns).Get(t.Context(), "hog", metav1.GetOptions{}); err == nil && hog.Status.Phase != corev1.PodRunning {
 		t.Errorf("the pod holding the node's resources is %s, not Running: the node was not full throughout", hog.Status.Phase)
 	}
 }
@@ -192,7 +193,7 @@ func snapshotOnNode(t *testing.T, ns string, pod *corev1.Pod) {
 	t.Helper()
 	obs := watchSnapshots(t, ns, []string{"sb-snap"})
 	created := time.Now()
-	createSnapshot(t, ns, "sb-snap", "sb")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
 	s := obs.wait(t, nodeSnapshotTimeout)["sb-snap"]
 	if s.Status.Phase != v1alpha1.PhaseSucceed {
 		t.Fatalf("sb-snap ended %s: %+v", s.Status.Phase, s.Status.Conditions)
@@ -200,7 +201,7 @@ func snapshotOnNode(t *testing.T, ns string, pod *corev1.Pod) {
 	t.Logf("sb-snap: Succeed %s after its creation; statuses seen: %v", time.Since(created).Round(time.Millisecond), obs.seen["sb-snap"])
 
 	tr := commitTaskRunOf(t, ns, "sb-snap")
-	trPod, err := c.Kube.CoreV1().Pods(test.SystemNamespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
+	trPod, err := nodeframework.Clients().Kube.CoreV1().Pods(test.SystemNamespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,18 +212,18 @@ func snapshotOnNode(t *testing.T, ns string, pod *corev1.Pod) {
 		t.Errorf("commit pod %s has QoS class %s, want BestEffort (no requests, like OpenSandbox's commit Job)", trPod.Name, trPod.Status.QOSClass)
 	}
 	for _, cs := range s.Status.Containers {
-		held := strings.TrimSpace(run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
+		held := strings.TrimSpace(nodeframework.Run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
 		if cs.ImageDigest != held {
 			t.Errorf("container %s: status digest %s, registry holds %s", cs.ContainerName, cs.ImageDigest, held)
 		}
 	}
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 }
 
 // podsOn lists the pods bound to a node that still hold their requests.
 func podsOn(t *testing.T, node string) []corev1.Pod {
 	t.Helper()
-	list, err := c.Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{
+	list, err := nodeframework.Clients().Kube.CoreV1().Pods("").List(t.Context(), metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(),
 	})
 	if err != nil {
@@ -268,21 +269,21 @@ func podRequests(p *corev1.Pod) (cpu, mem int64) {
 func pauseImage(t *testing.T, n *corev1.Node) (string, []string) {
 	for _, img := range n.Status.Images {
 		for _, name := range img.Names {
-			if strings.HasPrefix(name, localRegistry+"/pause:") {
+			if strings.HasPrefix(name, nodeframework.LocalRegistry()+"/pause:") {
 				return name, nil
 			}
 		}
 	}
-	t.Logf("node %s lists no %s/pause image; using busybox", n.Name, localRegistry)
+	t.Logf("node %s lists no %s/pause image; using busybox", n.Name, nodeframework.LocalRegistry())
 	// busybox's own command, sh, exits at once: the pod would never be Ready.
-	return localRegistry + "/busybox:latest", []string{"sleep", "2147483647"}
+	return nodeframework.LocalRegistry() + "/busybox:latest", []string{"sleep", "2147483647"}
 }
 
 // createPod creates a pod and deletes it (and waits until it is gone) when
 // the test ends, so that its requests are freed before the next test.
 func createPod(t *testing.T, p *corev1.Pod) {
 	t.Helper()
-	if _, err := c.Kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+	if _, err := nodeframework.Clients().Kube.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating pod %s/%s: %v", p.Namespace, p.Name, err)
 	}
 	t.Cleanup(func() { deletePod(t, p.Namespace, p.Name) })
@@ -290,7 +291,7 @@ func createPod(t *testing.T, p *corev1.Pod) {
 
 func deletePod(t *testing.T, ns, name string) {
 	t.Helper()
-	if _, err := tryRun("", "kubectl", "-n", ns, "delete", "pod", name, "--ignore-not-found", "--wait=true", "--timeout=60s"); err != nil {
+	if _, err := nodeframework.TryRun("", "kubectl", "-n", ns, "delete", "pod", name, "--ignore-not-found", "--wait=true", "--timeout=60s"); err != nil {
 		t.Errorf("deleting pod %s/%s: %v", ns, name, err)
 	}
 }
@@ -299,7 +300,7 @@ func deletePod(t *testing.T, ns, name string) {
 func waitPod(t *testing.T, ns, name, what string, cond func(*corev1.Pod) bool) *corev1.Pod {
 	t.Helper()
 	ev := test.Until(t.Context(), t, time.Minute, fmt.Sprintf("pod %s/%s %s", ns, name, what), &corev1.Pod{},
-		test.ListWatch(c.Kube.CoreV1().Pods(ns), test.Named(name)), nil, func(ev watch.Event) (bool, error) {
+		test.ListWatch(nodeframework.Clients().Kube.CoreV1().Pods(ns), test.Named(name)), nil, func(ev watch.Event) (bool, error) {
 			p, ok := ev.Object.(*corev1.Pod)
 			return ok && ev.Type != watch.Deleted && cond(p), nil
 		})
@@ -310,7 +311,7 @@ func waitPod(t *testing.T, ns, name, what string, cond func(*corev1.Pod) bool) *
 func waitNode(t *testing.T, name, what string, cond func(*corev1.Node) bool) {
 	t.Helper()
 	test.Until(t.Context(), t, time.Minute, "node "+name+" "+what, &corev1.Node{},
-		test.ListWatch(c.Kube.CoreV1().Nodes(), test.Named(name)), nil, func(ev watch.Event) (bool, error) {
+		test.ListWatch(nodeframework.Clients().Kube.CoreV1().Nodes(), test.Named(name)), nil, func(ev watch.Event) (bool, error) {
 			n, ok := ev.Object.(*corev1.Node)
 			return ok && ev.Type != watch.Deleted && cond(n), nil
 		})
@@ -331,10 +332,10 @@ func hasTaint(n *corev1.Node, key string) bool {
 // elsewhere) leaves the snapshot Committing, with the kubelet's reason in
 // its Ready condition within seconds. Deleting the snapshot then cleans up.
 func TestCommitPodCannotStart(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	const socket = "/run/e2e-no-such-containerd/containerd.sock"
-	cm, err := c.Kube.CoreV1().ConfigMaps(test.SystemNamespace).Get(t.Context(), "config-snapshot", metav1.GetOptions{})
+	cm, err := nodeframework.Clients().Kube.CoreV1().ConfigMaps(test.SystemNamespace).Get(t.Context(), "config-snapshot", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,23 +343,23 @@ func TestCommitPodCannotStart(t *testing.T) {
 	if restored == "" {
 		restored = "/var/run/containerd/containerd.sock"
 	}
-	// Runs after setConfig's restore: later tests' snapshots must not be
+	// Runs after SetConfig's restore: later tests' snapshots must not be
 	// made with the broken socket path.
 	t.Cleanup(func() {
 		since := time.Now().Add(-2 * time.Second).UTC().Format(time.RFC3339)
 		err := wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			out, err := tryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since-time="+since)
+			out, err := nodeframework.TryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since-time="+since)
 			return err == nil && strings.Contains(out, `"containerdSocket":"`+restored+`"`), nil
 		})
 		if err != nil {
 			t.Errorf("the controller did not load the restored config-snapshot (containerdSocket %s): %v", restored, err)
 		}
 	})
-	setConfig(t, map[string]any{"containerd-socket": socket}, `"containerdSocket":"`+socket+`"`)
+	nodeframework.SetConfig(t, map[string]any{"containerd-socket": socket}, `"containerdSocket":"`+socket+`"`)
 
-	createSnapshot(t, ns, "sb-snap", "sb")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
 	created := time.Now()
-	snaps := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns)
+	snaps := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns)
 	lw := test.ListWatch(snaps, test.Named("sb-snap"))
 	// The kubelet's words: MountVolume.SetUp failed for volume "...":
 	// hostPath type check failed: <socket> is not a socket file.
@@ -381,9 +382,9 @@ func TestCommitPodCannotStart(t *testing.T) {
 			conds = last.Status.Conditions
 		}
 		var taskRun, events string
-		for _, tr := range taskRunsOf(t, ns, "sb-snap") {
+		for _, tr := range nodeframework.TaskRunsOf(t, ns, "sb-snap") {
 			taskRun += fmt.Sprintf("TaskRun %s, pod %s: %+v\n", tr.Name, tr.Status.PodName, tr.Status.Conditions)
-			out, _ := tryRun("", "kubectl", "-n", test.SystemNamespace, "get", "events", "--field-selector", "involvedObject.name="+tr.Status.PodName,
+			out, _ := nodeframework.TryRun("", "kubectl", "-n", test.SystemNamespace, "get", "events", "--field-selector", "involvedObject.name="+tr.Status.PodName,
 				"-o", "custom-columns=REASON:.reason,MESSAGE:.message")
 			events += out
 		}
@@ -403,13 +404,13 @@ func TestCommitPodCannotStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	eventually(t, "sb-snap and its TaskRuns to go, with no unpause TaskRun", time.Minute, func() (bool, error) {
-		for _, tr := range taskRunsOf(t, ns, "sb-snap") {
+	nodeframework.Eventually(t, "sb-snap and its TaskRuns to go, with no unpause TaskRun", time.Minute, func() (bool, error) {
+		for _, tr := range nodeframework.TaskRunsOf(t, ns, "sb-snap") {
 			for _, p := range tr.Spec.Params {
 				if p.Name == task.ParamMode && p.Value.StringVal == task.ModeUnpause {
 					var steps string
 					probe := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sb-snap"}}
-					if commit, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(),
+					if commit, err := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(),
 						names.CommitTaskRun(probe), metav1.GetOptions{}); err == nil {
 						steps = fmt.Sprintf("%+v", commit.Status.Steps)
 					}
@@ -418,8 +419,8 @@ func TestCommitPodCannotStart(t *testing.T) {
 			}
 		}
 		_, err := snaps.Get(t.Context(), "sb-snap", metav1.GetOptions{})
-		return apierrs.IsNotFound(err) && len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
+		return apierrs.IsNotFound(err) && len(nodeframework.TaskRunsOf(t, ns, "sb-snap")) == 0, nil
 	})
 	t.Logf("sb-snap and its TaskRuns went %s after its deletion", time.Since(deleted).Round(time.Millisecond))
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 }

@@ -40,6 +40,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // The tests named TestOpenSandbox* drive this operator through its real
@@ -151,8 +152,8 @@ metadata:
 spec:
   replicas: 1
   template:
-    spec:%s`, name, ns, strings.ReplaceAll(fmt.Sprintf(sandboxPod, localRegistry+"/busybox:latest"), "\n", "\n      "))
-	run(t, manifest, "kubectl", "apply", "-f", "-")
+    spec:%s`, name, ns, strings.ReplaceAll(fmt.Sprintf(nodeframework.SandboxPod, nodeframework.LocalRegistry()+"/busybox:latest"), "\n", "\n      "))
+	nodeframework.Run(t, manifest, "kubectl", "apply", "-f", "-")
 	return readySandboxPod(t, ns, name, "")
 }
 
@@ -161,8 +162,8 @@ spec:
 func readySandboxPod(t *testing.T, ns, name string, previous types.UID) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
-	eventually(t, fmt.Sprintf("OpenSandbox to run a Ready pod %s/%s-0", ns, name), openSandboxTimeout, func() (bool, error) {
-		p, err := c.Kube.CoreV1().Pods(ns).Get(t.Context(), name+"-0", metav1.GetOptions{})
+	nodeframework.Eventually(t, fmt.Sprintf("OpenSandbox to run a Ready pod %s/%s-0", ns, name), openSandboxTimeout, func() (bool, error) {
+		p, err := nodeframework.Clients().Kube.CoreV1().Pods(ns).Get(t.Context(), name+"-0", metav1.GetOptions{})
 		if apierrs.IsNotFound(err) {
 			return false, nil
 		} else if err != nil {
@@ -187,8 +188,8 @@ func podReady(p *corev1.Pod) bool {
 // until the BatchSandbox reaches phase.
 func setPause(t *testing.T, ns, name string, pause bool, phase string) {
 	t.Helper()
-	run(t, "", "kubectl", "-n", ns, "patch", "batchsandbox", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"pause":%t}}`, pause))
-	run(t, "", "kubectl", "-n", ns, "wait", "batchsandbox/"+name, "--for=jsonpath={.status.phase}="+phase,
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "patch", "batchsandbox", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"pause":%t}}`, pause))
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "batchsandbox/"+name, "--for=jsonpath={.status.phase}="+phase,
 		"--timeout="+openSandboxTimeout.String())
 }
 
@@ -203,7 +204,7 @@ func writeData(t *testing.T, ns, pod, path string, n int, containers ...string) 
 		if _, err := rand.Read(b); err != nil {
 			t.Fatal(err)
 		}
-		run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", ctr, "--", "/bin/sh", "-c", `printf %s "$1" | base64 -d > "$2"`,
+		nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", ctr, "--", "/bin/sh", "-c", `printf %s "$1" | base64 -d > "$2"`,
 			"sh", base64.StdEncoding.EncodeToString(b), path)
 		checkData(t, ns, pod, path, map[string][]byte{ctr: b})
 		data[ctr] = b
@@ -216,7 +217,7 @@ func writeData(t *testing.T, ns, pod, path string, n int, containers ...string) 
 func checkData(t *testing.T, ns, pod, path string, want map[string][]byte) {
 	t.Helper()
 	for ctr, b := range want {
-		out := run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", ctr, "--", "base64", path)
+		out := nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod, "-c", ctr, "--", "base64", path)
 		got, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(out), ""))
 		if err != nil {
 			t.Fatalf("reading %s of %s/%s container %s: %v", path, ns, pod, ctr, err)
@@ -231,7 +232,7 @@ func checkData(t *testing.T, ns, pod, path string, want map[string][]byte) {
 // and checks that the pause is deleting the sandbox's pod.
 func pausedSnapshot(t *testing.T, ns, name string) *v1alpha1.SandboxSnapshot {
 	t.Helper()
-	s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), name+"-pause", metav1.GetOptions{})
+	s, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), name+"-pause", metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("the paused BatchSandbox %s/%s has no snapshot %s-pause: %v", ns, name, name, err)
 	}
@@ -244,7 +245,7 @@ func pausedSnapshot(t *testing.T, ns, name string) *v1alpha1.SandboxSnapshot {
 		}
 	}
 	// OpenSandbox marks the sandbox Paused once it has asked for the pod's deletion.
-	if pod, err := c.Kube.CoreV1().Pods(ns).Get(t.Context(), name+"-0", metav1.GetOptions{}); err == nil && pod.DeletionTimestamp == nil {
+	if pod, err := nodeframework.Clients().Kube.CoreV1().Pods(ns).Get(t.Context(), name+"-0", metav1.GetOptions{}); err == nil && pod.DeletionTimestamp == nil {
 		t.Errorf("pod %s/%s-0 is not being deleted with the BatchSandbox Paused", ns, name)
 	} else if err != nil && !apierrs.IsNotFound(err) {
 		t.Fatal(err)
@@ -268,9 +269,9 @@ func resume(t *testing.T, ns, name string, s *v1alpha1.SandboxSnapshot, previous
 			t.Errorf("resumed pod %s/%s container %s runs %q, want the snapshot's %q", ns, pod.Name, cs.ContainerName, images[cs.ContainerName], cs.ImageURI)
 		}
 	}
-	test.WaitForSnapshotGone(t.Context(), t, c, ns, s.Name, time.Minute)
-	eventually(t, "the TaskRuns of "+ns+"/"+s.Name+" to be deleted", time.Minute, func() (bool, error) {
-		return len(taskRunsOf(t, ns, s.Name)) == 0, nil
+	test.WaitForSnapshotGone(t.Context(), t, nodeframework.Clients(), ns, s.Name, time.Minute)
+	nodeframework.Eventually(t, "the TaskRuns of "+ns+"/"+s.Name+" to be deleted", time.Minute, func() (bool, error) {
+		return len(nodeframework.TaskRunsOf(t, ns, s.Name)) == 0, nil
 	})
 	return pod
 }
@@ -280,7 +281,7 @@ func resume(t *testing.T, ns, name string, s *v1alpha1.SandboxSnapshot, previous
 // the data written before each pause, byte for byte.
 func TestOpenSandboxPauseResumeTwice(t *testing.T) {
 	requireOpenSandbox(t)
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	pod := newBatchSandbox(t, ns, "sb")
 	written := map[string]map[string][]byte{}
 	for cycle := 1; cycle <= 2; cycle++ {
@@ -302,18 +303,18 @@ func TestOpenSandboxPauseResumeTwice(t *testing.T) {
 // its data.
 func TestOpenSandboxPauseDuringPublicSnapshot(t *testing.T) {
 	requireOpenSandbox(t)
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	pod := newBatchSandbox(t, ns, "sb")
 	data := writeData(t, ns, pod.Name, "/data.bin", 64<<10, "app", "sidecar")
 	// A large change keeps the public snapshot committing while the pause arrives.
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "dd", "if=/dev/urandom", "of=/large.bin", "bs=1M", "count=192")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--", "dd", "if=/dev/urandom", "of=/large.bin", "bs=1M", "count=192")
 
 	public := "osb-snap-" + strings.ToLower(rand.Text()[:8])
-	createSnapshot(t, ns, public, "sb")
-	run(t, "", "kubectl", "-n", ns, "wait", "sbxsnap/"+public, "--for=jsonpath={.status.phase}=Committing", "--timeout=2m")
+	nodeframework.CreateSnapshot(t, ns, public, "sb")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "sbxsnap/"+public, "--for=jsonpath={.status.phase}=Committing", "--timeout=2m")
 	setPause(t, ns, "sb", true, "Paused")
 	s := pausedSnapshot(t, ns, "sb")
-	p, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), public, metav1.GetOptions{})
+	p, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), public, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,12 +325,12 @@ func TestOpenSandboxPauseDuringPublicSnapshot(t *testing.T) {
 	// made once the public snapshot's has ended. (OpenSandbox's CRD prunes
 	// the snapshots' own start and completion times.)
 	var ended time.Time
-	for _, tr := range taskRunsOf(t, ns, public) {
+	for _, tr := range nodeframework.TaskRunsOf(t, ns, public) {
 		if tr.Status.CompletionTime != nil && tr.Status.CompletionTime.After(ended) {
 			ended = tr.Status.CompletionTime.Time
 		}
 	}
-	pauseRuns := taskRunsOf(t, ns, s.Name)
+	pauseRuns := nodeframework.TaskRunsOf(t, ns, s.Name)
 	if ended.IsZero() || len(pauseRuns) == 0 {
 		t.Fatalf("found no ended TaskRun of %s or no TaskRun of %s", public, s.Name)
 	}
@@ -340,24 +341,24 @@ func TestOpenSandboxPauseDuringPublicSnapshot(t *testing.T) {
 	}
 	pod = resume(t, ns, "sb", s, pod.UID)
 	checkData(t, ns, pod.Name, "/data.bin", data)
-	test.DeleteSnapshot(t.Context(), t, c, ns, public, time.Minute)
+	test.DeleteSnapshot(t.Context(), t, nodeframework.Clients(), ns, public, time.Minute)
 }
 
 // TestOpenSandboxPauseOnCordonedNode pauses a sandbox on a cordoned node, as
 // a drain does before it evicts: the commit still runs there.
 func TestOpenSandboxPauseOnCordonedNode(t *testing.T) {
 	requireOpenSandbox(t)
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	pod := newBatchSandbox(t, ns, "sb")
 	data := writeData(t, ns, pod.Name, "/data.bin", 64<<10, "app", "sidecar")
 	node := pod.Spec.NodeName
 	uncordon := func() {
-		if _, err := tryRun("", "kubectl", "uncordon", node); err != nil {
+		if _, err := nodeframework.TryRun("", "kubectl", "uncordon", node); err != nil {
 			t.Errorf("uncordoning node %s: %v", node, err)
 		}
 	}
 	t.Cleanup(uncordon)
-	run(t, "", "kubectl", "cordon", node)
+	nodeframework.Run(t, "", "kubectl", "cordon", node)
 	setPause(t, ns, "sb", true, "Paused")
 	s := pausedSnapshot(t, ns, "sb")
 	uncordon() // the node is back before the resume, as after a drain
@@ -370,8 +371,8 @@ func TestOpenSandboxPauseOnCordonedNode(t *testing.T) {
 // copies of the images and the registry's.
 func TestOpenSandboxDeletePaused(t *testing.T) {
 	requireOpenSandbox(t)
-	setConfig(t, map[string]any{"image-deletion-policy": "Delete"}, `"imageDeletionPolicy":"Delete"`)
-	ns := newNamespace(t)
+	nodeframework.SetConfig(t, map[string]any{"image-deletion-policy": "Delete"}, `"imageDeletionPolicy":"Delete"`)
+	ns := nodeframework.NewNamespace(t)
 	pod := newBatchSandbox(t, ns, "sb")
 	writeData(t, ns, pod.Name, "/data.bin", 64<<10, "app", "sidecar")
 	setPause(t, ns, "sb", true, "Paused")
@@ -383,16 +384,16 @@ func TestOpenSandboxDeletePaused(t *testing.T) {
 			t.Fatalf("the node does not keep %s for the resume: %v", ref, err)
 		}
 	}
-	if len(taskRunsOf(t, ns, s.Name)) == 0 {
+	if len(nodeframework.TaskRunsOf(t, ns, s.Name)) == 0 {
 		t.Fatalf("snapshot %s/%s has no TaskRun to clean up", ns, s.Name)
 	}
 
-	run(t, "", "kubectl", "-n", ns, "delete", "batchsandbox", "sb", "--wait=true", "--timeout=60s")
-	test.WaitForSnapshotGone(t.Context(), t, c, ns, s.Name, time.Minute)
-	eventually(t, "the TaskRuns of "+ns+"/"+s.Name+" to be deleted", 2*time.Minute, func() (bool, error) {
-		return len(taskRunsOf(t, ns, s.Name)) == 0, nil
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "batchsandbox", "sb", "--wait=true", "--timeout=60s")
+	test.WaitForSnapshotGone(t.Context(), t, nodeframework.Clients(), ns, s.Name, time.Minute)
+	nodeframework.Eventually(t, "the TaskRuns of "+ns+"/"+s.Name+" to be deleted", 2*time.Minute, func() (bool, error) {
+		return len(nodeframework.TaskRunsOf(t, ns, s.Name)) == 0, nil
 	})
-	eventually(t, "the node's copies of the snapshot's images to be removed", 2*time.Minute, func() (bool, error) {
+	nodeframework.Eventually(t, "the node's copies of the snapshot's images to be removed", 2*time.Minute, func() (bool, error) {
 		for _, ref := range refs {
 			if _, err := is.Get(ctx, ref.String()); !errdefs.IsNotFound(err) {
 				return false, nil
@@ -400,7 +401,7 @@ func TestOpenSandboxDeletePaused(t *testing.T) {
 		}
 		return true, nil
 	})
-	eventually(t, "the registry to drop the snapshot's images", 2*time.Minute, func() (bool, error) {
+	nodeframework.Eventually(t, "the registry to drop the snapshot's images", 2*time.Minute, func() (bool, error) {
 		for _, ref := range refs {
 			if test.ManifestHeld(t.Context(), t, ref) {
 				return false, nil

@@ -32,6 +32,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // The release tests run after test/e2e-release.sh replaced the ko-applied
@@ -89,7 +90,7 @@ func assertTaskSource(t *testing.T, tr *pipelinev1.TaskRun) {
 	t.Logf("TaskRun %s: Task %s resolved by the bundles resolver from %s@sha256:%s",
 		tr.Name, prov.RefSource.EntryPoint, prov.RefSource.URI, prov.RefSource.Digest["sha256"])
 	// The release installs no namespaced Task: the bundle is the only source.
-	tasks, err := c.Pipeline.TektonV1().Tasks(test.SystemNamespace).List(t.Context(), metav1.ListOptions{})
+	tasks, err := nodeframework.Clients().Pipeline.TektonV1().Tasks(test.SystemNamespace).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
@@ -65,14 +66,14 @@ func restoreBase(t *testing.T) string {
 func TestMemorySnapshotPrivateBase(t *testing.T) {
 	host, pushSecret := privateRegistryAndSecret(t, "e2e-private-memory")
 	rb := restoreBase(t)
-	setConfig(t, map[string]any{"registry": host + "/snapshots", "push-secret": pushSecret.Name,
+	nodeframework.SetConfig(t, map[string]any{"registry": host + "/snapshots", "push-secret": pushSecret.Name,
 		task.ParamMemoryRestoreBase: rb, task.ParamMemoryAnonymousPull: task.MemoryAnonymousPullRefuse},
 		`"registry":"`+host+`/snapshots"`)
 
-	ns := newNamespace(t)
+	ns := nodeframework.NewNamespace(t)
 	pullSecret := pushSecret.DeepCopy()
 	pullSecret.ObjectMeta = metav1.ObjectMeta{Name: "registry", Namespace: ns}
-	if _, err := c.Kube.CoreV1().Secrets(ns).Create(t.Context(), pullSecret, metav1.CreateOptions{}); err != nil {
+	if _, err := nodeframework.Clients().Kube.CoreV1().Secrets(ns).Create(t.Context(), pullSecret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	podSpec := func(image string) corev1.PodSpec {
@@ -80,36 +81,36 @@ func TestMemorySnapshotPrivateBase(t *testing.T) {
 		spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: pullSecret.Name}}
 		return *spec
 	}
-	test.CreateSandbox(t.Context(), t, c, ns, "priv", podSpec(host+"/busybox:latest"))
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/priv-0", "--timeout=2m")
-	eventually(t, "the counter to pass 10", 30*time.Second, func() (bool, error) {
+	test.CreateSandbox(t.Context(), t, nodeframework.Clients(), ns, "priv", podSpec(host+"/busybox:latest"))
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/priv-0", "--timeout=2m")
+	nodeframework.Eventually(t, "the counter to pass 10", 30*time.Second, func() (bool, error) {
 		_, n := counterLines(t, ns, "priv-0")
 		return n >= 10, nil
 	})
 	mark, _ := counterLines(t, ns, "priv-0")
-	run(t, "", "kubectl", "-n", ns, "exec", "priv-0", "-c", "app", "--", "sh", "-c", "echo the-change >/tmp/change")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", "priv-0", "-c", "app", "--", "sh", "-c", "echo the-change >/tmp/change")
 
 	createMemorySnapshot(t, ns, "priv", "priv-pause")
-	s := waitForPhase(t, ns, "priv-pause", v1alpha1.PhaseSucceed)
+	s := nodeframework.WaitForPhase(t, ns, "priv-pause", v1alpha1.PhaseSucceed)
 	if mode := resultOf(commitTaskRunOf(t, ns, s.Name), task.ResultSnapshotMode); mode != task.SnapshotModeMemory {
 		t.Fatalf("the snapshot took %s %q, want %s", task.ResultSnapshotMode, mode, task.SnapshotModeMemory)
 	}
-	run(t, "", "kubectl", "-n", ns, "delete", "pod", "priv-0", "--wait=true", "--timeout=60s")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "delete", "pod", "priv-0", "--wait=true", "--timeout=60s")
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "priv-0", Labels: map[string]string{sandbox.BatchSandboxPodLabel: "priv"}},
 		Spec: podSpec(s.Status.Containers[0].ImageURI)}
-	if _, err := c.Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
+	if _, err := nodeframework.Clients().Kube.CoreV1().Pods(ns).Create(t.Context(), pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/priv-0", "--timeout=2m")
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/priv-0", "--timeout=2m")
 	if rmark, _ := counterLines(t, ns, "priv-0"); rmark != mark {
 		t.Fatalf("the resumed counter runs under mark %s, want %s: it restarted", rmark, mark)
 	}
 	countsOn(t, pod)
-	if got := strings.TrimSpace(run(t, "", "kubectl", "-n", ns, "exec", "priv-0", "-c", "app", "--", "cat", "/tmp/change")); got != "the-change" {
+	if got := strings.TrimSpace(nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", "priv-0", "-c", "app", "--", "cat", "/tmp/change")); got != "the-change" {
 		t.Errorf("after the resume /tmp/change holds %q, want the change", got)
 	}
 
-	setConfig(t, map[string]any{"registry": localRegistry + "/public-snapshots", "push-secret": ""}, `"registry":"`+localRegistry+`/public-snapshots"`)
-	refusedAs(t, ns, "priv", "priv-public", v1alpha1.ReasonMemorySnapshotUnsupported, "anyone may pull from repository "+localRegistry+"/public-snapshots/")
+	nodeframework.SetConfig(t, map[string]any{"registry": nodeframework.LocalRegistry() + "/public-snapshots", "push-secret": ""}, `"registry":"`+nodeframework.LocalRegistry()+`/public-snapshots"`)
+	refusedAs(t, ns, "priv", "priv-public", v1alpha1.ReasonMemorySnapshotUnsupported, "anyone may pull from repository "+nodeframework.LocalRegistry()+"/public-snapshots/")
 	countsOn(t, pod)
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // TestRetentionAndImageDeletion: with a short retention, a real commit
@@ -37,14 +38,14 @@ import (
 // digests; with the Delete policy, deleting the snapshot deletes its
 // manifests from the node's registry.
 func TestRetentionAndImageDeletion(t *testing.T) {
-	setConfig(t, map[string]any{"taskrun-retention-succeeded": "3s", "image-deletion-policy": "Delete"},
+	nodeframework.SetConfig(t, map[string]any{"taskrun-retention-succeeded": "3s", "image-deletion-policy": "Delete"},
 		`"taskRunRetentionSucceeded":"3s","taskRunRetentionFailed":"24h0m0s","imageDeletionPolicy":"Delete"`)
-	ns := newNamespace(t)
-	createSandbox(t, ns, "sb")
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSandbox(t, ns, "sb")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 
-	trs := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
+	trs := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
 	tr, err := trs.Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
 	if apierrs.IsNotFound(err) {
 		t.Fatalf("TaskRun %s was gone as the snapshot reached Succeed; a 3s retention is too short for this check", names.CommitTaskRun(s))
@@ -57,21 +58,21 @@ func TestRetentionAndImageDeletion(t *testing.T) {
 		t.Fatalf("TaskRun %s names no pod", tr.Name)
 	}
 	start := time.Now()
-	eventually(t, "TaskRun "+tr.Name+" and pod "+podName+" to be deleted", time.Minute, func() (bool, error) {
+	nodeframework.Eventually(t, "TaskRun "+tr.Name+" and pod "+podName+" to be deleted", time.Minute, func() (bool, error) {
 		_, trErr := trs.Get(t.Context(), tr.Name, metav1.GetOptions{})
-		_, podErr := c.Kube.CoreV1().Pods(test.SystemNamespace).Get(t.Context(), podName, metav1.GetOptions{})
+		_, podErr := nodeframework.Clients().Kube.CoreV1().Pods(test.SystemNamespace).Get(t.Context(), podName, metav1.GetOptions{})
 		return apierrs.IsNotFound(trErr) && apierrs.IsNotFound(podErr), nil
 	})
 	t.Logf("TaskRun %s and pod %s deleted %v after Succeed", tr.Name, podName, time.Since(start).Round(100*time.Millisecond))
 
-	kept, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+	kept, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if kept.Status.Phase != v1alpha1.PhaseSucceed || !slices.Equal(kept.Status.Containers, s.Status.Containers) {
 		t.Errorf("after the retention: phase %s, containers %+v; want Succeed and %+v", kept.Status.Phase, kept.Status.Containers, s.Status.Containers)
 	}
-	if trs := taskRunsOf(t, ns, "sb-snap"); len(trs) != 0 {
+	if trs := nodeframework.TaskRunsOf(t, ns, "sb-snap"); len(trs) != 0 {
 		t.Errorf("TaskRuns %v exist again after the retention", test.TaskRunNames(trs))
 	}
 
@@ -81,9 +82,9 @@ func TestRetentionAndImageDeletion(t *testing.T) {
 			t.Fatalf("the registry does not hold %s before the snapshot is deleted", ref)
 		}
 	}
-	test.DeleteSnapshot(t.Context(), t, c, ns, "sb-snap", time.Minute)
+	test.DeleteSnapshot(t.Context(), t, nodeframework.Clients(), ns, "sb-snap", time.Minute)
 	// Nothing runs from them: they go right after.
-	eventually(t, "the snapshot's manifests to be deleted", time.Minute, func() (bool, error) {
+	nodeframework.Eventually(t, "the snapshot's manifests to be deleted", time.Minute, func() (bool, error) {
 		return !slices.ContainsFunc(refs, func(ref name.Digest) bool { return test.ManifestHeld(t.Context(), t, ref) }), nil
 	})
 }

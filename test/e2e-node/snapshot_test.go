@@ -36,40 +36,41 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
 // TestSnapshotAndResume is the whole loop: a live sandbox pod is snapshotted
 // by a real TaskRun on its node, and a new pod started from the pushed images
 // holds every container's files, byte for byte.
 func TestSnapshotAndResume(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 
 	markers := map[string]string{}
 	for _, ctr := range pod.Spec.Containers {
-		markers[ctr.Name] = randomMarker(t, ctr.Name)
+		markers[ctr.Name] = nodeframework.RandomMarker(t, ctr.Name)
 		// As an argument, not on stdin: kubectl exec -i sometimes drops stdin.
-		run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", ctr.Name, "--",
+		nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", ctr.Name, "--",
 			"/bin/sh", "-c", `printf %s "$1" > /marker.txt`, "sh", markers[ctr.Name])
-		if got := run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", ctr.Name, "--", "cat", "/marker.txt"); got != markers[ctr.Name] {
+		if got := nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", ctr.Name, "--", "cat", "/marker.txt"); got != markers[ctr.Name] {
 			t.Fatalf("container %s holds marker %q before the snapshot, want %q", ctr.Name, got, markers[ctr.Name])
 		}
 	}
 
 	metricsBefore := scrapeCounts(t, snapshotSeries...)
 	created := time.Now()
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	total := time.Since(created)
 	assertOneMoreSnapshot(t, metricsBefore)
 
 	// The TaskRun ran on the sandbox's node.
 	// Found by its name: OpenSandbox's CRD prunes status.taskRunRef.
-	tr, err := c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
+	tr, err := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	trPod, err := c.Kube.CoreV1().Pods(tr.Namespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
+	trPod, err := nodeframework.Clients().Kube.CoreV1().Pods(tr.Namespace).Get(t.Context(), tr.Status.PodName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func TestSnapshotAndResume(t *testing.T) {
 	assertTaskSource(t, tr)
 
 	// tkn tells the story: the commit step, then the push step.
-	logs := run(t, "", "tkn", "taskrun", "logs", tr.Name, "-n", tr.Namespace)
+	logs := nodeframework.Run(t, "", "tkn", "taskrun", "logs", tr.Name, "-n", tr.Namespace)
 	for _, step := range []string{"[commit]", "[push]"} {
 		if !strings.Contains(logs, step) {
 			t.Errorf("tkn taskrun logs shows no %s step:\n%s", step, logs)
@@ -98,22 +99,22 @@ func TestSnapshotAndResume(t *testing.T) {
 		t.Fatalf("status.containers = %+v, want one per container of %s", s.Status.Containers, pod.Name)
 	}
 	for _, cs := range s.Status.Containers {
-		held := strings.TrimSpace(run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
+		held := strings.TrimSpace(nodeframework.Run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
 		if cs.ImageDigest != held {
 			t.Errorf("container %s: status digest %s, registry holds %s for %s", cs.ContainerName, cs.ImageDigest, held, cs.ImageURI)
 		}
 	}
 
 	// The sandbox runs on, unpaused.
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 	t.Logf("snapshot: %s from creation to Succeed; pause window %s", total.Round(time.Millisecond), pauseWindow(s))
 
 	// Resume: a new pod from the snapshot's images, as OpenSandbox rewrites
 	// the template's images, reads back each marker.
 	resumed := time.Now()
-	resumePod(t, ns, "sb-resumed", s, 2*time.Minute)
+	nodeframework.ResumePod(t, ns, "sb-resumed", s, 2*time.Minute)
 	for name, want := range markers {
-		got := run(t, "", "kubectl", "-n", ns, "exec", "sb-resumed", "-c", name, "--", "cat", "/marker.txt")
+		got := nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", "sb-resumed", "-c", name, "--", "cat", "/marker.txt")
 		if got != want {
 			t.Errorf("container %s resumed with marker %q, want %q", name, got, want)
 		}
@@ -123,13 +124,13 @@ func TestSnapshotAndResume(t *testing.T) {
 
 // TestMissingSandbox fails clearly and makes no TaskRun.
 func TestMissingSandbox(t *testing.T) {
-	ns := newNamespace(t)
-	createSnapshot(t, ns, "orphan", "no-such-sandbox")
-	s := waitForPhase(t, ns, "orphan", v1alpha1.PhaseFailed)
+	ns := nodeframework.NewNamespace(t)
+	nodeframework.CreateSnapshot(t, ns, "orphan", "no-such-sandbox")
+	s := nodeframework.WaitForPhase(t, ns, "orphan", v1alpha1.PhaseFailed)
 	if cond := s.Status.GetCondition(v1alpha1.ConditionFailed); cond == nil || !strings.Contains(cond.Message, "no-such-sandbox") {
 		t.Errorf("Failed condition %+v does not name the sandbox", cond)
 	}
-	if trs := taskRunsOf(t, ns, "orphan"); len(trs) != 0 {
+	if trs := nodeframework.TaskRunsOf(t, ns, "orphan"); len(trs) != 0 {
 		t.Errorf("TaskRuns %v exist for a snapshot of a missing sandbox", test.TaskRunNames(trs))
 	}
 }
@@ -137,8 +138,8 @@ func TestMissingSandbox(t *testing.T) {
 // TestUnreachableRegistry fails with the registry's error and leaves the
 // sandbox running.
 func TestUnreachableRegistry(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	// A loopback port nothing listens on: the push is refused at once.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -146,66 +147,66 @@ func TestUnreachableRegistry(t *testing.T) {
 	}
 	closed := l.Addr().String()
 	l.Close()
-	setConfig(t, map[string]any{"registry": closed + "/snapshots"}, `"registry":"`+closed+`/snapshots"`)
+	nodeframework.SetConfig(t, map[string]any{"registry": closed + "/snapshots"}, `"registry":"`+closed+`/snapshots"`)
 
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseFailed)
 	cond := s.Status.GetCondition(v1alpha1.ConditionFailed)
 	if cond == nil || !strings.Contains(cond.Message, closed) || !strings.Contains(cond.Message, "connection refused") {
 		t.Errorf("Failed condition %+v does not carry the registry's error", cond)
 	}
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 }
 
 // TestDeleteMidCommit cancels and removes the TaskRun of a deleted snapshot
 // and leaves the sandbox running.
 func TestDeleteMidCommit(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	// A large diff keeps the commit busy while the snapshot is deleted.
-	run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
+	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
 		"/bin/sh", "-c", "dd if=/dev/urandom of=/big bs=1M count=64 2>/dev/null")
 
-	createSnapshot(t, ns, "sb-snap", "sb")
-	eventually(t, "the commit TaskRun to start", time.Minute, func() (bool, error) {
-		trs := taskRunsOf(t, ns, "sb-snap")
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	nodeframework.Eventually(t, "the commit TaskRun to start", time.Minute, func() (bool, error) {
+		trs := nodeframework.TaskRunsOf(t, ns, "sb-snap")
 		return len(trs) == 1, nil
 	})
-	if err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
+	if err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Delete(t.Context(), "sb-snap", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the snapshot and its TaskRuns to go", 2*time.Minute, func() (bool, error) {
-		_, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
-		return apierrs.IsNotFound(err) && len(taskRunsOf(t, ns, "sb-snap")) == 0, nil
+	nodeframework.Eventually(t, "the snapshot and its TaskRuns to go", 2*time.Minute, func() (bool, error) {
+		_, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "sb-snap", metav1.GetOptions{})
+		return apierrs.IsNotFound(err) && len(nodeframework.TaskRunsOf(t, ns, "sb-snap")) == 0, nil
 	})
 	// The commit pod got SIGTERM; its containers must be thawed once it is gone.
-	eventually(t, "the commit pod to finish", time.Minute, func() (bool, error) {
-		pods, err := c.Kube.CoreV1().Pods(test.SystemNamespace).List(t.Context(), metav1.ListOptions{
+	nodeframework.Eventually(t, "the commit pod to finish", time.Minute, func() (bool, error) {
+		pods, err := nodeframework.Clients().Kube.CoreV1().Pods(test.SystemNamespace).List(t.Context(), metav1.ListOptions{
 			LabelSelector: test.TaskRunSelector(ns, ""),
 		})
 		return err == nil && len(pods.Items) == 0, nil
 	})
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 }
 
 // TestMissingBaseBlobs snapshots a pod whose image's compressed layers
 // containerd no longer holds: the committer fetches them from the source
 // registry, and the snapshot still succeeds.
 func TestMissingBaseBlobs(t *testing.T) {
-	ns := newNamespace(t)
-	pod := createSandbox(t, ns, "sb")
+	ns := nodeframework.NewNamespace(t)
+	pod := nodeframework.CreateSandbox(t, ns, "sb")
 	removed := discardLayerBlobs(t, pod.Spec.Containers[0].Image)
 	t.Logf("removed %d layer blob(s) of %s from containerd's content store", removed, pod.Spec.Containers[0].Image)
 
-	createSnapshot(t, ns, "sb-snap", "sb")
-	s := waitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
+	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
+	s := nodeframework.WaitForPhase(t, ns, "sb-snap", v1alpha1.PhaseSucceed)
 	for _, cs := range s.Status.Containers {
-		held := strings.TrimSpace(run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
+		held := strings.TrimSpace(nodeframework.Run(t, "", "crane", "digest", "--insecure", cs.ImageURI))
 		if cs.ImageDigest != held {
 			t.Errorf("container %s: status digest %s, registry holds %s", cs.ContainerName, cs.ImageDigest, held)
 		}
 	}
-	assertNotPaused(t, pod)
+	nodeframework.AssertNotPaused(t, pod)
 }
 
 // discardLayerBlobs deletes the compressed layer blobs of an image from the
@@ -213,7 +214,7 @@ func TestMissingBaseBlobs(t *testing.T) {
 // to discard them, and returns how many it deleted.
 func discardLayerBlobs(t *testing.T, ref string) int {
 	t.Helper()
-	cl, err := containerd.New(containerdSock)
+	cl, err := containerd.New(nodeframework.ContainerdSock())
 	if err != nil {
 		t.Fatal(err)
 	}

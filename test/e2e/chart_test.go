@@ -34,6 +34,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/chart"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/cluster/manifests"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // snapshotCRD is the SandboxSnapshot CRD's name.
@@ -52,9 +53,9 @@ func TestHelmChart(t *testing.T) {
 	for _, install := range []bool{false, true} {
 		name := map[bool]string{false: "CRDPreinstalled", true: "CRDInstalled"}[install]
 		t.Run(name, func(t *testing.T) {
-			e := setup(t)
+			e := framework.Setup(t)
 			objs := renderChart(t,
-				"--set", "namespaceOverride="+e.ns,
+				"--set", "namespaceOverride="+e.NS,
 				"--set", "namespace.create=true",
 				"--set", "crds.install="+map[bool]string{false: "false", true: "true"}[install],
 				"--set", "image.repository=registry.example.com/sandbox-snapshot-operator/controller",
@@ -73,14 +74,14 @@ func TestHelmChart(t *testing.T) {
 				t.Fatalf("crds.install=false rendered the CRD %s", crd.GetName())
 			case !install:
 				// Beside OpenSandbox its chart installs the CRD; here the cluster's is either ours or OpenSandbox's (SNAPSHOT_CRDS).
-				if _, err := e.c.Dynamic.Resource(crdGVR).Get(e.ctx, snapshotCRD, metav1.GetOptions{}); err != nil {
+				if _, err := e.C.Dynamic.Resource(crdGVR).Get(e.Ctx, snapshotCRD, metav1.GetOptions{}); err != nil {
 					t.Fatalf("the pre-installed CRD %s: %v", snapshotCRD, err)
 				}
 			case crd == nil:
 				t.Fatal("crds.install=true rendered no CRD")
 			}
 
-			applied := dryRunApply(t, e.ctx, objs)
+			applied := dryRunApply(t, e.Ctx, objs)
 			if install {
 				got := applied["CustomResourceDefinition/"+snapshotCRD]
 				if got == nil {
@@ -90,9 +91,9 @@ func TestHelmChart(t *testing.T) {
 					t.Errorf("the CRD as the API server takes it has %s=%q, want keep; annotations %v", chart.KeepAnnotation, v, got.GetAnnotations())
 				}
 			}
-			cm := applied["ConfigMap/"+e.ns+"/config-snapshot"]
+			cm := applied["ConfigMap/"+e.NS+"/config-snapshot"]
 			if cm == nil {
-				t.Fatalf("the API server returned no ConfigMap %s/config-snapshot", e.ns)
+				t.Fatalf("the API server returned no ConfigMap %s/config-snapshot", e.NS)
 			}
 			if data, _, _ := unstructured.NestedStringMap(cm.Object, "data"); data["task-bundle"] != bundle ||
 				data["registry"] != "registry.example.com/sandbox-snapshots" {
@@ -107,8 +108,8 @@ func TestHelmChart(t *testing.T) {
 func renderChart(t *testing.T, args ...string) []*unstructured.Unstructured {
 	t.Helper()
 	home := t.TempDir()
-	cmd := exec.Command(tool(t, "helm"), append([]string{"template", "sandbox-snapshot-operator",
-		filepath.Join(repoRoot, "charts", "sandbox-snapshot-operator")}, args...)...)
+	cmd := exec.Command(framework.Tool(t, "helm"), append([]string{"template", "sandbox-snapshot-operator",
+		filepath.Join(framework.RepoRoot(), "charts", "sandbox-snapshot-operator")}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
 	out, _, err := test.Run(cmd)
@@ -135,7 +136,7 @@ func renderChart(t *testing.T, args ...string) []*unstructured.Unstructured {
 // as the API server would have stored them, by chart.Key.
 func dryRunApply(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	t.Helper()
-	groups, err := restmapper.GetAPIGroupResources(clients.Kube.Discovery())
+	groups, err := restmapper.GetAPIGroupResources(framework.Clients().Kube.Discovery())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,9 +152,9 @@ func dryRunApply(t *testing.T, ctx context.Context, objs []*unstructured.Unstruc
 		opts := metav1.ApplyOptions{FieldManager: "e2e-helm-chart", Force: true, DryRun: []string{metav1.DryRunAll}}
 		var got *unstructured.Unstructured
 		if m.Scope.Name() == "namespace" {
-			got, err = clients.Dynamic.Resource(m.Resource).Namespace(o.GetNamespace()).Apply(ctx, o.GetName(), o, opts)
+			got, err = framework.Clients().Dynamic.Resource(m.Resource).Namespace(o.GetNamespace()).Apply(ctx, o.GetName(), o, opts)
 		} else {
-			got, err = clients.Dynamic.Resource(m.Resource).Apply(ctx, o.GetName(), o, opts)
+			got, err = framework.Clients().Dynamic.Resource(m.Resource).Apply(ctx, o.GetName(), o, opts)
 		}
 		if err != nil {
 			t.Errorf("applying %s (dry run): %v", chart.Key(o), err)

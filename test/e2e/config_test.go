@@ -28,18 +28,19 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // TestMisconfiguration: a broken config-snapshot fails new snapshots, before
 // any TaskRun, with a reason naming the problem; the controller keeps running
 // and picks up the fix without a restart.
 func TestMisconfiguration(t *testing.T) {
-	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{})
+	e := framework.Setup(t)
+	e.CreateSandbox("sb", framework.SandboxOpts{})
 	// One commit at a time runs per pod: complete each, so that the next
 	// snapshot of sb does not wait for it.
-	e.autoSucceed()
-	pids := controllerPIDs()
+	e.AutoSucceed()
+	pids := framework.ControllerPIDs()
 
 	for _, tc := range []struct {
 		name    string
@@ -59,28 +60,28 @@ func TestMisconfiguration(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			restore := patchSnapshotConfig(t, e, tc.patch)
-			s := e.snapshotUntil(tc.name, func(s *v1alpha1.SandboxSnapshot) bool {
+			s := snapshotUntil(e, tc.name, func(s *v1alpha1.SandboxSnapshot) bool {
 				c := s.Status.GetCondition(v1alpha1.ConditionFailed)
 				return c != nil && c.Reason == tc.reason
 			})
-			c := condition(t, s, v1alpha1.ConditionFailed)
+			c := framework.Condition(t, s, v1alpha1.ConditionFailed)
 			if !strings.Contains(c.Message, tc.message) {
 				t.Errorf("Failed message %q does not mention %q", c.Message, tc.message)
 			}
-			if trs := e.taskRunsOf(s.Name); len(trs) != 0 {
+			if trs := e.TaskRunsOf(s.Name); len(trs) != 0 {
 				t.Errorf("%s has TaskRuns %v", s.Name, test.TaskRunNames(trs))
 			}
 
 			restore()
-			fixed := e.snapshotUntil(tc.name+"-fixed", func(s *v1alpha1.SandboxSnapshot) bool {
+			fixed := snapshotUntil(e, tc.name+"-fixed", func(s *v1alpha1.SandboxSnapshot) bool {
 				return s.Status.Phase == v1alpha1.PhaseCommitting || s.Status.Phase == v1alpha1.PhaseSucceed
 			})
 			// Not left Committing: deleting the namespace would then wait
 			// for a TaskRun that no one ends, up to resources.UnpauseTimeout.
-			e.waitSnapshot(fixed.Name, "Succeed", isPhase(v1alpha1.PhaseSucceed))
+			e.WaitSnapshot(fixed.Name, "Succeed", framework.IsPhase(v1alpha1.PhaseSucceed))
 		})
 	}
-	if after := controllerPIDs(); !maps.Equal(pids, after) {
+	if after := framework.ControllerPIDs(); !maps.Equal(pids, after) {
 		t.Errorf("controller pids changed from %v to %v: it must keep running on a bad configuration", pids, after)
 	}
 }
@@ -89,29 +90,29 @@ func TestMisconfiguration(t *testing.T) {
 // one ends up as ok says. The controller applies a config-snapshot change
 // when its ConfigMap watch delivers it; a snapshot created before that sees
 // the old settings and is skipped.
-func (e *env) snapshotUntil(prefix string, ok func(*v1alpha1.SandboxSnapshot) bool) *v1alpha1.SandboxSnapshot {
-	e.t.Helper()
-	deadline := time.Now().Add(timeout)
+func snapshotUntil(e *framework.Env, prefix string, ok func(*v1alpha1.SandboxSnapshot) bool) *v1alpha1.SandboxSnapshot {
+	e.T.Helper()
+	deadline := time.Now().Add(framework.Timeout)
 	for i := 0; time.Now().Before(deadline); i++ {
 		name := fmt.Sprintf("%s-%d", strings.ToLower(prefix), i)
-		e.createSnapshot(name, "sb")
-		s := e.waitSnapshot(name, "to start or fail", func(s *v1alpha1.SandboxSnapshot) bool {
+		e.CreateSnapshot(name, "sb")
+		s := e.WaitSnapshot(name, "to start or fail", func(s *v1alpha1.SandboxSnapshot) bool {
 			return s.Status.Phase == v1alpha1.PhaseCommitting || s.Status.IsTerminal()
 		})
 		if ok(s) {
 			return s
 		}
-		e.t.Logf("%s: %s (config change not seen yet)", name, s.Status.Phase)
+		e.T.Logf("%s: %s (config change not seen yet)", name, s.Status.Phase)
 	}
-	e.t.Fatalf("no snapshot reached the expected state within %v", timeout)
+	e.T.Fatalf("no snapshot reached the expected state within %v", framework.Timeout)
 	return nil
 }
 
 // patchSnapshotConfig merges patch into config-snapshot and returns a func
 // that restores the previous values (also run at cleanup and on interrupt).
-func patchSnapshotConfig(t *testing.T, e *env, patch map[string]any) (restore func()) {
+func patchSnapshotConfig(t *testing.T, e *framework.Env, patch map[string]any) (restore func()) {
 	t.Helper()
-	restore = test.PatchSnapshotConfig(t, e.c, patch)
-	cleanup(t, restore)
+	restore = test.PatchSnapshotConfig(t, e.C, patch)
+	framework.Cleanup(t, restore)
 	return restore
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // skipUnlessProjectCRD skips a test of a rule that only the project's own
@@ -47,8 +48,8 @@ func skipUnlessProjectCRD(t *testing.T, rule string) {
 // (SNAPSHOT_CRDS=opensandbox) the rules it lacks are skipped; the rest hold
 // for it too.
 func TestCRDValidation(t *testing.T) {
-	e := setup(t)
-	snaps := e.c.Dynamic.Resource(snapshotGVR).Namespace(e.ns)
+	e := framework.Setup(t)
+	snaps := e.C.Dynamic.Resource(framework.SnapshotGVR).Namespace(e.NS)
 
 	t.Run("OpenSandboxShapedObjectAccepted", func(t *testing.T) {
 		// What OpenSandbox's server creates: a snapshot named osb-snap-<id>,
@@ -67,8 +68,8 @@ spec:
       containers:
       - name: app
         image: 127.0.0.1:5000/busybox:latest
-`, e.ns)
-		sb, err := e.c.Dynamic.Resource(test.BatchSandboxes).Namespace(e.ns).Create(e.ctx, sb, metav1.CreateOptions{})
+`, e.NS)
+		sb, err := e.C.Dynamic.Resource(test.BatchSandboxes).Namespace(e.NS).Create(e.Ctx, sb, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("creating BatchSandbox: %v", err)
 		}
@@ -91,8 +92,8 @@ metadata:
     blockOwnerDeletion: true
 spec:
   sandboxName: osb-sandbox
-`, e.ns, sb.GetUID())
-		created, err := snaps.Create(e.ctx, obj, metav1.CreateOptions{})
+`, e.NS, sb.GetUID())
+		created, err := snaps.Create(e.Ctx, obj, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("an OpenSandbox-shaped SandboxSnapshot was refused: %v", err)
 		}
@@ -106,7 +107,7 @@ containers:
   imageDigest: sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 `)
 		created.Object["status"] = status.Object
-		updated, err := snaps.UpdateStatus(e.ctx, created, metav1.UpdateOptions{})
+		updated, err := snaps.UpdateStatus(e.Ctx, created, metav1.UpdateOptions{})
 		if err != nil {
 			t.Fatalf("OpenSandbox's status was refused: %v", err)
 		}
@@ -118,14 +119,14 @@ containers:
 		// A snapshot of this controller's class, created after it: once it is
 		// terminal, the controller has seen both, and must have left the other
 		// class alone (no finalizer, status untouched).
-		e.createSnapshot("after-osb", "no-such-sandbox")
-		e.waitSnapshot("after-osb", "Failed", isPhase(v1alpha1.PhaseFailed))
-		s, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Get(e.ctx, created.GetName(), metav1.GetOptions{})
+		e.CreateSnapshot("after-osb", "no-such-sandbox")
+		e.WaitSnapshot("after-osb", "Failed", framework.IsPhase(v1alpha1.PhaseFailed))
+		s, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Get(e.Ctx, created.GetName(), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(s.Finalizers) != 0 || s.Status.Phase != v1alpha1.PhaseSucceed || len(s.Status.Conditions) != 0 {
-			t.Errorf("the controller touched a snapshot of class opensandbox: finalizers %v, status:\n%s", s.Finalizers, dump(s.Status))
+			t.Errorf("the controller touched a snapshot of class opensandbox: finalizers %v, status:\n%s", s.Finalizers, framework.Dump(s.Status))
 		}
 	})
 
@@ -146,26 +147,26 @@ containers:
 	}
 
 	t.Run("MissingSandboxNameRejected", func(t *testing.T) {
-		_, err := snaps.Create(e.ctx, test.MustParseUnstructured(t, `
+		_, err := snaps.Create(e.Ctx, test.MustParseUnstructured(t, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: SandboxSnapshot
 metadata:
   name: no-sandbox-name
   namespace: %s
 spec: {}
-`, e.ns), metav1.CreateOptions{})
+`, e.NS), metav1.CreateOptions{})
 		refused(t, err, "spec.sandboxName", "Required value")
 	})
 
 	t.Run("MissingSpecRejected", func(t *testing.T) {
 		skipUnlessProjectCRD(t, "required spec")
-		_, err := snaps.Create(e.ctx, test.MustParseUnstructured(t, `
+		_, err := snaps.Create(e.Ctx, test.MustParseUnstructured(t, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: SandboxSnapshot
 metadata:
   name: no-spec
   namespace: %s
-`, e.ns), metav1.CreateOptions{})
+`, e.NS), metav1.CreateOptions{})
 		refused(t, err, "spec", "Required value")
 	})
 
@@ -177,30 +178,30 @@ metadata:
 		t.Run("InvalidSandboxNameRejected/"+tc.name, func(t *testing.T) {
 			skipUnlessProjectCRD(t, "pattern or length limits on spec.sandboxName")
 			s := &v1alpha1.SandboxSnapshot{
-				ObjectMeta: metav1.ObjectMeta{Name: "bad-" + strings.ToLower(tc.name), Namespace: e.ns},
+				ObjectMeta: metav1.ObjectMeta{Name: "bad-" + strings.ToLower(tc.name), Namespace: e.NS},
 				Spec:       v1alpha1.SandboxSnapshotSpec{SandboxName: tc.value},
 			}
-			_, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Create(e.ctx, s, metav1.CreateOptions{})
+			_, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Create(e.Ctx, s, metav1.CreateOptions{})
 			refused(t, err, "spec.sandboxName", tc.want)
 		})
 	}
 
 	t.Run("SpecEditRejected", func(t *testing.T) {
 		skipUnlessProjectCRD(t, "CEL rule making spec immutable")
-		e.createSnapshot("immutable", "some-sandbox")
+		e.CreateSnapshot("immutable", "some-sandbox")
 		// A merge patch: it cannot conflict with the controller's own writes.
-		_, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Patch(e.ctx, "immutable", types.MergePatchType,
+		_, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Patch(e.Ctx, "immutable", types.MergePatchType,
 			[]byte(`{"spec":{"sandboxName":"another-sandbox"}}`), metav1.PatchOptions{})
 		refused(t, err, "spec", "spec is immutable")
 		// Metadata stays editable.
-		if _, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Patch(e.ctx, "immutable", types.MergePatchType,
+		if _, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Patch(e.Ctx, "immutable", types.MergePatchType,
 			[]byte(`{"metadata":{"labels":{"edited":"true"}}}`), metav1.PatchOptions{}); err != nil {
 			t.Errorf("a label edit was refused: %v", err)
 		}
 	})
 
 	t.Run("UnknownFieldsPruned", func(t *testing.T) {
-		created, err := snaps.Create(e.ctx, test.MustParseUnstructured(t, `
+		created, err := snaps.Create(e.Ctx, test.MustParseUnstructured(t, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: SandboxSnapshot
 metadata:
@@ -210,11 +211,11 @@ spec:
   sandboxName: some-sandbox
   retainPolicy: Keep
 topLevelExtra: 1
-`, e.ns), metav1.CreateOptions{})
+`, e.NS), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("creating: %v", err)
 		}
-		got, err := snaps.Get(e.ctx, created.GetName(), metav1.GetOptions{})
+		got, err := snaps.Get(e.Ctx, created.GetName(), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

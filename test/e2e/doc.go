@@ -17,7 +17,9 @@ limitations under the License.
 // Package e2e holds the control-plane end-to-end tests: the controller runs
 // as a local process (test/cluster/run-controller.sh) against a real kube-apiserver
 // (test/cluster/cluster-up.sh) that has Tekton's CRDs but no Tekton controller, so the
-// tests play Tekton themselves by writing TaskRun statuses.
+// tests play Tekton themselves by writing TaskRun statuses. What the tests
+// share (a test's Env, sandboxes, snapshots, TaskRun statuses, the local
+// controller) is in package framework (test/e2e/framework).
 //
 // They are behind the e2e build tag. Run them with test/e2e.sh (make e2e),
 // which brings the cluster and the controller up and down around

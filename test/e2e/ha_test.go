@@ -31,6 +31,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // burst is how many snapshots the crash tests keep in flight.
@@ -40,86 +41,86 @@ const burst = 12
 // are being committed, and more are created while it is down. Once it is
 // back, every snapshot ends, each with exactly one TaskRun.
 func TestControllerRestart(t *testing.T) {
-	e := setup(t)
-	t.Cleanup(func() { ensureOneController(t) })
-	e.createSandbox("sb", sandboxOpts{})
+	e := framework.Setup(t)
+	t.Cleanup(func() { framework.EnsureOneController(t) })
+	e.CreateSandbox("sb", framework.SandboxOpts{})
 
 	for i := 0; i < burst; i++ {
-		e.createSnapshot(fmt.Sprintf("before-%02d", i), "sb")
+		e.CreateSnapshot(fmt.Sprintf("before-%02d", i), "sb")
 	}
-	e.waitTaskRunsCreated(1)
-	controller(t, "kill")
+	waitTaskRunsCreated(e, 1)
+	framework.Controller(t, "kill")
 	for i := 0; i < burst/2; i++ {
-		e.createSnapshot(fmt.Sprintf("while-down-%02d", i), "sb")
+		e.CreateSnapshot(fmt.Sprintf("while-down-%02d", i), "sb")
 	}
-	controller(t, "start")
+	framework.Controller(t, "start")
 
-	e.autoSucceed()
-	all := e.waitAllTerminal(burst+burst/2, takeoverTimeout)
+	e.AutoSucceed()
+	all := e.WaitAllTerminal(burst+burst/2, framework.TakeoverTimeout)
 	checkOneTaskRunEach(t, e, all)
 }
 
 // TestLeaderElection: two replicas share a Lease; the leader is killed
 // mid-flight and the other one finishes the work, with one TaskRun per snapshot.
 func TestLeaderElection(t *testing.T) {
-	e := setup(t)
-	t.Cleanup(func() { ensureOneController(t) })
-	ensureOneController(t)
-	controller(t, "start", "2")
+	e := framework.Setup(t)
+	t.Cleanup(func() { framework.EnsureOneController(t) })
+	framework.EnsureOneController(t)
+	framework.Controller(t, "start", "2")
 
-	leader := strings.TrimSpace(controller(t, "leader"))
+	leader := strings.TrimSpace(framework.Controller(t, "leader"))
 	if leader != "1" && leader != "2" {
 		t.Fatalf("test/cluster/run-controller.sh leader = %q, want exactly one of 1 and 2", leader)
 	}
 	follower := map[string]string{"1": "2", "2": "1"}[leader]
 	t.Logf("controller-%s leads, controller-%s follows", leader, follower)
 
-	e.createSandbox("sb", sandboxOpts{})
+	e.CreateSandbox("sb", framework.SandboxOpts{})
 	for i := 0; i < burst; i++ {
-		e.createSnapshot(fmt.Sprintf("before-%02d", i), "sb")
+		e.CreateSnapshot(fmt.Sprintf("before-%02d", i), "sb")
 	}
-	e.waitTaskRunsCreated(1)
-	controller(t, "kill", leader)
+	waitTaskRunsCreated(e, 1)
+	framework.Controller(t, "kill", leader)
 	for i := 0; i < burst/2; i++ {
-		e.createSnapshot(fmt.Sprintf("after-%02d", i), "sb")
+		e.CreateSnapshot(fmt.Sprintf("after-%02d", i), "sb")
 	}
 
-	e.autoSucceed()
-	all := e.waitAllTerminal(burst+burst/2, takeoverTimeout)
+	e.AutoSucceed()
+	all := e.WaitAllTerminal(burst+burst/2, framework.TakeoverTimeout)
 	checkOneTaskRunEach(t, e, all)
-	if got := strings.TrimSpace(controller(t, "leader")); got != follower {
+	if got := strings.TrimSpace(framework.Controller(t, "leader")); got != follower {
 		t.Errorf("after the leader was killed, test/cluster/run-controller.sh leader = %q, want %s", got, follower)
 	}
 }
 
 // waitTaskRunsCreated waits until at least n TaskRuns exist for the namespace's snapshots.
-func (e *env) waitTaskRunsCreated(n int) {
-	e.t.Helper()
-	trs := e.c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
-	sel := metav1.ListOptions{LabelSelector: test.TaskRunSelector(e.ns, "")}
+func waitTaskRunsCreated(e *framework.Env, n int) {
+	e.T.Helper()
+	trs := e.C.Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
+	sel := metav1.ListOptions{LabelSelector: test.TaskRunSelector(e.NS, "")}
 	var store cache.Store
 	enough := func(s cache.Store) (bool, error) {
 		store = s
 		return len(s.List()) >= n, nil
 	}
-	test.Until(e.ctx, e.t, timeout, fmt.Sprintf("%d TaskRun(s) for %s", n, e.ns), &pipelinev1.TaskRun{}, test.ListWatch(trs, sel),
+	test.Until(e.Ctx, e.T, framework.Timeout, fmt.Sprintf("%d TaskRun(s) for %s", n, e.NS), &pipelinev1.TaskRun{}, test.ListWatch(trs, sel),
 		enough, func(watch.Event) (bool, error) { return enough(store) })
 }
 
 // checkOneTaskRunEach checks that every snapshot Succeeded through exactly one
 // TaskRun, created once and never deleted.
-func checkOneTaskRunEach(t *testing.T, e *env, all []*v1alpha1.SandboxSnapshot) {
+func checkOneTaskRunEach(t *testing.T, e *framework.Env, all []*v1alpha1.SandboxSnapshot) {
 	t.Helper()
-	created := e.taskRuns.created()
+	created := e.TaskRuns.Created()
 	for _, s := range all {
 		if s.Status.Phase != v1alpha1.PhaseSucceed {
-			t.Errorf("%s ended %s: %s", s.Name, s.Status.Phase, dump(s.Status.Conditions))
+			t.Errorf("%s ended %s: %s", s.Name, s.Status.Phase, framework.Dump(s.Status.Conditions))
 		}
 		want := names.CommitTaskRun(s)
-		if ownStatusFields() && (s.Status.TaskRunRef == nil || s.Status.TaskRunRef.Name != want) {
+		if framework.OwnStatusFields() && (s.Status.TaskRunRef == nil || s.Status.TaskRunRef.Name != want) {
 			t.Errorf("%s: taskRunRef %v, want %s", s.Name, s.Status.TaskRunRef, want)
 		}
-		if trs := e.taskRunsOf(s.Name); len(trs) != 1 {
+		if trs := e.TaskRunsOf(s.Name); len(trs) != 1 {
 			t.Errorf("%s has %d TaskRuns: %v", s.Name, len(trs), test.TaskRunNames(trs))
 		}
 		checkCreatedOnce(t, e, want)

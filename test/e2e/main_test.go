@@ -19,124 +19,18 @@ limitations under the License.
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
-	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
-)
-
-var (
-	// repoRoot is the repository, found from the test's working directory.
-	repoRoot string
-	// kubeconfig is the admin kubeconfig: $KUBECONFIG, else the local cluster's.
-	kubeconfig string
-	// clients are built from kubeconfig in TestMain.
-	clients *test.Clients
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 func TestMain(m *testing.M) {
-	if err := setupMain(); err != nil {
+	if err := framework.Init(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(1)
 	}
-	handleInterrupts()
+	framework.HandleInterrupts()
 	os.Exit(m.Run())
-}
-
-func setupMain() error {
-	wd, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	for repoRoot = wd; ; repoRoot = filepath.Dir(repoRoot) {
-		if _, err := os.Stat(filepath.Join(repoRoot, "go.mod")); err == nil {
-			break
-		}
-		if filepath.Dir(repoRoot) == repoRoot {
-			return fmt.Errorf("no go.mod above %s", wd)
-		}
-	}
-	kubeconfig = os.Getenv("KUBECONFIG")
-	if kubeconfig == "" {
-		kubeconfig = filepath.Join(repoRoot, "_output", "cluster", "kubeconfig")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return fmt.Errorf("no cluster (run test/e2e.sh, or test/cluster/cluster-up.sh and test/cluster/run-controller.sh start): %w", err)
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	if clients, err = test.NewClients(cfg); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := clients.Kube.CoreV1().Namespaces().Get(ctx, test.SystemNamespace, metav1GetOptions); err != nil {
-		return fmt.Errorf("namespace %s (is config/ applied?): %w", test.SystemNamespace, err)
-	}
-	if len(controllerPIDs()) == 0 {
-		return fmt.Errorf("no controller runs: start one with test/cluster/run-controller.sh start")
-	}
-	return nil
-}
-
-// Cleanups that must also run when the tests are interrupted (SIGINT, SIGTERM):
-// t.Cleanup does not run then.
-var interrupt struct {
-	sync.Mutex
-	next  int
-	funcs map[int]func()
-}
-
-// onInterrupt registers f to run on an interrupt; the returned func
-// unregisters it once the regular cleanup has run.
-func onInterrupt(f func()) (unregister func()) {
-	interrupt.Lock()
-	defer interrupt.Unlock()
-	if interrupt.funcs == nil {
-		interrupt.funcs = map[int]func(){}
-	}
-	id := interrupt.next
-	interrupt.next++
-	interrupt.funcs[id] = f
-	return func() {
-		interrupt.Lock()
-		defer interrupt.Unlock()
-		delete(interrupt.funcs, id)
-	}
-}
-
-func handleInterrupts() {
-	c := make(chan os.Signal, 1)
-	signal.Notify(c, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-c
-		fmt.Fprintf(os.Stderr, "e2e: %v: cleaning up\n", sig)
-		interrupt.Lock()
-		defer interrupt.Unlock()
-		for id := interrupt.next - 1; id >= 0; id-- {
-			if f, ok := interrupt.funcs[id]; ok {
-				f()
-			}
-		}
-		os.Exit(1)
-	}()
-}
-
-// cleanup registers f with t.Cleanup and as an interrupt cleanup.
-func cleanup(t *testing.T, f func()) {
-	t.Helper()
-	unregister := onInterrupt(f)
-	t.Cleanup(func() {
-		unregister()
-		f()
-	})
 }

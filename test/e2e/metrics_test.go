@@ -38,6 +38,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // The operator's own metrics (docs/metrics.md), as Prometheus names them.
@@ -58,21 +59,21 @@ const (
 // following the snapshots (a commit in flight, one snapshot waiting for
 // it) back to where they were.
 func TestMetrics(t *testing.T) {
-	ensureOneController(t)
+	framework.EnsureOneController(t)
 	waitEarlierSnapshotsGone(t)
-	e := setup(t)
+	e := framework.Setup(t)
 	port := metricsPort(t, "controller-1")
-	e.createSandbox("sb", sandboxOpts{})
-	e.createSandbox("other", sandboxOpts{})
+	e.CreateSandbox("sb", framework.SandboxOpts{})
+	e.CreateSandbox("other", framework.SandboxOpts{})
 
 	start := time.Now()
 	before := scrape(t, port)
 
 	// first commits sb; second, of the same sandbox, waits for it.
-	e.createSnapshot("first", "sb")
-	first := e.waitSnapshot("first", "Committing", isPhase(v1alpha1.PhaseCommitting))
-	e.createSnapshot("second", "sb")
-	e.waitSnapshot("second", "waiting for first", func(s *v1alpha1.SandboxSnapshot) bool {
+	e.CreateSnapshot("first", "sb")
+	first := e.WaitSnapshot("first", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
+	e.CreateSnapshot("second", "sb")
+	e.WaitSnapshot("second", "waiting for first", func(s *v1alpha1.SandboxSnapshot) bool {
 		c := s.Status.GetCondition(v1alpha1.ConditionReady)
 		return c != nil && c.Reason == v1alpha1.ReasonWaitingForCommit
 	})
@@ -84,25 +85,25 @@ func TestMetrics(t *testing.T) {
 	})
 
 	// Tekton's part: first pauses its sandbox 321 ms, second 1500 ms.
-	tr := e.waitTaskRun(names.CommitTaskRun(first), "to exist", nil)
-	e.setTaskRunStatus(tr.Name, running)
-	e.setTaskRunStatus(tr.Name, succeeded(321, digestsFor(tr)...))
-	e.waitSnapshot("first", "Succeed", isPhase(v1alpha1.PhaseSucceed))
-	second := e.waitSnapshot("second", "Committing", isPhase(v1alpha1.PhaseCommitting))
-	tr = e.waitTaskRun(names.CommitTaskRun(second), "to exist", nil)
-	e.setTaskRunStatus(tr.Name, running)
-	e.setTaskRunStatus(tr.Name, succeeded(1500, digestsFor(tr)...))
-	e.waitSnapshot("second", "Succeed", isPhase(v1alpha1.PhaseSucceed))
+	tr := e.WaitTaskRun(names.CommitTaskRun(first), "to exist", nil)
+	e.SetTaskRunStatus(tr.Name, framework.Running)
+	e.SetTaskRunStatus(tr.Name, framework.Succeeded(321, framework.DigestsFor(tr)...))
+	e.WaitSnapshot("first", "Succeed", framework.IsPhase(v1alpha1.PhaseSucceed))
+	second := e.WaitSnapshot("second", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
+	tr = e.WaitTaskRun(names.CommitTaskRun(second), "to exist", nil)
+	e.SetTaskRunStatus(tr.Name, framework.Running)
+	e.SetTaskRunStatus(tr.Name, framework.Succeeded(1500, framework.DigestsFor(tr)...))
+	e.WaitSnapshot("second", "Succeed", framework.IsPhase(v1alpha1.PhaseSucceed))
 
 	// A commit that times out, and a snapshot of a sandbox that is not there.
-	e.createSnapshot("slow", "other")
-	slow := e.waitSnapshot("slow", "Committing", isPhase(v1alpha1.PhaseCommitting))
-	tr = e.waitTaskRun(names.CommitTaskRun(slow), "to exist", nil)
-	e.setTaskRunStatus(tr.Name, running)
-	e.setTaskRunStatus(tr.Name, failed(pipelinev1.TaskRunReasonTimedOut, "TaskRun timed out"))
-	e.waitSnapshot("slow", "Failed", isPhase(v1alpha1.PhaseFailed))
-	e.createSnapshot("ghost-snap", "ghost")
-	e.waitSnapshot("ghost-snap", "Failed", isPhase(v1alpha1.PhaseFailed))
+	e.CreateSnapshot("slow", "other")
+	slow := e.WaitSnapshot("slow", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
+	tr = e.WaitTaskRun(names.CommitTaskRun(slow), "to exist", nil)
+	e.SetTaskRunStatus(tr.Name, framework.Running)
+	e.SetTaskRunStatus(tr.Name, framework.Failed(pipelinev1.TaskRunReasonTimedOut, "TaskRun timed out"))
+	e.WaitSnapshot("slow", "Failed", framework.IsPhase(v1alpha1.PhaseFailed))
+	e.CreateSnapshot("ghost-snap", "ghost")
+	e.WaitSnapshot("ghost-snap", "Failed", framework.IsPhase(v1alpha1.PhaseFailed))
 
 	ends := []struct {
 		metric, labels string
@@ -162,14 +163,14 @@ func waitEarlierSnapshotsGone(t *testing.T) {
 	t.Helper()
 	var left []string
 	start := time.Now()
-	err := wait.PollUntilContextTimeout(context.Background(), time.Second, resources.UnpauseTimeout+timeout, true, func(ctx context.Context) (bool, error) {
-		namespaces, err := clients.Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: e2eLabel})
+	err := wait.PollUntilContextTimeout(context.Background(), time.Second, resources.UnpauseTimeout+framework.Timeout, true, func(ctx context.Context) (bool, error) {
+		namespaces, err := framework.Clients().Kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{LabelSelector: framework.E2ELabel})
 		if err != nil {
 			return false, err
 		}
 		left = left[:0]
 		for _, ns := range namespaces.Items {
-			snapshots, err := clients.Sandbox.SandboxV1alpha1().SandboxSnapshots(ns.Name).List(ctx, metav1.ListOptions{})
+			snapshots, err := framework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns.Name).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false, err
 			}
@@ -188,7 +189,7 @@ func waitEarlierSnapshotsGone(t *testing.T) {
 // metricsPort reads the Prometheus port test/cluster/run-controller.sh gave an instance.
 func metricsPort(t *testing.T, instance string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "_output", "cluster", instance+".env"))
+	b, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "_output", "cluster", instance+".env"))
 	if err != nil {
 		t.Fatalf("reading the ports of %s: %v", instance, err)
 	}
@@ -233,7 +234,7 @@ func waitScrape(t *testing.T, port string, mismatch func(test.Metrics) []string)
 	t.Helper()
 	var last test.Metrics
 	var wrong []string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, framework.Timeout, true, func(context.Context) (bool, error) {
 		m, err := tryScrape(port)
 		if err != nil {
 			return false, err

@@ -28,20 +28,21 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // TestObservation: what a user sees with kubectl and tkn (the built ones,
 // through test/cluster/env.sh's PATH).
 func TestObservation(t *testing.T) {
-	e := setup(t)
-	kubectl, tkn := tool(t, "kubectl"), tool(t, "tkn")
-	e.createSandbox("sb", sandboxOpts{})
-	e.createSnapshot("observed", "sb")
-	s := e.waitSnapshot("observed", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	e := framework.Setup(t)
+	kubectl, tkn := framework.Tool(t, "kubectl"), framework.Tool(t, "tkn")
+	e.CreateSandbox("sb", framework.SandboxOpts{})
+	e.CreateSnapshot("observed", "sb")
+	s := e.WaitSnapshot("observed", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
 	tr := names.CommitTaskRun(s)
 
 	t.Run("KubectlGet", func(t *testing.T) {
-		out, err := run(t, kubectl, "get", "sbxsnap", "-n", e.ns)
+		out, err := framework.Run(t, kubectl, "get", "sbxsnap", "-n", e.NS)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,26 +53,26 @@ func TestObservation(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^observed\s+Committing\s+sb\s+\S+$`).MatchString(out) {
 			t.Errorf("no row 'observed Committing sb <age>' in:\n%s", out)
 		}
-		wide, err := run(t, kubectl, "get", "sandboxsnapshots.sandbox.opensandbox.io", "observed", "-n", e.ns, "-o", "wide")
+		wide, err := framework.Run(t, kubectl, "get", "sandboxsnapshots.sandbox.opensandbox.io", "observed", "-n", e.NS, "-o", "wide")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ownStatusFields() && (!strings.Contains(wide, "TASKRUN") || !strings.Contains(wide, tr)) {
+		if framework.OwnStatusFields() && (!strings.Contains(wide, "TASKRUN") || !strings.Contains(wide, tr)) {
 			t.Errorf("-o wide does not show the TaskRun %s:\n%s", tr, wide)
 		}
 	})
 
 	// kubectl wait, started before the commit ends, returns once it has.
-	ctx, cancel := context.WithTimeout(e.ctx, timeout)
+	ctx, cancel := context.WithTimeout(e.Ctx, framework.Timeout)
 	defer cancel()
 	waited := make(chan error, 1)
 	go func() {
-		_, err := runContext(ctx, t, kubectl, "wait", "--for=jsonpath={.status.phase}=Succeed", "sbxsnap/observed",
-			"-n", e.ns, "--timeout=60s")
+		_, err := framework.RunContext(ctx, t, kubectl, "wait", "--for=jsonpath={.status.phase}=Succeed", "sbxsnap/observed",
+			"-n", e.NS, "--timeout=60s")
 		waited <- err
 	}()
-	trObj := e.waitTaskRun(tr, "to exist", nil)
-	e.setTaskRunStatus(tr, succeeded(5, digestsFor(trObj)...))
+	trObj := e.WaitTaskRun(tr, "to exist", nil)
+	e.SetTaskRunStatus(tr, framework.Succeeded(5, framework.DigestsFor(trObj)...))
 	if err := <-waited; err != nil {
 		t.Errorf("kubectl wait --for=jsonpath='{.status.phase}'=Succeed: %v", err)
 	}
@@ -79,7 +80,7 @@ func TestObservation(t *testing.T) {
 	// Success sends no event: the Ready condition, which OpenSandbox's CRD
 	// keeps too, names the TaskRun.
 	t.Run("KubectlDescribe", func(t *testing.T) {
-		out, err := run(t, kubectl, "describe", "sbxsnap", "observed", "-n", e.ns)
+		out, err := framework.Run(t, kubectl, "describe", "sbxsnap", "observed", "-n", e.NS)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +92,7 @@ func TestObservation(t *testing.T) {
 	})
 
 	t.Run("TknTaskRunList", func(t *testing.T) {
-		out, err := run(t, tkn, "taskrun", "list", "--label", sandbox.SnapshotNameLabel+"=observed", "-n", test.SystemNamespace)
+		out, err := framework.Run(t, tkn, "taskrun", "list", "--label", sandbox.SnapshotNameLabel+"=observed", "-n", test.SystemNamespace)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,12 +102,12 @@ func TestObservation(t *testing.T) {
 	})
 
 	t.Run("TknTaskRunDescribe", func(t *testing.T) {
-		out, err := run(t, tkn, "taskrun", "describe", tr, "-n", test.SystemNamespace)
+		out, err := framework.Run(t, tkn, "taskrun", "describe", tr, "-n", test.SystemNamespace)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, want := range []string{tr, "sandbox-commit", sandbox.SnapshotNameLabel + "=observed",
-			sandbox.SnapshotNamespaceLabel + "=" + e.ns, "Succeeded", "DIGESTS", "pod-name"} {
+			sandbox.SnapshotNamespaceLabel + "=" + e.NS, "Succeeded", "DIGESTS", "pod-name"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("tkn taskrun describe does not show %q", want)
 			}
@@ -115,7 +116,7 @@ func TestObservation(t *testing.T) {
 }
 
 // waitEvent waits for an event with reason on a snapshot.
-func (e *env) waitEvent(snapshot, reason string) {
-	e.t.Helper()
-	test.WaitForEvent(e.ctx, e.t, e.c, e.ns, snapshot, reason, "", timeout)
+func waitEvent(e *framework.Env, snapshot, reason string) {
+	e.T.Helper()
+	test.WaitForEvent(e.Ctx, e.T, e.C, e.NS, snapshot, reason, "", framework.Timeout)
 }

@@ -37,15 +37,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // TestRBAC: the controller runs as its ServiceAccount, and that account can
 // do exactly what config/200-clusterrole.yaml and config/200-role.yaml grant.
 func TestRBAC(t *testing.T) {
-	e := setup(t)
+	e := framework.Setup(t)
 
 	t.Run("ControllerRunsAsItsServiceAccount", func(t *testing.T) {
-		pids := controllerPIDs()
+		pids := framework.ControllerPIDs()
 		if len(pids) == 0 {
 			t.Fatal("no controller runs")
 		}
@@ -68,12 +69,12 @@ func TestRBAC(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			review, err := kc.AuthenticationV1().SelfSubjectReviews().Create(e.ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			review, err := kc.AuthenticationV1().SelfSubjectReviews().Create(e.Ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{})
 			if err != nil {
 				t.Fatalf("%s: SelfSubjectReview with %s: %v", name, kubeconfig, err)
 			}
-			if got := review.Status.UserInfo.Username; got != controllerSA {
-				t.Errorf("%s (pid %d) runs as %q, want %q", name, pid, got, controllerSA)
+			if got := review.Status.UserInfo.Username; got != framework.ControllerSA {
+				t.Errorf("%s (pid %d) runs as %q, want %q", name, pid, got, framework.ControllerSA)
 			} else {
 				t.Logf("%s (pid %d) runs as %s, groups %v", name, pid, got, review.Status.UserInfo.Groups)
 			}
@@ -88,11 +89,11 @@ kind: ServiceAccount
 metadata:
   name: baseline
   namespace: %s
-`, e.ns)
-	if _, err := e.c.Kube.CoreV1().ServiceAccounts(e.ns).Create(e.ctx, baseline, metav1.CreateOptions{}); err != nil {
+`, e.NS)
+	if _, err := e.C.Kube.CoreV1().ServiceAccounts(e.NS).Create(e.Ctx, baseline, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	baselineUser := "system:serviceaccount:" + e.ns + ":baseline"
+	baselineUser := "system:serviceaccount:" + e.NS + ":baseline"
 	clusterRole := mustReadRBAC[rbacv1.ClusterRole](t, "config/200-clusterrole.yaml")
 	role := mustReadRBAC[rbacv1.Role](t, "config/200-role.yaml")
 
@@ -100,11 +101,11 @@ metadata:
 		name, ns string
 		rules    []rbacv1.PolicyRule
 	}{
-		{"UserNamespace", e.ns, clusterRole.Rules},
+		{"UserNamespace", e.NS, clusterRole.Rules},
 		{"OperatorNamespace", test.SystemNamespace, append(slices.Clone(clusterRole.Rules), role.Rules...)},
 	} {
 		t.Run("CanIList/"+tc.name, func(t *testing.T) {
-			got := canIList(t, controllerSA, tc.ns)
+			got := canIList(t, framework.ControllerSA, tc.ns)
 			base := canIList(t, baselineUser, tc.ns)
 			// Wildcards: none at all among what config/ adds. The baseline's
 			// discovery URLs (/api/*, /apis/*, /openapi/*) are granted to every
@@ -158,7 +159,7 @@ func processKubeconfig(t *testing.T, pid int) string {
 
 func mustReadRBAC[T any](t *testing.T, path string) *T {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, path))
+	b, err := os.ReadFile(filepath.Join(framework.RepoRoot(), path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func sortedPerms(s sets.Set[perm]) []string {
 // canIList runs `kubectl auth can-i --list --as=user -n ns` and parses its table.
 func canIList(t *testing.T, user, ns string) sets.Set[perm] {
 	t.Helper()
-	out, err := run(t, tool(t, "kubectl"), "auth", "can-i", "--list", "--as="+user, "-n", ns)
+	out, err := framework.Run(t, framework.Tool(t, "kubectl"), "auth", "can-i", "--list", "--as="+user, "-n", ns)
 	if err != nil {
 		t.Fatal(err)
 	}

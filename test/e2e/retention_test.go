@@ -48,6 +48,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/snapshotimage"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // loopbackRegistry serves go-containerregistry's registry on 127.0.0.1 for
@@ -64,35 +65,35 @@ func loopbackRegistry(t *testing.T) string {
 // before the controller saw the patch has its commit failed, so that it
 // frees the pod and holds no image deletion. It returns the first snapshot
 // that names the loopback registry, Committing.
-func useRegistry(t *testing.T, e *env, host string, settings map[string]any) *v1alpha1.SandboxSnapshot {
+func useRegistry(t *testing.T, e *framework.Env, host string, settings map[string]any) *v1alpha1.SandboxSnapshot {
 	t.Helper()
 	patch := map[string]any{config.RegistryKey: host + "/snapshots", config.InsecureRegistryKey: "true"}
 	for k, v := range settings {
 		patch[k] = v
 	}
 	patchSnapshotConfig(t, e, patch)
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(framework.Timeout)
 	for i := 0; time.Now().Before(deadline); i++ {
 		name := fmt.Sprintf("probe-%d", i)
-		e.createSnapshot(name, "sb")
-		s := e.waitSnapshot(name, "Committing", isPhase(v1alpha1.PhaseCommitting))
+		e.CreateSnapshot(name, "sb")
+		s := e.WaitSnapshot(name, "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
 		if strings.HasPrefix(s.Status.Containers[0].ImageURI, host+"/") {
 			return s
 		}
 		t.Logf("%s names %s: config change not seen yet", name, s.Status.Containers[0].ImageURI)
 		tr := names.CommitTaskRun(s)
-		e.waitTaskRun(tr, "to exist", nil)
-		e.setTaskRunStatus(tr, failed(pipelinev1.TaskRunReasonFailed, "not this one"))
-		e.waitSnapshot(name, "Failed", isPhase(v1alpha1.PhaseFailed))
+		e.WaitTaskRun(tr, "to exist", nil)
+		e.SetTaskRunStatus(tr, framework.Failed(pipelinev1.TaskRunReasonFailed, "not this one"))
+		e.WaitSnapshot(name, "Failed", framework.IsPhase(v1alpha1.PhaseFailed))
 	}
-	t.Fatalf("no snapshot named an image in %s within %v", host, timeout)
+	t.Fatalf("no snapshot named an image in %s within %v", host, framework.Timeout)
 	return nil
 }
 
 // pushAndSucceed plays the commit of a Committing snapshot: it pushes img
 // to each container's imageUri and ends the TaskRun with their digests. It
 // returns the snapshot, Succeed.
-func pushAndSucceed(t *testing.T, e *env, s *v1alpha1.SandboxSnapshot, img v1.Image) *v1alpha1.SandboxSnapshot {
+func pushAndSucceed(t *testing.T, e *framework.Env, s *v1alpha1.SandboxSnapshot, img v1.Image) *v1alpha1.SandboxSnapshot {
 	t.Helper()
 	var digests []string
 	for _, c := range s.Status.Containers {
@@ -100,7 +101,7 @@ func pushAndSucceed(t *testing.T, e *env, s *v1alpha1.SandboxSnapshot, img v1.Im
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := remote.Write(ref, img, remote.WithContext(e.ctx)); err != nil {
+		if err := remote.Write(ref, img, remote.WithContext(e.Ctx)); err != nil {
 			t.Fatalf("pushing %s: %v", ref, err)
 		}
 		d, err := img.Digest()
@@ -110,9 +111,9 @@ func pushAndSucceed(t *testing.T, e *env, s *v1alpha1.SandboxSnapshot, img v1.Im
 		digests = append(digests, d.String())
 	}
 	tr := names.CommitTaskRun(s)
-	e.waitTaskRun(tr, "to exist", nil)
-	e.setTaskRunStatus(tr, succeeded(5, digests...))
-	return e.waitSnapshot(s.Name, "Succeed", isPhase(v1alpha1.PhaseSucceed))
+	e.WaitTaskRun(tr, "to exist", nil)
+	e.SetTaskRunStatus(tr, framework.Succeeded(5, digests...))
+	return e.WaitSnapshot(s.Name, "Succeed", framework.IsPhase(v1alpha1.PhaseSucceed))
 }
 
 // manifestHeld reports whether the registry holds the manifest of a
@@ -123,9 +124,9 @@ func manifestHeld(t *testing.T, s *v1alpha1.SandboxSnapshot) bool {
 }
 
 // deleteSnapshot deletes a snapshot and waits until it is gone.
-func (e *env) deleteSnapshot(name string) {
-	e.t.Helper()
-	test.DeleteSnapshot(e.ctx, e.t, e.c, e.ns, name, timeout)
+func deleteSnapshot(e *framework.Env, name string) {
+	e.T.Helper()
+	test.DeleteSnapshot(e.Ctx, e.T, e.C, e.NS, name, framework.Timeout)
 }
 
 func randomImage(t *testing.T) v1.Image {
@@ -140,8 +141,8 @@ func randomImage(t *testing.T) v1.Image {
 // TestTaskRunRetention: completed TaskRuns go after their retention, the
 // snapshot keeps its phase and digests, and no TaskRun is created again.
 func TestTaskRunRetention(t *testing.T) {
-	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	e := framework.Setup(t)
+	e.CreateSandbox("sb", framework.SandboxOpts{Containers: []string{"app"}})
 	host := loopbackRegistry(t)
 	probe := useRegistry(t, e, host, map[string]any{
 		config.TaskRunRetentionSucceededKey: "2s",
@@ -151,41 +152,41 @@ func TestTaskRunRetention(t *testing.T) {
 	ok := pushAndSucceed(t, e, probe, randomImage(t))
 	trName := names.CommitTaskRun(ok)
 	start := time.Now()
-	e.waitTaskRunGone(trName)
+	e.WaitTaskRunGone(trName)
 	t.Logf("TaskRun %s of a Succeed snapshot deleted %v after it completed", trName, time.Since(start).Round(100*time.Millisecond))
-	e.waitEvent(ok.Name, v1alpha1.ReasonTaskRunRemoved)
+	waitEvent(e, ok.Name, v1alpha1.ReasonTaskRunRemoved)
 
-	e.createSnapshot("fails", "sb")
-	f := e.waitSnapshot("fails", "Committing", isPhase(v1alpha1.PhaseCommitting))
+	e.CreateSnapshot("fails", "sb")
+	f := e.WaitSnapshot("fails", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
 	failName := names.CommitTaskRun(f)
-	e.waitTaskRun(failName, "to exist", nil)
-	e.setTaskRunStatus(failName, failed(pipelinev1.TaskRunReasonFailed, "\"step-push\" exited with code 1"))
-	e.waitSnapshot("fails", "Failed", isPhase(v1alpha1.PhaseFailed))
-	e.waitTaskRunGone(failName)
-	e.waitEvent("fails", v1alpha1.ReasonTaskRunRemoved)
+	e.WaitTaskRun(failName, "to exist", nil)
+	e.SetTaskRunStatus(failName, framework.Failed(pipelinev1.TaskRunReasonFailed, "\"step-push\" exited with code 1"))
+	e.WaitSnapshot("fails", "Failed", framework.IsPhase(v1alpha1.PhaseFailed))
+	e.WaitTaskRunGone(failName)
+	waitEvent(e, "fails", v1alpha1.ReasonTaskRunRemoved)
 
 	// Give a wrong re-creation time to show, then check nothing came back.
 	time.Sleep(3 * time.Second)
 	for name, want := range map[string]v1alpha1.SandboxSnapshotPhase{ok.Name: v1alpha1.PhaseSucceed, "fails": v1alpha1.PhaseFailed} {
-		s, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+		s, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Get(e.Ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if s.Status.Phase != want {
 			t.Errorf("%s: phase %s after its TaskRun was removed, want %s", name, s.Status.Phase, want)
 		}
-		if trs := e.taskRunsOf(name); len(trs) != 0 {
+		if trs := e.TaskRunsOf(name); len(trs) != 0 {
 			t.Errorf("%s: TaskRuns %v exist after the retention", name, test.TaskRunNames(trs))
 		}
 		tr := names.CommitTaskRun(s)
-		if n := e.taskRuns.created()[tr]; n != 1 {
+		if n := e.TaskRuns.Created()[tr]; n != 1 {
 			t.Errorf("TaskRun %s was created %d times, want once", tr, n)
 		}
-		if ownStatusFields() && !slices.ContainsFunc(s.Status.RemovedTaskRuns, func(r v1alpha1.RemovedTaskRun) bool { return r.Name == tr }) {
+		if framework.OwnStatusFields() && !slices.ContainsFunc(s.Status.RemovedTaskRuns, func(r v1alpha1.RemovedTaskRun) bool { return r.Name == tr }) {
 			t.Errorf("%s: status.removedTaskRuns = %v, want %s", name, s.Status.RemovedTaskRuns, tr)
 		}
 	}
-	s, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Get(e.ctx, ok.Name, metav1.GetOptions{})
+	s, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Get(e.Ctx, ok.Name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,49 +200,49 @@ func TestTaskRunRetention(t *testing.T) {
 // while another snapshot records it, nor while another snapshot of the
 // sandbox commits; Retain keeps it.
 func TestImageDeletionPolicy(t *testing.T) {
-	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	e := framework.Setup(t)
+	e.CreateSandbox("sb", framework.SandboxOpts{Containers: []string{"app"}})
 	host := loopbackRegistry(t)
 	first := useRegistry(t, e, host, map[string]any{config.ImageDeletionPolicyKey: "Delete"})
 	shared := randomImage(t)
 	first = pushAndSucceed(t, e, first, shared)
 
 	// A second snapshot of the same sandbox records the same manifest.
-	e.createSnapshot("second", "sb")
-	second := pushAndSucceed(t, e, e.waitSnapshot("second", "Committing", isPhase(v1alpha1.PhaseCommitting)), shared)
+	e.CreateSnapshot("second", "sb")
+	second := pushAndSucceed(t, e, e.WaitSnapshot("second", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting)), shared)
 	if first.Status.Containers[0].ImageDigest != second.Status.Containers[0].ImageDigest {
 		t.Fatalf("digests differ: %s, %s", first.Status.Containers[0].ImageDigest, second.Status.Containers[0].ImageDigest)
 	}
-	e.deleteSnapshot(first.Name)
-	e.waitEvent(first.Name, v1alpha1.ReasonImageDeletionDeferred)
+	deleteSnapshot(e, first.Name)
+	waitEvent(e, first.Name, v1alpha1.ReasonImageDeletionDeferred)
 	if !manifestHeld(t, second) {
 		t.Fatal("the manifest SandboxSnapshot second still records was deleted with the first")
 	}
 
 	// While a third snapshot of the sandbox commits, the manifest stays;
 	// the second goes at once all the same.
-	e.createSnapshot("third", "sb")
-	third := e.waitSnapshot("third", "Committing", isPhase(v1alpha1.PhaseCommitting))
-	e.deleteSnapshot("second")
-	e.waitEvent("second", v1alpha1.ReasonImageDeletionDeferred)
+	e.CreateSnapshot("third", "sb")
+	third := e.WaitSnapshot("third", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
+	deleteSnapshot(e, "second")
+	waitEvent(e, "second", v1alpha1.ReasonImageDeletionDeferred)
 	if !manifestHeld(t, second) {
 		t.Fatal("the manifest was deleted while another snapshot of the sandbox committed")
 	}
 	retained := randomImage(t)
 	third = pushAndSucceed(t, e, third, retained)
-	e.waitEvent("second", v1alpha1.ReasonImagesDeleted)
-	e.waitEvent(first.Name, v1alpha1.ReasonImagesDeleted)
+	waitEvent(e, "second", v1alpha1.ReasonImagesDeleted)
+	waitEvent(e, first.Name, v1alpha1.ReasonImagesDeleted)
 	if manifestHeld(t, second) {
 		t.Error("the manifest of the last snapshot recording it is still in the registry after its deletion")
 	}
-	e.waitNoImageDeletions()
+	waitNoImageDeletions(e)
 
 	// The annotation keeps the third's images under the Delete policy.
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"Retain"}}}`, sandbox.ImageDeletionPolicyAnnotation)
-	if _, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Patch(e.ctx, third.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Patch(e.Ctx, third.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.deleteSnapshot(third.Name)
+	deleteSnapshot(e, third.Name)
 	if !manifestHeld(t, third) {
 		t.Error("the manifest of a snapshot annotated Retain was deleted")
 	}
@@ -253,8 +254,8 @@ func TestImageDeletionPolicy(t *testing.T) {
 // snapshot goes at once; its manifest stays while the pod or the template
 // names it, and goes when neither does.
 func TestImageDeletionWaitsForPodsAndTemplates(t *testing.T) {
-	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	e := framework.Setup(t)
+	e.CreateSandbox("sb", framework.SandboxOpts{Containers: []string{"app"}})
 	host := loopbackRegistry(t)
 	s := pushAndSucceed(t, e, useRegistry(t, e, host, map[string]any{config.ImageDeletionPolicyKey: "Delete"}), randomImage(t))
 	pinned := s.Status.Containers[0].ImageURI
@@ -262,7 +263,7 @@ func TestImageDeletionWaitsForPodsAndTemplates(t *testing.T) {
 		t.Fatalf("imageUri %s is not pinned to digest %s", pinned, s.Status.Containers[0].ImageDigest)
 	}
 	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"app","image":%q}]}}}}`, pinned)
-	if _, err := e.c.Dynamic.Resource(test.BatchSandboxes).Namespace(e.ns).Patch(e.ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := e.C.Dynamic.Resource(test.BatchSandboxes).Namespace(e.NS).Patch(e.Ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	resumed := test.MustParse[corev1.Pod](t, `
@@ -275,17 +276,17 @@ spec:
   containers:
     - name: app
       image: %s
-`, e.ns, pinned)
-	if _, err := e.c.Kube.CoreV1().Pods(e.ns).Create(e.ctx, resumed, metav1.CreateOptions{}); err != nil {
+`, e.NS, pinned)
+	if _, err := e.C.Kube.CoreV1().Pods(e.NS).Create(e.Ctx, resumed, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.deleteSnapshot(s.Name)
-	e.waitEvent(s.Name, v1alpha1.ReasonImageDeletionDeferred)
+	deleteSnapshot(e, s.Name)
+	waitEvent(e, s.Name, v1alpha1.ReasonImageDeletionDeferred)
 	if !manifestHeld(t, s) {
 		t.Fatal("the manifest a pod and a BatchSandbox template name was deleted")
 	}
 
-	if err := e.c.Kube.CoreV1().Pods(e.ns).Delete(e.ctx, resumed.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+	if err := e.C.Kube.CoreV1().Pods(e.NS).Delete(e.Ctx, resumed.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
 	// The template still names it: a pod created again (after a drain or an
@@ -296,14 +297,14 @@ spec:
 	}
 
 	patch = `{"spec":{"template":{"spec":{"containers":[{"name":"app","image":"registry.test/elsewhere:1"}]}}}}`
-	if _, err := e.c.Dynamic.Resource(test.BatchSandboxes).Namespace(e.ns).Patch(e.ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := e.C.Dynamic.Resource(test.BatchSandboxes).Namespace(e.NS).Patch(e.Ctx, "sb", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitEvent(s.Name, v1alpha1.ReasonImagesDeleted)
+	waitEvent(e, s.Name, v1alpha1.ReasonImagesDeleted)
 	if manifestHeld(t, s) {
 		t.Error("the manifest is still in the registry once nothing names it")
 	}
-	e.waitNoImageDeletions()
+	waitNoImageDeletions(e)
 }
 
 // TestImageDeletionWaitsForMemorySnapshots plays a sandbox paused with a
@@ -313,20 +314,20 @@ spec:
 // first snapshot goes at once; its manifest stays while the registry holds
 // the checkpoint image, and goes once it does not.
 func TestImageDeletionWaitsForMemorySnapshots(t *testing.T) {
-	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	e := framework.Setup(t)
+	e.CreateSandbox("sb", framework.SandboxOpts{Containers: []string{"app"}})
 	host := loopbackRegistry(t)
 	first := pushAndSucceed(t, e, useRegistry(t, e, host, map[string]any{config.ImageDeletionPolicyKey: "Delete"}), randomImage(t))
 	checkpoint := mutate.Annotations(randomImage(t), map[string]string{
 		task.AnnotationCheckpointName:     "app",
 		ocispec.AnnotationBaseImageDigest: first.Status.Containers[0].ImageDigest,
 	}).(v1.Image)
-	e.createSnapshot("memory", "sb")
-	memory := pushAndSucceed(t, e, e.waitSnapshot("memory", "Committing", isPhase(v1alpha1.PhaseCommitting)), checkpoint)
+	e.CreateSnapshot("memory", "sb")
+	memory := pushAndSucceed(t, e, e.WaitSnapshot("memory", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting)), checkpoint)
 
-	e.deleteSnapshot(first.Name)
-	test.WaitForEvent(e.ctx, t, e.c, e.ns, first.Name, v1alpha1.ReasonImageDeletionDeferred,
-		"memory snapshot image "+memory.Status.Containers[0].ImageURI, timeout)
+	deleteSnapshot(e, first.Name)
+	test.WaitForEvent(e.Ctx, t, e.C, e.NS, first.Name, v1alpha1.ReasonImageDeletionDeferred,
+		"memory snapshot image "+memory.Status.Containers[0].ImageURI, framework.Timeout)
 	if !manifestHeld(t, first) {
 		t.Fatal("the base of a memory snapshot's image the registry holds was deleted")
 	}
@@ -334,32 +335,32 @@ func TestImageDeletionWaitsForMemorySnapshots(t *testing.T) {
 	// The checkpoint image goes (here straight from the registry); the
 	// memory snapshot's deletion, Retain, makes the first's record be
 	// looked at again.
-	if err := remote.Delete(test.PinnedDigests(t, memory)[0], remote.WithContext(e.ctx)); err != nil {
+	if err := remote.Delete(test.PinnedDigests(t, memory)[0], remote.WithContext(e.Ctx)); err != nil {
 		t.Fatal(err)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"Retain"}}}`, sandbox.ImageDeletionPolicyAnnotation)
-	if _, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Patch(e.ctx, memory.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Patch(e.Ctx, memory.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.deleteSnapshot(memory.Name)
-	e.waitEvent(first.Name, v1alpha1.ReasonImagesDeleted)
+	deleteSnapshot(e, memory.Name)
+	waitEvent(e, first.Name, v1alpha1.ReasonImagesDeleted)
 	if manifestHeld(t, first) {
 		t.Error("the manifest is still in the registry once no checkpoint image restores from it")
 	}
-	e.waitNoImageDeletions()
+	waitNoImageDeletions(e)
 }
 
 // TestImageDeletionRefused: a registry that refuses deletion, as
 // distribution does unless told otherwise, leaves the image behind at once,
 // saying so; the snapshot is gone within seconds.
 func TestImageDeletionRefused(t *testing.T) {
-	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	e := framework.Setup(t)
+	e.CreateSandbox("sb", framework.SandboxOpts{Containers: []string{"app"}})
 	host := refusingRegistry(t)
 	s := pushAndSucceed(t, e, useRegistry(t, e, host, map[string]any{config.ImageDeletionPolicyKey: "Delete"}), randomImage(t))
 	start := time.Now()
-	e.deleteSnapshot(s.Name)
-	e.waitEvent(s.Name, v1alpha1.ReasonImagesLeftBehind)
+	deleteSnapshot(e, s.Name)
+	waitEvent(e, s.Name, v1alpha1.ReasonImagesLeftBehind)
 	t.Logf("snapshot gone and ImagesLeftBehind reported %v after the deletion", time.Since(start).Round(100*time.Millisecond))
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the refusal took %v to report; it ends the deletion at once", d)
@@ -367,7 +368,7 @@ func TestImageDeletionRefused(t *testing.T) {
 	if !manifestHeld(t, s) {
 		t.Error("the refusing registry lost the manifest")
 	}
-	e.waitNoImageDeletions()
+	waitNoImageDeletions(e)
 }
 
 // TestImageDeletionOnlyOwnImages plays an account that may write snapshot
@@ -377,22 +378,22 @@ func TestImageDeletionRefused(t *testing.T) {
 // and an ImageDeletionRefused event names it; the image the snapshot still
 // names of its own goes.
 func TestImageDeletionOnlyOwnImages(t *testing.T) {
-	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{containers: []string{"app", "sidecar"}})
+	e := framework.Setup(t)
+	e.CreateSandbox("sb", framework.SandboxOpts{Containers: []string{"app", "sidecar"}})
 	host := loopbackRegistry(t)
 	s := pushAndSucceed(t, e, useRegistry(t, e, host, map[string]any{
 		config.ImageDeletionPolicyKey:       "Delete",
 		config.TaskRunRetentionSucceededKey: "0",
 	}), randomImage(t))
 	// With the TaskRun gone, only the repository tells whose an image is.
-	e.waitTaskRunGone(names.CommitTaskRun(s))
+	e.WaitTaskRunGone(names.CommitTaskRun(s))
 
 	tagged, err := name.NewTag(host+"/snapshots/another-tenant/sb/app:theirs", name.Insecure)
 	if err != nil {
 		t.Fatal(err)
 	}
 	theirs := randomImage(t)
-	if err := remote.Write(tagged, theirs, remote.WithContext(e.ctx)); err != nil {
+	if err := remote.Write(tagged, theirs, remote.WithContext(e.Ctx)); err != nil {
 		t.Fatalf("pushing %s: %v", tagged, err)
 	}
 	d, err := theirs.Digest()
@@ -404,23 +405,23 @@ func TestImageDeletionOnlyOwnImages(t *testing.T) {
 	// A controller status write replaces the whole status: one from a pass
 	// that began before the edit (the TaskRun's removal) undoes it. Edit
 	// until the edit holds.
-	snaps := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
+	snaps := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS)
 	for attempt := 1; ; attempt++ {
 		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur, err := snaps.Get(e.ctx, s.Name, metav1.GetOptions{})
+			cur, err := snaps.Get(e.Ctx, s.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			cur.Status.Containers[0].ImageURI = tagged.String() + "@" + d.String()
 			cur.Status.Containers[0].ImageDigest = d.String()
-			_, err = snaps.UpdateStatus(e.ctx, cur, metav1.UpdateOptions{})
+			_, err = snaps.UpdateStatus(e.Ctx, cur, metav1.UpdateOptions{})
 			return err
 		})
 		if err != nil {
-			t.Fatalf("editing status.containers[0] of SandboxSnapshot %s/%s: %v", e.ns, s.Name, err)
+			t.Fatalf("editing status.containers[0] of SandboxSnapshot %s/%s: %v", e.NS, s.Name, err)
 		}
 		time.Sleep(2 * time.Second)
-		cur, err := snaps.Get(e.ctx, s.Name, metav1.GetOptions{})
+		cur, err := snaps.Get(e.Ctx, s.Name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -428,22 +429,22 @@ func TestImageDeletionOnlyOwnImages(t *testing.T) {
 			break
 		}
 		if attempt == 5 {
-			t.Fatalf("status.containers[0] of SandboxSnapshot %s/%s was written back %d times:\n%s", e.ns, s.Name, attempt, dump(cur.Status))
+			t.Fatalf("status.containers[0] of SandboxSnapshot %s/%s was written back %d times:\n%s", e.NS, s.Name, attempt, framework.Dump(cur.Status))
 		}
-		t.Logf("status.containers[0] of SandboxSnapshot %s/%s was written back; editing it again", e.ns, s.Name)
+		t.Logf("status.containers[0] of SandboxSnapshot %s/%s was written back; editing it again", e.NS, s.Name)
 	}
 	own := test.PinnedDigests(t, s)[1]
 
-	e.deleteSnapshot(s.Name)
-	test.WaitForEvent(e.ctx, t, e.c, e.ns, s.Name, v1alpha1.ReasonImageDeletionRefused, "image "+victim.Name()+" is not the snapshot's to delete", timeout)
-	e.waitEvent(s.Name, v1alpha1.ReasonImagesDeleted)
-	if !test.ManifestHeld(e.ctx, t, victim) {
+	deleteSnapshot(e, s.Name)
+	test.WaitForEvent(e.Ctx, t, e.C, e.NS, s.Name, v1alpha1.ReasonImageDeletionRefused, "image "+victim.Name()+" is not the snapshot's to delete", framework.Timeout)
+	waitEvent(e, s.Name, v1alpha1.ReasonImagesDeleted)
+	if !test.ManifestHeld(e.Ctx, t, victim) {
 		t.Errorf("%s, another namespace's image the snapshot's status was edited to name, was deleted", victim)
 	}
-	if test.ManifestHeld(e.ctx, t, own) {
+	if test.ManifestHeld(e.Ctx, t, own) {
 		t.Errorf("%s, the snapshot's own image, is still in the registry after its deletion", own)
 	}
-	e.waitNoImageDeletions()
+	waitNoImageDeletions(e)
 }
 
 // refusingRegistry serves a registry on 127.0.0.1 that refuses to delete
@@ -455,17 +456,17 @@ func refusingRegistry(t *testing.T) string {
 
 // waitNoImageDeletions waits until no image deletion record of this test's
 // namespace is left in the operator's namespace.
-func (e *env) waitNoImageDeletions() {
-	e.t.Helper()
-	deadline := time.Now().Add(timeout)
+func waitNoImageDeletions(e *framework.Env) {
+	e.T.Helper()
+	deadline := time.Now().Add(framework.Timeout)
 	for {
-		cms, err := e.c.Kube.CoreV1().ConfigMaps(test.SystemNamespace).List(e.ctx, metav1.ListOptions{LabelSelector: snapshotimage.RecordLabel + "=true"})
+		cms, err := e.C.Kube.CoreV1().ConfigMaps(test.SystemNamespace).List(e.Ctx, metav1.ListOptions{LabelSelector: snapshotimage.RecordLabel + "=true"})
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		var left []string
 		for _, cm := range cms.Items {
-			if rec, err := snapshotimage.ParseRecord(&cm); err == nil && rec.Snapshot.Namespace == e.ns {
+			if rec, err := snapshotimage.ParseRecord(&cm); err == nil && rec.Snapshot.Namespace == e.NS {
 				left = append(left, cm.Name+" ("+rec.Image+", waiting for "+rec.WaitingFor+")")
 			}
 		}
@@ -473,7 +474,7 @@ func (e *env) waitNoImageDeletions() {
 			return
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("image deletion records left after %v: %v", timeout, left)
+			e.T.Fatalf("image deletion records left after %v: %v", framework.Timeout, left)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -483,8 +484,8 @@ func (e *env) waitNoImageDeletions() {
 // back is marked, and the mark goes when the manifest is back; the phase
 // stays Succeed throughout.
 func TestImageMissing(t *testing.T) {
-	e := setup(t)
-	e.createSandbox("sb", sandboxOpts{containers: []string{"app"}})
+	e := framework.Setup(t)
+	e.CreateSandbox("sb", framework.SandboxOpts{Containers: []string{"app"}})
 	host := loopbackRegistry(t)
 	// Every Succeed snapshot of the cluster is checked each second now: a
 	// global bound high enough not to make this one wait behind them. The
@@ -494,15 +495,15 @@ func TestImageMissing(t *testing.T) {
 		config.TaskRunRetentionSucceededKey: "0"})
 	img := randomImage(t)
 	s = pushAndSucceed(t, e, s, img)
-	e.waitTaskRunGone(names.CommitTaskRun(s))
+	e.WaitTaskRunGone(names.CommitTaskRun(s))
 	c := s.Status.Containers[0]
 	ref := test.PinnedDigests(t, s)[0]
-	if err := remote.Delete(ref, remote.WithContext(e.ctx)); err != nil {
+	if err := remote.Delete(ref, remote.WithContext(e.Ctx)); err != nil {
 		t.Fatal(err)
 	}
 	want := ref.String()
-	marked := e.waitSnapshot(s.Name, "marked image-missing", func(s *v1alpha1.SandboxSnapshot) bool {
-		return s.Annotations[sandbox.ImageMissingAnnotation] != "" && (!ownStatusFields() || len(s.Status.MissingImages) > 0)
+	marked := e.WaitSnapshot(s.Name, "marked image-missing", func(s *v1alpha1.SandboxSnapshot) bool {
+		return s.Annotations[sandbox.ImageMissingAnnotation] != "" && (!framework.OwnStatusFields() || len(s.Status.MissingImages) > 0)
 	})
 	if got := marked.Annotations[sandbox.ImageMissingAnnotation]; got != want {
 		t.Errorf("annotation %s = %q, want %q", sandbox.ImageMissingAnnotation, got, want)
@@ -510,22 +511,22 @@ func TestImageMissing(t *testing.T) {
 	if marked.Status.Phase != v1alpha1.PhaseSucceed || marked.Status.Containers[0].ImageDigest != c.ImageDigest {
 		t.Errorf("phase %s, digest %s after the image went; want them unchanged", marked.Status.Phase, marked.Status.Containers[0].ImageDigest)
 	}
-	if ownStatusFields() && !slices.Equal(marked.Status.MissingImages, []string{want}) {
+	if framework.OwnStatusFields() && !slices.Equal(marked.Status.MissingImages, []string{want}) {
 		t.Errorf("status.missingImages = %v, want [%s]", marked.Status.MissingImages, want)
 	}
-	e.waitEvent(s.Name, v1alpha1.ReasonImageMissing)
+	waitEvent(e, s.Name, v1alpha1.ReasonImageMissing)
 
 	// By digest: this registry kept the tag, and a write by tag would find
 	// it and upload nothing.
-	if err := remote.Write(ref, img, remote.WithContext(e.ctx)); err != nil {
+	if err := remote.Write(ref, img, remote.WithContext(e.Ctx)); err != nil {
 		t.Fatal(err)
 	}
-	cleared := e.waitSnapshot(s.Name, "unmarked", func(s *v1alpha1.SandboxSnapshot) bool {
+	cleared := e.WaitSnapshot(s.Name, "unmarked", func(s *v1alpha1.SandboxSnapshot) bool {
 		_, ok := s.Annotations[sandbox.ImageMissingAnnotation]
 		return !ok && len(s.Status.MissingImages) == 0
 	})
 	if cleared.Status.Phase != v1alpha1.PhaseSucceed {
 		t.Errorf("phase %s once the image is back, want Succeed", cleared.Status.Phase)
 	}
-	e.waitEvent(s.Name, v1alpha1.ReasonImageRestored)
+	waitEvent(e, s.Name, v1alpha1.ReasonImageRestored)
 }

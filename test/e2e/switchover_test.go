@@ -34,6 +34,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 // jobPlayer is the spec.managedBy of the commit Jobs the test makes: the
@@ -47,64 +48,64 @@ const jobPlayer = "e2e.sandbox.opensandbox.io/job-player"
 // (as if that controller still ran); removing the class annotation then is
 // the switch: the snapshot falls to this operator's default class.
 func TestSwitchOverFromOpenSandbox(t *testing.T) {
-	e := setup(t)
+	e := framework.Setup(t)
 
 	// A snapshot that failed before the switch: OpenSandbox's pause deletes
 	// it before it retries, and waits for it to go.
 	t.Run("SnapshotMadeBeforeIsDeleted", func(t *testing.T) {
-		s := e.createOpenSandboxSnapshot("made-before", "sb", func(st *v1alpha1.SandboxSnapshotStatus) {
+		s := createOpenSandboxSnapshot(e, "made-before", "sb", func(st *v1alpha1.SandboxSnapshotStatus) {
 			st.Phase = v1alpha1.PhaseFailed
 			openSandboxCondition(st, v1alpha1.ConditionReady, metav1.ConditionFalse, "Failed", "Snapshot failed")
 			openSandboxCondition(st, v1alpha1.ConditionFailed, metav1.ConditionTrue, v1alpha1.ReasonCommitJobFailed, "Commit job failed")
 		})
-		e.switchOver(s.Name)
-		e.waitSnapshot(s.Name, "to carry this operator's finalizer", func(s *v1alpha1.SandboxSnapshot) bool {
+		switchOver(e, s.Name)
+		e.WaitSnapshot(s.Name, "to carry this operator's finalizer", func(s *v1alpha1.SandboxSnapshot) bool {
 			return slices.Contains(s.Finalizers, sandboxsnapshot.FinalizerName)
 		})
-		test.DeleteSnapshot(e.ctx, t, e.c, e.ns, s.Name, timeout)
+		test.DeleteSnapshot(e.Ctx, t, e.C, e.NS, s.Name, framework.Timeout)
 	})
 
 	// A snapshot whose commit Job was running at the switch.
 	t.Run("CommitInFlightFailsOnceItsJobEnds", func(t *testing.T) {
-		s := e.createOpenSandboxSnapshot("in-flight", "sb", func(st *v1alpha1.SandboxSnapshotStatus) {
+		s := createOpenSandboxSnapshot(e, "in-flight", "sb", func(st *v1alpha1.SandboxSnapshotStatus) {
 			st.Phase = v1alpha1.PhaseCommitting
 			st.SourcePodName, st.SourceNodeName = "sb-0", "node-1"
 			st.Containers = []v1alpha1.ContainerSnapshot{{ContainerName: "app", ImageURI: "127.0.0.1:5000/snapshots/sb-app:snap-gen1-0123abcd"}}
 			openSandboxCondition(st, v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonCommitting, "Snapshot commit job is running")
 		})
-		job := e.createOpenSandboxCommitJob(s)
-		e.switchOver(s.Name)
+		job := createOpenSandboxCommitJob(e, s)
+		switchOver(e, s.Name)
 
-		waiting := e.waitSnapshot(s.Name, "waiting for Job "+job.Name, func(s *v1alpha1.SandboxSnapshot) bool {
+		waiting := e.WaitSnapshot(s.Name, "waiting for Job "+job.Name, func(s *v1alpha1.SandboxSnapshot) bool {
 			c := s.Status.GetCondition(v1alpha1.ConditionReady)
 			return c != nil && c.Reason == v1alpha1.ReasonWaitingForOpenSandboxJob
 		})
-		if c := condition(t, waiting, v1alpha1.ConditionReady); waiting.Status.Phase != v1alpha1.PhaseCommitting || !strings.Contains(c.Message, e.ns+"/"+job.Name) {
-			t.Errorf("phase %s, Ready %q, want Committing, naming Job %s/%s", waiting.Status.Phase, c.Message, e.ns, job.Name)
+		if c := framework.Condition(t, waiting, v1alpha1.ConditionReady); waiting.Status.Phase != v1alpha1.PhaseCommitting || !strings.Contains(c.Message, e.NS+"/"+job.Name) {
+			t.Errorf("phase %s, Ready %q, want Committing, naming Job %s/%s", waiting.Status.Phase, c.Message, e.NS, job.Name)
 		}
-		test.WaitForEvent(e.ctx, t, e.c, e.ns, s.Name, v1alpha1.ReasonWaitingForOpenSandboxJob, job.Name, timeout)
+		test.WaitForEvent(e.Ctx, t, e.C, e.NS, s.Name, v1alpha1.ReasonWaitingForOpenSandboxJob, job.Name, framework.Timeout)
 
-		e.completeJob(job)
-		failed := e.waitSnapshot(s.Name, "Failed", isTerminal)
-		c := condition(t, failed, v1alpha1.ConditionFailed)
+		completeJob(e, job)
+		failed := e.WaitSnapshot(s.Name, "Failed", framework.IsTerminal)
+		c := framework.Condition(t, failed, v1alpha1.ConditionFailed)
 		if failed.Status.Phase != v1alpha1.PhaseFailed || c.Reason != v1alpha1.ReasonOpenSandboxJobEnded ||
-			!strings.Contains(c.Message, e.ns+"/"+job.Name) || !strings.Contains(c.Message, "succeeded") {
+			!strings.Contains(c.Message, e.NS+"/"+job.Name) || !strings.Contains(c.Message, "succeeded") {
 			t.Errorf("phase %s, Failed %s: %q, want Failed, %s naming Job %s/%s and that it succeeded",
-				failed.Status.Phase, c.Reason, c.Message, v1alpha1.ReasonOpenSandboxJobEnded, e.ns, job.Name)
+				failed.Status.Phase, c.Reason, c.Message, v1alpha1.ReasonOpenSandboxJobEnded, e.NS, job.Name)
 		}
-		if trs := e.taskRunsOf(s.Name); len(trs) != 0 {
+		if trs := e.TaskRunsOf(s.Name); len(trs) != 0 {
 			t.Errorf("TaskRuns were made for a snapshot OpenSandbox's Job committed: %v", test.TaskRunNames(trs))
 		}
-		test.DeleteSnapshot(e.ctx, t, e.c, e.ns, s.Name, timeout)
+		test.DeleteSnapshot(e.Ctx, t, e.C, e.NS, s.Name, framework.Timeout)
 	})
 }
 
 // createOpenSandboxSnapshot creates a snapshot of sandboxName as OpenSandbox's
 // own controller leaves it: its finalizer on, the status that setStatus
 // writes, and a class this operator does not handle, until switchOver.
-func (e *env) createOpenSandboxSnapshot(name, sandboxName string, setStatus func(*v1alpha1.SandboxSnapshotStatus)) *v1alpha1.SandboxSnapshot {
-	e.t.Helper()
-	s := test.MustParse[v1alpha1.SandboxSnapshot](e.t, `
+func createOpenSandboxSnapshot(e *framework.Env, name, sandboxName string, setStatus func(*v1alpha1.SandboxSnapshotStatus)) *v1alpha1.SandboxSnapshot {
+	e.T.Helper()
+	s := test.MustParse[v1alpha1.SandboxSnapshot](e.T, `
 apiVersion: sandbox.opensandbox.io/v1alpha1
 kind: SandboxSnapshot
 metadata:
@@ -115,17 +116,17 @@ metadata:
   finalizers: [%s]
 spec:
   sandboxName: %s
-`, name, e.ns, sandbox.ClassAnnotation, sandbox.OpenSandboxSnapshotFinalizer, sandboxName)
-	snapshots := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
-	created, err := snapshots.Create(e.ctx, s, metav1.CreateOptions{})
+`, name, e.NS, sandbox.ClassAnnotation, sandbox.OpenSandboxSnapshotFinalizer, sandboxName)
+	snapshots := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS)
+	created, err := snapshots.Create(e.Ctx, s, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatalf("creating SandboxSnapshot %s/%s: %v", e.ns, name, err)
+		e.T.Fatalf("creating SandboxSnapshot %s/%s: %v", e.NS, name, err)
 	}
 	created.Status.ObservedGeneration = created.Generation
 	setStatus(&created.Status)
-	updated, err := snapshots.UpdateStatus(e.ctx, created, metav1.UpdateOptions{})
+	updated, err := snapshots.UpdateStatus(e.Ctx, created, metav1.UpdateOptions{})
 	if err != nil {
-		e.t.Fatalf("writing the status of SandboxSnapshot %s/%s as OpenSandbox's controller: %v", e.ns, name, err)
+		e.T.Fatalf("writing the status of SandboxSnapshot %s/%s as OpenSandbox's controller: %v", e.NS, name, err)
 	}
 	return updated
 }
@@ -138,23 +139,23 @@ func openSandboxCondition(st *v1alpha1.SandboxSnapshotStatus, conditionType stri
 // switchOver removes the class annotation from snapshot name: it falls to
 // this operator's default class, as every snapshot does once OpenSandbox's
 // controller is off.
-func (e *env) switchOver(name string) {
-	e.t.Helper()
+func switchOver(e *framework.Env, name string) {
+	e.T.Helper()
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{sandbox.ClassAnnotation: nil}}})
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
-	if _, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Patch(e.ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		e.t.Fatalf("removing the class annotation of SandboxSnapshot %s/%s: %v", e.ns, name, err)
+	if _, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Patch(e.Ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		e.T.Fatalf("removing the class annotation of SandboxSnapshot %s/%s: %v", e.NS, name, err)
 	}
 }
 
 // createOpenSandboxCommitJob creates the commit Job of s as OpenSandbox's
 // controller does (buildCommitJob: <name>-commit, labelled with s's name,
 // controlled by s), managed by the test instead of the Job controller.
-func (e *env) createOpenSandboxCommitJob(s *v1alpha1.SandboxSnapshot) *batchv1.Job {
-	e.t.Helper()
-	job := test.MustParse[batchv1.Job](e.t, `
+func createOpenSandboxCommitJob(e *framework.Env, s *v1alpha1.SandboxSnapshot) *batchv1.Job {
+	e.T.Helper()
+	job := test.MustParse[batchv1.Job](e.T, `
 apiVersion: batch/v1
 kind: Job
 metadata:
@@ -179,18 +180,18 @@ spec:
       - name: commit
         image: 127.0.0.1:5000/image-committer:latest
         command: [/usr/local/bin/image-committer]
-`, s.Name, e.ns, sandbox.SnapshotNameLabel, s.UID, jobPlayer)
-	created, err := e.c.Kube.BatchV1().Jobs(e.ns).Create(e.ctx, job, metav1.CreateOptions{})
+`, s.Name, e.NS, sandbox.SnapshotNameLabel, s.UID, jobPlayer)
+	created, err := e.C.Kube.BatchV1().Jobs(e.NS).Create(e.Ctx, job, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatalf("creating Job %s/%s: %v", e.ns, job.Name, err)
+		e.T.Fatalf("creating Job %s/%s: %v", e.NS, job.Name, err)
 	}
 	return created
 }
 
 // completeJob writes job's status as the Job controller does once its pod
 // has succeeded.
-func (e *env) completeJob(job *batchv1.Job) {
-	e.t.Helper()
+func completeJob(e *framework.Env, job *batchv1.Job) {
+	e.T.Helper()
 	now := metav1.Now()
 	job.Status = batchv1.JobStatus{
 		StartTime:      &now,
@@ -201,7 +202,7 @@ func (e *env) completeJob(job *batchv1.Job) {
 			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonCompletionsReached, LastTransitionTime: now},
 		},
 	}
-	if _, err := e.c.Kube.BatchV1().Jobs(e.ns).UpdateStatus(e.ctx, job, metav1.UpdateOptions{}); err != nil {
-		e.t.Fatalf("completing Job %s/%s: %v", e.ns, job.Name, err)
+	if _, err := e.C.Kube.BatchV1().Jobs(e.NS).UpdateStatus(e.Ctx, job, metav1.UpdateOptions{}); err != nil {
+		e.T.Fatalf("completing Job %s/%s: %v", e.NS, job.Name, err)
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/sandboxsnapshot/resources/names"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e/framework"
 )
 
 const (
@@ -66,28 +67,28 @@ func TestOrphanTaskRun(t *testing.T) {
 	// was deleted while no controller ran, its finalizer stripped (as a
 	// forced clean-up does), so nothing cleaned up its TaskRun.
 	t.Run("LeftByDeletedSnapshot", func(t *testing.T) {
-		e := setup(t)
-		t.Cleanup(func() { ensureOneController(t) })
-		e.createSandbox("sb", sandboxOpts{})
-		e.createSnapshot("sb-pause", "sb")
-		old := e.waitSnapshot("sb-pause", "Committing", isPhase(v1alpha1.PhaseCommitting))
+		e := framework.Setup(t)
+		t.Cleanup(func() { framework.EnsureOneController(t) })
+		e.CreateSandbox("sb", framework.SandboxOpts{})
+		e.CreateSnapshot("sb-pause", "sb")
+		old := e.WaitSnapshot("sb-pause", "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
 		name := names.CommitTaskRun(old)
-		orphan := e.waitTaskRun(name, "to exist", nil)
-		e.setTaskRunStatus(name, running)
-		e.setTaskRunStatus(name, succeeded(11, digestsFor(orphan)...))
-		e.waitSnapshot("sb-pause", "Succeed", isPhase(v1alpha1.PhaseSucceed))
+		orphan := e.WaitTaskRun(name, "to exist", nil)
+		e.SetTaskRunStatus(name, framework.Running)
+		e.SetTaskRunStatus(name, framework.Succeeded(11, framework.DigestsFor(orphan)...))
+		e.WaitSnapshot("sb-pause", "Succeed", framework.IsPhase(v1alpha1.PhaseSucceed))
 
-		controller(t, "stop")
-		snaps := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
-		if _, err := snaps.Patch(e.ctx, "sb-pause", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		framework.Controller(t, "stop")
+		snaps := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS)
+		if _, err := snaps.Patch(e.Ctx, "sb-pause", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatalf("removing the finalizers of sb-pause: %v", err)
 		}
-		if err := snaps.Delete(e.ctx, "sb-pause", metav1.DeleteOptions{}); err != nil {
+		if err := snaps.Delete(e.Ctx, "sb-pause", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		e.waitSnapshotGone("sb-pause")
-		e.createSnapshot("sb-pause", "sb")
-		controller(t, "start")
+		e.WaitSnapshotGone("sb-pause")
+		e.CreateSnapshot("sb-pause", "sb")
+		framework.Controller(t, "start")
 
 		checkOrphanReplaced(t, e, "sb-pause", orphan)
 	})
@@ -95,9 +96,9 @@ func TestOrphanTaskRun(t *testing.T) {
 	// An orphan with the snapshot's TaskRun name and labels, but the UID of
 	// a snapshot that never existed here; it has not even started.
 	t.Run("ForeignUID", func(t *testing.T) {
-		e := setup(t)
-		e.createSandbox("sb", sandboxOpts{})
-		probe := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "sb-pause"}}
+		e := framework.Setup(t)
+		e.CreateSandbox("sb", framework.SandboxOpts{})
+		probe := &v1alpha1.SandboxSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: "sb-pause"}}
 		name := names.CommitTaskRun(probe)
 		tr := test.MustParse[pipelinev1.TaskRun](t, `
 apiVersion: tekton.dev/v1
@@ -121,20 +122,20 @@ spec:
 			sandbox.ManagedByLabel, sandbox.ManagedByValue,
 			snapshotUIDLabel, uuid.NewUUID(),
 			sandbox.SnapshotNameLabel,
-			sandbox.SnapshotNamespaceLabel, e.ns,
+			sandbox.SnapshotNamespaceLabel, e.NS,
 			sandbox.SandboxNameLabel,
 			task.Name, task.ParamMode, task.ModeCommit)
-		orphan, err := e.c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Create(e.ctx, tr, metav1.CreateOptions{})
+		orphan, err := e.C.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Create(e.Ctx, tr, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("creating the orphan TaskRun %s: %v", name, err)
 		}
-		cleanup(t, func() {
+		framework.Cleanup(t, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_ = e.c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Delete(ctx, name, metav1.DeleteOptions{
+			_ = e.C.Pipeline.TektonV1().TaskRuns(test.SystemNamespace).Delete(ctx, name, metav1.DeleteOptions{
 				Preconditions: &metav1.Preconditions{UID: &orphan.UID}})
 		})
-		e.createSnapshot("sb-pause", "sb")
+		e.CreateSnapshot("sb-pause", "sb")
 		checkOrphanReplaced(t, e, "sb-pause", orphan)
 	})
 }
@@ -142,9 +143,9 @@ spec:
 // checkOrphanReplaced checks that the snapshot's TaskRun name, held by
 // orphan, is freed (the orphan deleted) and taken by a TaskRun of this
 // snapshot, which then carries the snapshot to Succeed.
-func checkOrphanReplaced(t *testing.T, e *env, snapshot string, orphan *pipelinev1.TaskRun) {
+func checkOrphanReplaced(t *testing.T, e *framework.Env, snapshot string, orphan *pipelinev1.TaskRun) {
 	t.Helper()
-	s, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Get(e.ctx, snapshot, metav1.GetOptions{})
+	s, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Get(e.Ctx, snapshot, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,22 +153,22 @@ func checkOrphanReplaced(t *testing.T, e *env, snapshot string, orphan *pipeline
 		t.Fatalf("the orphan TaskRun carries the new snapshot's UID %s: the test proves nothing", s.UID)
 	}
 	name := orphan.Name
-	tr := e.waitTaskRun(name, "to be recreated for snapshot uid "+string(s.UID), func(tr *pipelinev1.TaskRun) bool {
+	tr := e.WaitTaskRun(name, "to be recreated for snapshot uid "+string(s.UID), func(tr *pipelinev1.TaskRun) bool {
 		return tr.UID != orphan.UID && tr.Labels[snapshotUIDLabel] == string(s.UID)
 	})
-	if n := e.taskRuns.deleted(name); n < 1 {
+	if n := e.TaskRuns.Deleted(name); n < 1 {
 		t.Errorf("TaskRun %s was replaced but no deletion of the orphan was seen", name)
 	}
-	e.setTaskRunStatus(name, running)
-	e.setTaskRunStatus(name, succeeded(13, digestsFor(tr)...))
-	s = e.waitSnapshot(snapshot, "Succeed", isTerminal)
+	e.SetTaskRunStatus(name, framework.Running)
+	e.SetTaskRunStatus(name, framework.Succeeded(13, framework.DigestsFor(tr)...))
+	s = e.WaitSnapshot(snapshot, "Succeed", framework.IsTerminal)
 	if s.Status.Phase != v1alpha1.PhaseSucceed {
-		t.Fatalf("phase %s, want Succeed:\n%s", s.Status.Phase, dump(s.Status))
+		t.Fatalf("phase %s, want Succeed:\n%s", s.Status.Phase, framework.Dump(s.Status))
 	}
-	if c := condition(t, s, v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
+	if c := framework.Condition(t, s, v1alpha1.ConditionReady); c.Status != metav1.ConditionTrue {
 		t.Errorf("Ready = %s/%s (%s), want True", c.Status, c.Reason, c.Message)
 	}
-	want := digestsFor(tr)
+	want := framework.DigestsFor(tr)
 	for i, c := range s.Status.Containers {
 		if i >= len(want) || c.ImageDigest != want[i] {
 			t.Errorf("containers[%d] (%s) imageDigest = %q, want the new TaskRun's %v", i, c.ContainerName, c.ImageDigest, want)
@@ -183,14 +184,14 @@ func checkOrphanReplaced(t *testing.T, e *env, snapshot string, orphan *pipeline
 // snapshots are deleted while their commit runs, others while they wait for
 // another commit of their pod.
 func TestDeleteRightAfterCreate(t *testing.T) {
-	e := setup(t)
+	e := framework.Setup(t)
 	// Deletion waits for a cancelled commit to end; Tekton ends it at once.
-	e.autoCancel()
+	e.AutoCancel()
 	const sandboxes, perSandbox = 8, 3
 	for i := 0; i < sandboxes; i++ {
-		e.createSandbox(fmt.Sprintf("sb-%d", i), sandboxOpts{})
+		e.CreateSandbox(fmt.Sprintf("sb-%d", i), framework.SandboxOpts{})
 	}
-	snaps := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns)
+	snaps := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS)
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -203,24 +204,24 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			s := &v1alpha1.SandboxSnapshot{
-				ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+				ObjectMeta: metav1.ObjectMeta{Namespace: e.NS, Name: name},
 				Spec:       v1alpha1.SandboxSnapshotSpec{SandboxName: fmt.Sprintf("sb-%d", i%sandboxes)},
 			}
-			s, err := snaps.Create(e.ctx, s, metav1.CreateOptions{})
+			s, err := snaps.Create(e.Ctx, s, metav1.CreateOptions{})
 			if err == nil {
 				if i%2 == 0 {
 					time.Sleep(time.Duration(i%6) * 22 * time.Millisecond)
 				} else {
 					// Until the finalizer shows (at most 10 s: if it never
 					// does, the snapshot is deleted anyway).
-					ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
-					_, _ = watchtools.Until(ctx, s.ResourceVersion, e.snapshotLW(name), func(ev watch.Event) (bool, error) {
+					ctx, cancel := context.WithTimeout(e.Ctx, 10*time.Second)
+					_, _ = watchtools.Until(ctx, s.ResourceVersion, e.SnapshotLW(name), func(ev watch.Event) (bool, error) {
 						got, ok := ev.Object.(*v1alpha1.SandboxSnapshot)
 						return ok && slices.Contains(got.Finalizers, finalizerName), nil
 					})
 					cancel()
 				}
-				err = snaps.Delete(e.ctx, name, metav1.DeleteOptions{})
+				err = snaps.Delete(e.Ctx, name, metav1.DeleteOptions{})
 				if apierrs.IsNotFound(err) {
 					err = nil
 				}
@@ -239,14 +240,14 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 	}
 	n := len(created)
 	for _, name := range created {
-		e.waitSnapshotGone(name)
+		e.WaitSnapshotGone(name)
 	}
 
 	// No TaskRun of these snapshots may exist any more, nor appear later.
-	list := func() []string { return test.TaskRunNames(test.TaskRunsOf(e.ctx, t, e.c, e.ns, "")) }
+	list := func() []string { return test.TaskRunNames(test.TaskRunsOf(e.Ctx, t, e.C, e.NS, "")) }
 	var left []string
 	start := time.Now()
-	err := wait.PollUntilContextTimeout(e.ctx, 250*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(e.Ctx, 250*time.Millisecond, framework.Timeout, true, func(context.Context) (bool, error) {
 		left = list()
 		return len(left) == 0, nil
 	})
@@ -255,16 +256,16 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 	}
 	// Absence must last: a controller pass that started from a stale copy of
 	// a deleted snapshot would create its TaskRun now.
-	err = wait.PollUntilContextTimeout(e.ctx, 250*time.Millisecond, 3*time.Second, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(e.Ctx, 250*time.Millisecond, 3*time.Second, true, func(context.Context) (bool, error) {
 		left = list()
 		return len(left) != 0, nil
 	})
 	if err == nil {
-		t.Fatalf("TaskRuns %v appeared after every snapshot of %s was deleted", left, e.ns)
+		t.Fatalf("TaskRuns %v appeared after every snapshot of %s was deleted", left, e.NS)
 	}
-	made := e.taskRuns.created()
+	made := e.TaskRuns.Created()
 	for name, adds := range made {
-		if del := e.taskRuns.deleted(name); del != adds {
+		if del := e.TaskRuns.Deleted(name); del != adds {
 			t.Errorf("TaskRun %s was created %d times and deleted %d times", name, adds, del)
 		}
 	}
@@ -277,21 +278,21 @@ func TestDeleteRightAfterCreate(t *testing.T) {
 // controller) must strand neither a snapshot being deleted (Terminating)
 // nor one being committed (Committing).
 func TestClassSwitchKeepsFinalizedSnapshots(t *testing.T) {
-	e := setup(t)
+	e := framework.Setup(t)
 	// One sandbox each: commits of one pod run one at a time.
-	e.createSandbox("sb-a", sandboxOpts{})
-	e.createSandbox("sb-b", sandboxOpts{})
-	e.createSnapshot("deleted", "sb-a")
-	e.createSnapshot("finished", "sb-b")
+	e.CreateSandbox("sb-a", framework.SandboxOpts{})
+	e.CreateSandbox("sb-b", framework.SandboxOpts{})
+	e.CreateSnapshot("deleted", "sb-a")
+	e.CreateSnapshot("finished", "sb-b")
 	hasFinalizer := func(s *v1alpha1.SandboxSnapshot) bool {
 		return s.Status.Phase == v1alpha1.PhaseCommitting && slices.Contains(s.Finalizers, finalizerName)
 	}
-	deleted := e.waitSnapshot("deleted", "Committing with the finalizer", hasFinalizer)
-	finished := e.waitSnapshot("finished", "Committing with the finalizer", hasFinalizer)
-	deletedTR := e.waitTaskRun(names.CommitTaskRun(deleted), "to exist", nil)
-	finishedTR := e.waitTaskRun(names.CommitTaskRun(finished), "to exist", nil)
-	e.setTaskRunStatus(deletedTR.Name, running)
-	e.setTaskRunStatus(finishedTR.Name, running)
+	deleted := e.WaitSnapshot("deleted", "Committing with the finalizer", hasFinalizer)
+	finished := e.WaitSnapshot("finished", "Committing with the finalizer", hasFinalizer)
+	deletedTR := e.WaitTaskRun(names.CommitTaskRun(deleted), "to exist", nil)
+	finishedTR := e.WaitTaskRun(names.CommitTaskRun(finished), "to exist", nil)
+	e.SetTaskRunStatus(deletedTR.Name, framework.Running)
+	e.SetTaskRunStatus(finishedTR.Name, framework.Running)
 
 	// Registered before the patch, so it runs after the restore: later
 	// tests' snapshots must not be created while the switch still applies.
@@ -310,45 +311,45 @@ func TestClassSwitchKeepsFinalizedSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A snapshot made now, without the class annotation, is OpenSandbox's.
-	e.createSnapshot("theirs", "sb-a")
+	e.CreateSnapshot("theirs", "sb-a")
 
 	// Deleting a finalized snapshot still runs the whole finalizer: the
 	// commit is cancelled, the sandbox thawed, both TaskRuns removed.
-	if err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Delete(e.ctx, "deleted", metav1.DeleteOptions{}); err != nil {
+	if err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Delete(e.Ctx, "deleted", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitTaskRun(deletedTR.Name, "to be cancelled", func(tr *pipelinev1.TaskRun) bool {
+	e.WaitTaskRun(deletedTR.Name, "to be cancelled", func(tr *pipelinev1.TaskRun) bool {
 		return tr.Spec.Status == pipelinev1.TaskRunSpecStatusCancelled
 	})
 	// Play Tekton: the cancelled pod's commit step was still running.
-	e.setTaskRunStatus(deletedTR.Name, cancelledMidCommit)
-	unpause := e.waitTaskRun(names.UnpauseTaskRun(deleted), "to exist", nil)
-	e.setTaskRunStatus(unpause.Name, succeeded(0))
-	e.waitSnapshotGone("deleted")
-	e.waitTaskRunGone(deletedTR.Name)
-	e.waitTaskRunGone(unpause.Name)
+	e.SetTaskRunStatus(deletedTR.Name, framework.CancelledMidCommit)
+	unpause := e.WaitTaskRun(names.UnpauseTaskRun(deleted), "to exist", nil)
+	e.SetTaskRunStatus(unpause.Name, framework.Succeeded(0))
+	e.WaitSnapshotGone("deleted")
+	e.WaitTaskRunGone(deletedTR.Name)
+	e.WaitTaskRunGone(unpause.Name)
 
 	// A finalized snapshot's commit is still mirrored to the end.
-	e.setTaskRunStatus(finishedTR.Name, succeeded(17, digestsFor(finishedTR)...))
-	s := e.waitSnapshot("finished", "Succeed", isTerminal)
+	e.SetTaskRunStatus(finishedTR.Name, framework.Succeeded(17, framework.DigestsFor(finishedTR)...))
+	s := e.WaitSnapshot("finished", "Succeed", framework.IsTerminal)
 	if s.Status.Phase != v1alpha1.PhaseSucceed {
-		t.Errorf("finished: phase %s, want Succeed:\n%s", s.Status.Phase, dump(s.Status))
+		t.Errorf("finished: phase %s, want Succeed:\n%s", s.Status.Phase, framework.Dump(s.Status))
 	}
 
-	theirs, err := e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns).Get(e.ctx, "theirs", metav1.GetOptions{})
+	theirs, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Get(e.Ctx, "theirs", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(theirs.Finalizers) != 0 || theirs.Status.Phase != "" || len(e.taskRunsOf("theirs")) != 0 {
+	if len(theirs.Finalizers) != 0 || theirs.Status.Phase != "" || len(e.TaskRunsOf("theirs")) != 0 {
 		t.Errorf("a snapshot of class opensandbox was handled: finalizers %v, phase %q, TaskRuns %v",
-			theirs.Finalizers, theirs.Status.Phase, test.TaskRunNames(e.taskRunsOf("theirs")))
+			theirs.Finalizers, theirs.Status.Phase, test.TaskRunNames(e.TaskRunsOf("theirs")))
 	}
 }
 
 // logOffsets returns the current sizes of the local controllers' logs.
 func logOffsets() map[string]int64 {
 	out := map[string]int64{}
-	files, _ := filepath.Glob(filepath.Join(repoRoot, "_output", "cluster", "logs", "controller-*.log"))
+	files, _ := filepath.Glob(filepath.Join(framework.RepoRoot(), "_output", "cluster", "logs", "controller-*.log"))
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {
 			out[f] = fi.Size()
@@ -362,8 +363,8 @@ func logOffsets() map[string]int64 {
 func waitConfigLoaded(t *testing.T, offsets map[string]int64, want string) error {
 	t.Helper()
 	start := time.Now()
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		files, _ := filepath.Glob(filepath.Join(repoRoot, "_output", "cluster", "logs", "controller-*.log"))
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, framework.Timeout, true, func(context.Context) (bool, error) {
+		files, _ := filepath.Glob(filepath.Join(framework.RepoRoot(), "_output", "cluster", "logs", "controller-*.log"))
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err != nil || int64(len(b)) < offsets[f] {
@@ -378,7 +379,7 @@ func waitConfigLoaded(t *testing.T, offsets map[string]int64, want string) error
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("no controller logged loading config-snapshot with %s within %v", want, timeout)
+		return fmt.Errorf("no controller logged loading config-snapshot with %s within %v", want, framework.Timeout)
 	}
 	t.Logf("a controller loaded config-snapshot with %s after %v", want, time.Since(start).Round(time.Millisecond))
 	return nil
@@ -389,7 +390,7 @@ func waitConfigLoaded(t *testing.T, offsets map[string]int64, want string) error
 // of the scheduler or the kubelet, within seconds. The statuses are the ones
 // Tekton writes for such a pod (pkg/pod/status.go, getWaitingMessage).
 func TestCommitPodCannotStart(t *testing.T) {
-	e := setup(t)
+	e := framework.Setup(t)
 	for i, tc := range []struct {
 		name    string
 		reason  string
@@ -411,11 +412,11 @@ func TestCommitPodCannotStart(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			sb, snap := fmt.Sprintf("sb-%d", i), fmt.Sprintf("stuck-%d", i)
-			e.createSandbox(sb, sandboxOpts{})
-			e.createSnapshot(snap, sb)
-			s := e.waitSnapshot(snap, "Committing", isPhase(v1alpha1.PhaseCommitting))
-			tr := e.waitTaskRun(names.CommitTaskRun(s), "to exist", nil)
-			e.setTaskRunStatus(tr.Name, func(tr *pipelinev1.TaskRun) {
+			e.CreateSandbox(sb, framework.SandboxOpts{})
+			e.CreateSnapshot(snap, sb)
+			s := e.WaitSnapshot(snap, "Committing", framework.IsPhase(v1alpha1.PhaseCommitting))
+			tr := e.WaitTaskRun(names.CommitTaskRun(s), "to exist", nil)
+			e.SetTaskRunStatus(tr.Name, func(tr *pipelinev1.TaskRun) {
 				now := metav1.Now()
 				tr.Status.StartTime = &now
 				tr.Status.PodName = tr.Name + "-pod"
@@ -423,29 +424,29 @@ func TestCommitPodCannotStart(t *testing.T) {
 					Reason: tc.reason, Message: tc.message})
 			})
 			var last *v1alpha1.SandboxSnapshot
-			test.Until(e.ctx, t, 10*time.Second, snap+"'s Ready condition to say why its commit pod cannot start",
-				&v1alpha1.SandboxSnapshot{}, e.snapshotLW(snap), nil, func(ev watch.Event) (bool, error) {
+			test.Until(e.Ctx, t, 10*time.Second, snap+"'s Ready condition to say why its commit pod cannot start",
+				&v1alpha1.SandboxSnapshot{}, e.SnapshotLW(snap), nil, func(ev watch.Event) (bool, error) {
 					if ev.Type == watch.Deleted {
 						return false, fmt.Errorf("%s was deleted", snap)
 					}
 					last = ev.Object.(*v1alpha1.SandboxSnapshot)
 					r := last.Status.GetCondition(v1alpha1.ConditionReady)
 					return r != nil && strings.Contains(r.Message, tc.why), nil
-				}, func() string { return dump(last) })
-			r := condition(t, last, v1alpha1.ConditionReady)
+				}, func() string { return framework.Dump(last) })
+			r := framework.Condition(t, last, v1alpha1.ConditionReady)
 			if last.Status.Phase != v1alpha1.PhaseCommitting || r.Status != metav1.ConditionFalse {
 				t.Errorf("phase %s, Ready %s, want Committing and False while the pod cannot start", last.Status.Phase, r.Status)
 			}
 			t.Logf("Ready: %s: %s", r.Reason, r.Message)
 
 			// Once the pod runs and the commit ends, the snapshot goes on.
-			e.setTaskRunStatus(tr.Name, running)
-			e.setTaskRunStatus(tr.Name, succeeded(19, digestsFor(tr)...))
-			s = e.waitSnapshot(snap, "Succeed", isTerminal)
+			e.SetTaskRunStatus(tr.Name, framework.Running)
+			e.SetTaskRunStatus(tr.Name, framework.Succeeded(19, framework.DigestsFor(tr)...))
+			s = e.WaitSnapshot(snap, "Succeed", framework.IsTerminal)
 			if s.Status.Phase != v1alpha1.PhaseSucceed {
-				t.Errorf("phase %s, want Succeed:\n%s", s.Status.Phase, dump(s.Status))
+				t.Errorf("phase %s, want Succeed:\n%s", s.Status.Phase, framework.Dump(s.Status))
 			}
-			if r := condition(t, s, v1alpha1.ConditionReady); strings.Contains(r.Message, tc.why) {
+			if r := framework.Condition(t, s, v1alpha1.ConditionReady); strings.Contains(r.Message, tc.why) {
 				t.Errorf("Ready still says %q after the commit succeeded", r.Message)
 			}
 		})

@@ -1,5 +1,3 @@
-//go:build e2e
-
 /*
 Copyright 2026 The OpenSandbox Authors.
 
@@ -16,7 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package e2e
+// Package framework holds what the control-plane e2e tests (test/e2e) share:
+// a test's namespace and fake node (Env), sandboxes and snapshots in it, the
+// TaskRun statuses the tests write in place of Tekton, and the local
+// controller's processes. Package test holds what the node e2e shares too.
+package framework
 
 import (
 	"context"
@@ -50,46 +52,52 @@ import (
 )
 
 const (
-	// controllerSA is the controller's identity.
-	controllerSA = "system:serviceaccount:" + test.SystemNamespace + ":sandbox-snapshot-controller"
-	// e2eLabel marks what the tests create, for cleanup.
-	e2eLabel = "e2e.sandbox.opensandbox.io/test"
-	// timeout bounds each wait for the controller.
-	timeout = 60 * time.Second
-	// takeoverTimeout bounds a wait that spans a leader Lease expiring
+	// ControllerSA is the controller's identity.
+	ControllerSA = "system:serviceaccount:" + test.SystemNamespace + ":sandbox-snapshot-controller"
+	// E2ELabel marks what the tests create, for cleanup.
+	E2ELabel = "e2e.sandbox.opensandbox.io/test"
+	// Timeout bounds each wait for the controller.
+	Timeout = 60 * time.Second
+	// TakeoverTimeout bounds a wait that spans a leader Lease expiring
 	// (test/e2e.sh shortens lease-duration to 15s).
-	takeoverTimeout = 120 * time.Second
+	TakeoverTimeout = 120 * time.Second
 )
 
 var (
 	metav1GetOptions = metav1.GetOptions{}
-	snapshotGVR      = v1alpha1.SchemeGroupVersion.WithResource("sandboxsnapshots")
+	// SnapshotGVR is the SandboxSnapshot resource, for dynamic clients.
+	SnapshotGVR = v1alpha1.SchemeGroupVersion.WithResource("sandboxsnapshots")
 )
 
-// env is one test's world: its namespace, a fake node, and a recorder of the
+// Env is one test's world: its namespace, a fake node, and a recorder of the
 // TaskRuns made for snapshots of that namespace.
-type env struct {
-	t        *testing.T
-	ctx      context.Context
-	c        *test.Clients
-	ns       string
-	node     string
-	taskRuns *taskRunRecorder
+type Env struct {
+	// T is the test.
+	T *testing.T
+	// Ctx ends with the test.
+	Ctx context.Context
+	// C are the admin clients (Clients).
+	C *test.Clients
+	// NS is the test's namespace.
+	NS   string
+	node string
+	// TaskRuns records the TaskRuns of the namespace's snapshots.
+	TaskRuns *TaskRunRecorder
 }
 
-// setup makes a namespace for the test (removed at the end, and on interrupt)
+// Setup makes a namespace for the test (removed at the end, and on interrupt)
 // and starts recording the TaskRuns of its snapshots.
-func setup(t *testing.T) *env {
+func Setup(t *testing.T) *Env {
 	t.Helper()
-	return setupNamespace(t, helpers.ObjectNameForTest(t))
+	return SetupNamespace(t, helpers.ObjectNameForTest(t))
 }
 
-// setupNamespace is setup with a given namespace name.
-func setupNamespace(t *testing.T, namespace string) *env {
+// SetupNamespace is Setup with a given namespace name.
+func SetupNamespace(t *testing.T, namespace string) *Env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	e := &env{t: t, ctx: ctx, c: clients, ns: namespace}
+	e := &Env{T: t, Ctx: ctx, C: clients, NS: namespace}
 
 	ns := test.MustParse[corev1.Namespace](t, `
 apiVersion: v1
@@ -98,29 +106,29 @@ metadata:
   name: %s
   labels:
     %s: %q
-`, e.ns, e2eLabel, "true")
-	if _, err := e.c.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating namespace %s: %v", e.ns, err)
+`, e.NS, E2ELabel, "true")
+	if _, err := e.C.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating namespace %s: %v", e.NS, err)
 	}
-	t.Logf("namespace %s", e.ns)
-	cleanup(t, func() { e.deleteNamespace() })
+	t.Logf("namespace %s", e.NS)
+	Cleanup(t, func() { e.deleteNamespace() })
 
-	e.taskRuns = recordTaskRuns(t, ctx, e.c, e.ns)
+	e.TaskRuns = recordTaskRuns(t, ctx, e.C, e.NS)
 	return e
 }
 
 // deleteNamespace removes the test namespace. Its snapshots' TaskRuns live in
 // the system namespace: the controller's finalizer removes them (deleting
 // them here first would race with it and fail the snapshots instead).
-func (e *env) deleteNamespace() {
+func (e *Env) deleteNamespace() {
 	if os.Getenv("E2E_KEEP_NAMESPACES") != "" {
-		e.t.Logf("E2E_KEEP_NAMESPACES is set: keeping namespace %s", e.ns)
+		e.T.Logf("E2E_KEEP_NAMESPACES is set: keeping namespace %s", e.NS)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := e.c.Kube.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{}); err != nil && !apierrs.IsNotFound(err) {
-		e.t.Logf("deleting namespace %s: %v", e.ns, err)
+	if err := e.C.Kube.CoreV1().Namespaces().Delete(ctx, e.NS, metav1.DeleteOptions{}); err != nil && !apierrs.IsNotFound(err) {
+		e.T.Logf("deleting namespace %s: %v", e.NS, err)
 	}
 }
 
@@ -129,13 +137,13 @@ func (e *env) deleteNamespace() {
 // ensureNode creates the fake node the test's sandbox pods are bound to. No
 // kubelet runs in control-plane mode; the node only has to exist, for the
 // pod garbage collector and for node affinity to name it.
-func (e *env) ensureNode() string {
-	e.t.Helper()
+func (e *Env) ensureNode() string {
+	e.T.Helper()
 	if e.node != "" {
 		return e.node
 	}
-	name := "node-" + e.ns
-	node := test.MustParse[corev1.Node](e.t, `
+	name := "node-" + e.NS
+	node := test.MustParse[corev1.Node](e.T, `
 apiVersion: v1
 kind: Node
 metadata:
@@ -143,43 +151,44 @@ metadata:
   labels:
     kubernetes.io/hostname: %[1]s
     %s: %q
-`, name, e2eLabel, "true")
-	if _, err := e.c.Kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{}); err != nil {
-		e.t.Fatalf("creating node %s: %v", name, err)
+`, name, E2ELabel, "true")
+	if _, err := e.C.Kube.CoreV1().Nodes().Create(e.Ctx, node, metav1.CreateOptions{}); err != nil {
+		e.T.Fatalf("creating node %s: %v", name, err)
 	}
-	cleanup(e.t, func() {
+	Cleanup(e.T, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = e.c.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+		_ = e.C.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 	})
 	e.node = name
 	return name
 }
 
-// sandboxOpts shape a BatchSandbox and its pod.
-type sandboxOpts struct {
-	containers []string
-	// pending leaves the pod Pending (not bound to a node, no Running status).
-	pending bool
+// SandboxOpts shape a BatchSandbox and its pod.
+type SandboxOpts struct {
+	// Containers names the pod's containers (default app and sidecar).
+	Containers []string
+	// Pending leaves the pod Pending (not bound to a node, no Running status).
+	Pending bool
 }
 
-// createSandbox creates a BatchSandbox as OpenSandbox does (its pod named in
+// CreateSandbox creates a BatchSandbox as OpenSandbox does (its pod named in
 // the alloc-status annotation) and its pod <name>-0, bound to the fake node
 // and reported Running, as a kubelet would.
-func (e *env) createSandbox(name string, opts sandboxOpts) *corev1.Pod {
-	e.t.Helper()
-	if len(opts.containers) == 0 {
-		opts.containers = []string{"app", "sidecar"}
+func (e *Env) CreateSandbox(name string, opts SandboxOpts) *corev1.Pod {
+	e.T.Helper()
+	if len(opts.Containers) == 0 {
+		opts.Containers = []string{"app", "sidecar"}
 	}
 	var containers strings.Builder
-	for _, c := range opts.containers {
+	for _, c := range opts.Containers {
 		fmt.Fprintf(&containers, "- name: %s\n  image: 127.0.0.1:5000/busybox:latest\n  command: [sleep, infinity]\n", c)
 	}
 	nodeName := ""
-	if !opts.pending {
+	if !opts.Pending {
 		nodeName = e.ensureNode()
 	}
-	spec := test.MustParse[corev1.PodSpec](e.t, `
+	spec := test.MustParse[corev1.PodSpec](e.T, `
 nodeName: %q
 automountServiceAccountToken: false
 terminationGracePeriodSeconds: 0
@@ -190,8 +199,8 @@ tolerations:
 containers:
 %s`, nodeName, containers.String())
 	e.waitForDefaultServiceAccount()
-	created := test.CreateSandbox(e.ctx, e.t, e.c, e.ns, name, *spec)
-	if opts.pending {
+	created := test.CreateSandbox(e.Ctx, e.T, e.C, e.NS, name, *spec)
+	if opts.Pending {
 		return created
 	}
 	now := metav1.Now()
@@ -205,67 +214,67 @@ containers:
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
 		},
 	}
-	for _, c := range opts.containers {
-		sum := sha256.Sum256([]byte(e.ns + "/" + name + "/" + c))
+	for _, c := range opts.Containers {
+		sum := sha256.Sum256([]byte(e.NS + "/" + name + "/" + c))
 		created.Status.ContainerStatuses = append(created.Status.ContainerStatuses, corev1.ContainerStatus{
 			Name: c, Ready: true, Image: "127.0.0.1:5000/busybox:latest", ImageID: "sha256:" + hex.EncodeToString(sum[:]),
 			ContainerID: "containerd://" + hex.EncodeToString(sum[:]),
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
 		})
 	}
-	running, err := e.c.Kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, created, metav1.UpdateOptions{})
+	running, err := e.C.Kube.CoreV1().Pods(e.NS).UpdateStatus(e.Ctx, created, metav1.UpdateOptions{})
 	if err != nil {
-		e.t.Fatalf("marking pod %s Running: %v", created.Name, err)
+		e.T.Fatalf("marking pod %s Running: %v", created.Name, err)
 	}
 	return running
 }
 
 // waitForDefaultServiceAccount waits for the namespace's default
 // ServiceAccount: pods are refused until kube-controller-manager made it.
-func (e *env) waitForDefaultServiceAccount() {
-	e.t.Helper()
-	test.Until(e.ctx, e.t, timeout, "the default ServiceAccount of "+e.ns, &corev1.ServiceAccount{},
-		test.ListWatch(e.c.Kube.CoreV1().ServiceAccounts(e.ns), test.Named("default")),
+func (e *Env) waitForDefaultServiceAccount() {
+	e.T.Helper()
+	test.Until(e.Ctx, e.T, Timeout, "the default ServiceAccount of "+e.NS, &corev1.ServiceAccount{},
+		test.ListWatch(e.C.Kube.CoreV1().ServiceAccounts(e.NS), test.Named("default")),
 		nil, func(ev watch.Event) (bool, error) { return ev.Type != watch.Deleted, nil })
 }
 
 // ------------------------------------------------------------------ snapshots
 
-// createSnapshot creates a SandboxSnapshot of a sandbox.
-func (e *env) createSnapshot(name, sandboxName string) *v1alpha1.SandboxSnapshot {
-	e.t.Helper()
-	return test.CreateSnapshot(e.ctx, e.t, e.c, e.ns, name, sandboxName)
+// CreateSnapshot creates a SandboxSnapshot of a sandbox.
+func (e *Env) CreateSnapshot(name, sandboxName string) *v1alpha1.SandboxSnapshot {
+	e.T.Helper()
+	return test.CreateSnapshot(e.Ctx, e.T, e.C, e.NS, name, sandboxName)
 }
 
-// snapshotLW lists and watches one snapshot, or all of the namespace when name is empty.
-func (e *env) snapshotLW(name string) cache.ListerWatcher {
-	return test.ListWatch(e.c.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.ns), test.Named(name))
+// SnapshotLW lists and watches one snapshot, or all of the namespace when name is empty.
+func (e *Env) SnapshotLW(name string) cache.ListerWatcher {
+	return test.ListWatch(e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS), test.Named(name))
 }
 
-// waitSnapshot watches a snapshot until cond holds and returns it.
-func (e *env) waitSnapshot(name, what string, cond func(*v1alpha1.SandboxSnapshot) bool) *v1alpha1.SandboxSnapshot {
-	e.t.Helper()
+// WaitSnapshot watches a snapshot until cond holds and returns it.
+func (e *Env) WaitSnapshot(name, what string, cond func(*v1alpha1.SandboxSnapshot) bool) *v1alpha1.SandboxSnapshot {
+	e.T.Helper()
 	var last *v1alpha1.SandboxSnapshot
-	ev := test.Until(e.ctx, e.t, timeout, fmt.Sprintf("SandboxSnapshot %s/%s %s", e.ns, name, what), &v1alpha1.SandboxSnapshot{},
-		e.snapshotLW(name), nil, func(ev watch.Event) (bool, error) {
+	ev := test.Until(e.Ctx, e.T, Timeout, fmt.Sprintf("SandboxSnapshot %s/%s %s", e.NS, name, what), &v1alpha1.SandboxSnapshot{},
+		e.SnapshotLW(name), nil, func(ev watch.Event) (bool, error) {
 			if ev.Type == watch.Deleted {
-				return false, fmt.Errorf("SandboxSnapshot %s/%s was deleted", e.ns, name)
+				return false, fmt.Errorf("SandboxSnapshot %s/%s was deleted", e.NS, name)
 			}
 			last = ev.Object.(*v1alpha1.SandboxSnapshot)
 			return cond(last), nil
-		}, func() string { return dump(last) })
+		}, func() string { return Dump(last) })
 	return ev.Object.(*v1alpha1.SandboxSnapshot)
 }
 
-// waitSnapshotGone waits until a snapshot no longer exists.
-func (e *env) waitSnapshotGone(name string) {
-	e.t.Helper()
-	test.WaitForSnapshotGone(e.ctx, e.t, e.c, e.ns, name, timeout)
+// WaitSnapshotGone waits until a snapshot no longer exists.
+func (e *Env) WaitSnapshotGone(name string) {
+	e.T.Helper()
+	test.WaitForSnapshotGone(e.Ctx, e.T, e.C, e.NS, name, Timeout)
 }
 
-// waitAllTerminal waits until the namespace holds want snapshots, all Succeed or Failed.
-func (e *env) waitAllTerminal(want int, within time.Duration) []*v1alpha1.SandboxSnapshot {
-	e.t.Helper()
+// WaitAllTerminal waits until the namespace holds want snapshots, all Succeed or Failed.
+func (e *Env) WaitAllTerminal(want int, within time.Duration) []*v1alpha1.SandboxSnapshot {
+	e.T.Helper()
 	var store cache.Store
 	describe := func() string {
 		var b strings.Builder
@@ -290,7 +299,7 @@ func (e *env) waitAllTerminal(want int, within time.Duration) []*v1alpha1.Sandbo
 		}
 		return true, nil
 	}
-	test.Until(e.ctx, e.t, within, fmt.Sprintf("%d snapshots in %s to end", want, e.ns), &v1alpha1.SandboxSnapshot{}, e.snapshotLW(""),
+	test.Until(e.Ctx, e.T, within, fmt.Sprintf("%d snapshots in %s to end", want, e.NS), &v1alpha1.SandboxSnapshot{}, e.SnapshotLW(""),
 		allDone, func(watch.Event) (bool, error) { return allDone(store) }, describe)
 	out := make([]*v1alpha1.SandboxSnapshot, 0, want)
 	for _, o := range store.List() {
@@ -299,13 +308,16 @@ func (e *env) waitAllTerminal(want int, within time.Duration) []*v1alpha1.Sandbo
 	return out
 }
 
-func isPhase(p v1alpha1.SandboxSnapshotPhase) func(*v1alpha1.SandboxSnapshot) bool {
+// IsPhase is a WaitSnapshot condition: the snapshot is in phase p.
+func IsPhase(p v1alpha1.SandboxSnapshotPhase) func(*v1alpha1.SandboxSnapshot) bool {
 	return func(s *v1alpha1.SandboxSnapshot) bool { return s.Status.Phase == p }
 }
 
-func isTerminal(s *v1alpha1.SandboxSnapshot) bool { return s.Status.IsTerminal() }
+// IsTerminal is a WaitSnapshot condition: the snapshot is Succeed or Failed.
+func IsTerminal(s *v1alpha1.SandboxSnapshot) bool { return s.Status.IsTerminal() }
 
-func dump(obj any) string {
+// Dump renders obj as YAML for a failure message.
+func Dump(obj any) string {
 	if obj == nil {
 		return "(nothing)"
 	}
@@ -318,9 +330,9 @@ func dump(obj any) string {
 
 // ------------------------------------------------------------------- TaskRuns
 
-// taskRunRecorder watches the TaskRuns made for one namespace's snapshots
+// TaskRunRecorder watches the TaskRuns made for one namespace's snapshots
 // (they live in the system namespace) and counts how often each is created.
-type taskRunRecorder struct {
+type TaskRunRecorder struct {
 	informer cache.SharedIndexInformer
 	mu       sync.Mutex
 	adds     map[string]int
@@ -329,10 +341,10 @@ type taskRunRecorder struct {
 	cancelled map[string]bool
 }
 
-func recordTaskRuns(t *testing.T, ctx context.Context, c *test.Clients, ns string) *taskRunRecorder {
+func recordTaskRuns(t *testing.T, ctx context.Context, c *test.Clients, ns string) *TaskRunRecorder {
 	t.Helper()
 	sel := test.TaskRunSelector(ns, "")
-	r := &taskRunRecorder{adds: map[string]int{}, deletes: map[string]int{}, cancelled: map[string]bool{}}
+	r := &TaskRunRecorder{adds: map[string]int{}, deletes: map[string]int{}, cancelled: map[string]bool{}}
 	r.informer = cache.NewSharedIndexInformer(
 		test.ListWatch(c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace), metav1.ListOptions{LabelSelector: sel}),
 		&pipelinev1.TaskRun{}, 0, cache.Indexers{})
@@ -373,8 +385,8 @@ func recordTaskRuns(t *testing.T, ctx context.Context, c *test.Clients, ns strin
 	return r
 }
 
-// created returns how many times each TaskRun was created.
-func (r *taskRunRecorder) created() map[string]int {
+// Created returns how many times each TaskRun was created.
+func (r *TaskRunRecorder) Created() map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := make(map[string]int, len(r.adds))
@@ -384,57 +396,59 @@ func (r *taskRunRecorder) created() map[string]int {
 	return out
 }
 
-func (r *taskRunRecorder) deleted(name string) int {
+// Deleted returns how many times the TaskRun name was deleted.
+func (r *TaskRunRecorder) Deleted(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.deletes[name]
 }
 
-func (r *taskRunRecorder) wasCancelled(name string) bool {
+// WasCancelled reports whether the TaskRun name was seen with spec.status TaskRunCancelled.
+func (r *TaskRunRecorder) WasCancelled(name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cancelled[name]
 }
 
-// taskRunsOf lists the TaskRuns labelled with a snapshot's name and namespace.
-func (e *env) taskRunsOf(snapshot string) []pipelinev1.TaskRun {
-	e.t.Helper()
-	return test.TaskRunsOf(e.ctx, e.t, e.c, e.ns, snapshot)
+// TaskRunsOf lists the TaskRuns labelled with a snapshot's name and namespace.
+func (e *Env) TaskRunsOf(snapshot string) []pipelinev1.TaskRun {
+	e.T.Helper()
+	return test.TaskRunsOf(e.Ctx, e.T, e.C, e.NS, snapshot)
 }
 
 // taskRunLW lists and watches one TaskRun of the system namespace.
-func (e *env) taskRunLW(name string) cache.ListerWatcher {
-	return test.ListWatch(e.c.Pipeline.TektonV1().TaskRuns(test.SystemNamespace), test.Named(name))
+func (e *Env) taskRunLW(name string) cache.ListerWatcher {
+	return test.ListWatch(e.C.Pipeline.TektonV1().TaskRuns(test.SystemNamespace), test.Named(name))
 }
 
-// waitTaskRun waits for a TaskRun to exist (and cond to hold) and returns it.
-func (e *env) waitTaskRun(name, what string, cond func(*pipelinev1.TaskRun) bool) *pipelinev1.TaskRun {
-	e.t.Helper()
+// WaitTaskRun waits for a TaskRun to exist (and cond to hold) and returns it.
+func (e *Env) WaitTaskRun(name, what string, cond func(*pipelinev1.TaskRun) bool) *pipelinev1.TaskRun {
+	e.T.Helper()
 	var last *pipelinev1.TaskRun
-	ev := test.Until(e.ctx, e.t, timeout, "TaskRun "+name+" "+what, &pipelinev1.TaskRun{}, e.taskRunLW(name), nil,
+	ev := test.Until(e.Ctx, e.T, Timeout, "TaskRun "+name+" "+what, &pipelinev1.TaskRun{}, e.taskRunLW(name), nil,
 		func(ev watch.Event) (bool, error) {
 			if ev.Type == watch.Deleted {
 				return false, nil
 			}
 			last = ev.Object.(*pipelinev1.TaskRun)
 			return cond == nil || cond(last), nil
-		}, func() string { return dump(last) })
+		}, func() string { return Dump(last) })
 	return ev.Object.(*pipelinev1.TaskRun)
 }
 
-// waitTaskRunGone waits until a TaskRun no longer exists.
-func (e *env) waitTaskRunGone(name string) {
-	e.t.Helper()
+// WaitTaskRunGone waits until a TaskRun no longer exists.
+func (e *Env) WaitTaskRunGone(name string) {
+	e.T.Helper()
 	key := test.SystemNamespace + "/" + name
-	test.UntilGone(e.ctx, e.t, timeout, "TaskRun "+key+" to be deleted", &pipelinev1.TaskRun{}, e.taskRunLW(name), key)
+	test.UntilGone(e.Ctx, e.T, Timeout, "TaskRun "+key+" to be deleted", &pipelinev1.TaskRun{}, e.taskRunLW(name), key)
 }
 
-// setTaskRunStatus plays Tekton: it writes a TaskRun's status.
-func (e *env) setTaskRunStatus(name string, mutate func(*pipelinev1.TaskRun)) *pipelinev1.TaskRun {
-	e.t.Helper()
-	tr, err := setTaskRunStatus(e.ctx, e.c, name, mutate)
+// SetTaskRunStatus plays Tekton: it writes a TaskRun's status.
+func (e *Env) SetTaskRunStatus(name string, mutate func(*pipelinev1.TaskRun)) *pipelinev1.TaskRun {
+	e.T.Helper()
+	tr, err := setTaskRunStatus(e.Ctx, e.C, name, mutate)
 	if err != nil {
-		e.t.Fatalf("writing the status of TaskRun %s: %v", name, err)
+		e.T.Fatalf("writing the status of TaskRun %s: %v", name, err)
 	}
 	return tr
 }
@@ -454,8 +468,8 @@ func setTaskRunStatus(ctx context.Context, c *test.Clients, name string, mutate 
 	return out, err
 }
 
-// running is the status Tekton writes once the commit step runs.
-func running(tr *pipelinev1.TaskRun) {
+// Running is the status Tekton writes once the commit step runs.
+func Running(tr *pipelinev1.TaskRun) {
 	now := metav1.Now()
 	tr.Status.StartTime = &now
 	tr.Status.PodName = tr.Name + "-pod"
@@ -465,9 +479,9 @@ func running(tr *pipelinev1.TaskRun) {
 		ContainerState: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}
 }
 
-// succeeded is the status of a commit that pushed one image per container,
+// Succeeded is the status of a commit that pushed one image per container,
 // with the results the committer writes.
-func succeeded(pauseMS int64, digests ...string) func(*pipelinev1.TaskRun) {
+func Succeeded(pauseMS int64, digests ...string) func(*pipelinev1.TaskRun) {
 	return func(tr *pipelinev1.TaskRun) {
 		now := metav1.Now()
 		if tr.Status.StartTime == nil {
@@ -489,15 +503,15 @@ func succeeded(pauseMS int64, digests ...string) func(*pipelinev1.TaskRun) {
 	}
 }
 
-// cancelledMidCommit is the status Tekton writes for a TaskRun cancelled
+// CancelledMidCommit is the status Tekton writes for a TaskRun cancelled
 // while its commit step ran: the step, whose container exists (it has an
 // image ID), ends with the TaskRun's reason.
-var cancelledMidCommit = failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled: SandboxSnapshot deleted",
+var CancelledMidCommit = Failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled: SandboxSnapshot deleted",
 	pipelinev1.StepState{Name: task.StepCommit, Container: "step-commit", ImageID: "127.0.0.1:5000/committer@sha256:0123",
 		ContainerState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: pipelinev1.TaskRunReasonCancelled.String()}}})
 
-// failed is the status of a TaskRun that failed with reason, e.g. TaskRunTimeout.
-func failed(reason pipelinev1.TaskRunReason, message string, steps ...pipelinev1.StepState) func(*pipelinev1.TaskRun) {
+// Failed is the status of a TaskRun that failed with reason, e.g. TaskRunTimeout.
+func Failed(reason pipelinev1.TaskRunReason, message string, steps ...pipelinev1.StepState) func(*pipelinev1.TaskRun) {
 	return func(tr *pipelinev1.TaskRun) {
 		now := metav1.Now()
 		tr.Status.CompletionTime = &now
@@ -507,8 +521,8 @@ func failed(reason pipelinev1.TaskRunReason, message string, steps ...pipelinev1
 	}
 }
 
-// digestsFor makes one well-formed digest per container of a commit TaskRun.
-func digestsFor(tr *pipelinev1.TaskRun) []string {
+// DigestsFor makes one well-formed digest per container of a commit TaskRun.
+func DigestsFor(tr *pipelinev1.TaskRun) []string {
 	var out []string
 	for _, p := range tr.Spec.Params {
 		if p.Name == task.ParamContainers {
@@ -521,46 +535,46 @@ func digestsFor(tr *pipelinev1.TaskRun) []string {
 	return out
 }
 
-// ownStatusFields reports whether the installed SandboxSnapshot CRD keeps
+// OwnStatusFields reports whether the installed SandboxSnapshot CRD keeps
 // the operator's own status fields (taskRunRef, thaw, ...). OpenSandbox's
 // CRD (SNAPSHOT_CRDS=opensandbox) prunes them; tests then find TaskRuns by
 // their names, as the operator does.
-func ownStatusFields() bool {
+func OwnStatusFields() bool {
 	return os.Getenv("SNAPSHOT_CRDS") != "opensandbox"
 }
 
-// autoSucceed plays Tekton for every commit TaskRun of the env's namespace,
+// AutoSucceed plays Tekton for every commit TaskRun of the env's namespace,
 // present and future: each is marked Succeeded with valid results. It stops
 // when the test ends.
-func (e *env) autoSucceed() {
-	e.t.Helper()
+func (e *Env) AutoSucceed() {
+	e.T.Helper()
 	e.playTekton(func(*pipelinev1.TaskRun) bool { return true }, func(tr *pipelinev1.TaskRun) {
-		succeeded(7, digestsFor(tr)...)(tr)
+		Succeeded(7, DigestsFor(tr)...)(tr)
 	})
 }
 
-// autoCancel plays Tekton's part in a cancellation for every TaskRun of the
+// AutoCancel plays Tekton's part in a cancellation for every TaskRun of the
 // env's namespace, present and future: a TaskRun whose spec.status is
 // TaskRunCancelled ends Failed with reason TaskRunCancelled, before its
 // commit step started (so nothing needs a thaw). It stops when the test ends.
-func (e *env) autoCancel() {
-	e.t.Helper()
+func (e *Env) AutoCancel() {
+	e.T.Helper()
 	e.playTekton(func(tr *pipelinev1.TaskRun) bool {
 		return tr.Spec.Status == pipelinev1.TaskRunSpecStatusCancelled
-	}, failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled"))
+	}, Failed(pipelinev1.TaskRunReasonCancelled, "TaskRun was cancelled"))
 }
 
 // playTekton ends, as end says, every unfinished TaskRun of this operator
 // that selected picks, present and future. It stops when the test ends.
-func (e *env) playTekton(selected func(*pipelinev1.TaskRun) bool, end func(*pipelinev1.TaskRun)) {
-	e.t.Helper()
+func (e *Env) playTekton(selected func(*pipelinev1.TaskRun) bool, end func(*pipelinev1.TaskRun)) {
+	e.T.Helper()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		stopped bool
 	)
-	ctx, cancel := context.WithCancel(e.ctx)
-	e.t.Cleanup(func() {
+	ctx, cancel := context.WithCancel(e.Ctx)
+	e.T.Cleanup(func() {
 		mu.Lock()
 		stopped = true
 		cancel()
@@ -580,42 +594,43 @@ func (e *env) playTekton(selected func(*pipelinev1.TaskRun) bool, end func(*pipe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := setTaskRunStatus(ctx, e.c, tr.Name, func(cur *pipelinev1.TaskRun) {
+			_, err := setTaskRunStatus(ctx, e.C, tr.Name, func(cur *pipelinev1.TaskRun) {
 				if !cur.IsDone() {
 					end(cur)
 				}
 			})
 			if err != nil && ctx.Err() == nil && !apierrs.IsNotFound(err) {
-				e.t.Errorf("ending TaskRun %s: %v", tr.Name, err)
+				e.T.Errorf("ending TaskRun %s: %v", tr.Name, err)
 			}
 		}()
 	}
-	if _, err := e.taskRuns.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := e.TaskRuns.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: complete, UpdateFunc: func(_, obj any) { complete(obj) },
 	}); err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 }
 
 // --------------------------------------------------------- controller, tools
 
-// controller runs test/cluster/run-controller.sh with args and returns its stdout.
-func controller(t *testing.T, args ...string) string {
+// Controller runs test/cluster/run-controller.sh with args and returns its stdout.
+func Controller(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := run(t, filepath.Join(repoRoot, "test", "cluster", "run-controller.sh"), args...)
+	out, err := Run(t, filepath.Join(repoRoot, "test", "cluster", "run-controller.sh"), args...)
 	if err != nil {
 		t.Fatalf("test/cluster/run-controller.sh %s: %v", strings.Join(args, " "), err)
 	}
 	return out
 }
 
-// run runs a command from the repository root, logs its output and returns stdout.
-func run(t *testing.T, name string, args ...string) (string, error) {
+// Run runs a command from the repository root, logs its output and returns stdout.
+func Run(t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
-	return runContext(context.Background(), t, name, args...)
+	return RunContext(context.Background(), t, name, args...)
 }
 
-func runContext(ctx context.Context, t *testing.T, name string, args ...string) (string, error) {
+// RunContext is Run under ctx.
+func RunContext(ctx context.Context, t *testing.T, name string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = repoRoot
@@ -625,8 +640,8 @@ func runContext(ctx context.Context, t *testing.T, name string, args ...string) 
 	return stdout, err
 }
 
-// tool finds a CLI: on PATH (test/cluster/env.sh puts the built ones first), else in _output/tools.
-func tool(t *testing.T, name string) string {
+// Tool finds a CLI: on PATH (test/cluster/env.sh puts the built ones first), else in _output/tools.
+func Tool(t *testing.T, name string) string {
 	t.Helper()
 	if p, err := exec.LookPath(name); err == nil {
 		return p
@@ -638,8 +653,8 @@ func tool(t *testing.T, name string) string {
 	return matches[len(matches)-1]
 }
 
-// controllerPIDs returns the pids of the running controller instances.
-func controllerPIDs() map[string]int {
+// ControllerPIDs returns the pids of the running controller instances.
+func ControllerPIDs() map[string]int {
 	out := map[string]int{}
 	files, _ := filepath.Glob(filepath.Join(repoRoot, "_output", "cluster", "pids", "controller-*.pid"))
 	for _, f := range files {
@@ -662,26 +677,26 @@ func controllerPIDs() map[string]int {
 	return out
 }
 
-// ensureOneController leaves exactly instance 1 running, the state the tests start from.
-func ensureOneController(t *testing.T) {
+// EnsureOneController leaves exactly instance 1 running, the state the tests start from.
+func EnsureOneController(t *testing.T) {
 	t.Helper()
-	pids := controllerPIDs()
+	pids := ControllerPIDs()
 	if _, ok := pids["controller-1"]; !ok {
-		controller(t, "start", "1")
+		Controller(t, "start", "1")
 	}
 	for name := range pids {
 		if name != "controller-1" {
-			controller(t, "stop", strings.TrimPrefix(name, "controller-"))
+			Controller(t, "stop", strings.TrimPrefix(name, "controller-"))
 		}
 	}
 }
 
-// condition returns a snapshot's condition of type ct, failing the test if it is missing.
-func condition(t *testing.T, s *v1alpha1.SandboxSnapshot, ct string) metav1.Condition {
+// Condition returns a snapshot's condition of type ct, failing the test if it is missing.
+func Condition(t *testing.T, s *v1alpha1.SandboxSnapshot, ct string) metav1.Condition {
 	t.Helper()
 	c := s.Status.GetCondition(ct)
 	if c == nil {
-		t.Fatalf("SandboxSnapshot %s has no %s condition:\n%s", s.Name, ct, dump(s.Status))
+		t.Fatalf("SandboxSnapshot %s has no %s condition:\n%s", s.Name, ct, Dump(s.Status))
 	}
 	return *c
 }

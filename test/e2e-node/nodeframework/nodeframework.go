@@ -1,5 +1,3 @@
-//go:build e2e_node
-
 /*
 Copyright 2026 The OpenSandbox Authors.
 
@@ -16,12 +14,18 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package e2enode
+// Package nodeframework holds what the node e2e tests (test/e2e-node) share:
+// the node's clients, registry and containerd, a namespace per test,
+// sandboxes and snapshots on the real node, resumes, and the commands the
+// tests run as a user would. Package test holds what the control-plane e2e
+// shares too.
+package nodeframework
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -42,47 +46,45 @@ import (
 )
 
 const (
-	// snapshotTimeout bounds a snapshot from creation to a terminal phase.
-	snapshotTimeout = 3 * time.Minute
-	// eventTimeout bounds a wait for an event on a snapshot.
-	eventTimeout = 2 * time.Minute
+	// SnapshotTimeout bounds a snapshot from creation to a terminal phase.
+	SnapshotTimeout = 3 * time.Minute
+	// EventTimeout bounds a wait for an event on a snapshot.
+	EventTimeout = 2 * time.Minute
 )
 
 var (
-	// c are the test's own admin clients, from KUBECONFIG.
+	// c are the suite's own admin clients, from KUBECONFIG.
 	c              *test.Clients
 	localRegistry  string
 	containerdSock string
 )
 
-func TestMain(m *testing.M) {
+// Init reads KUBECONFIG, LOCAL_REGISTRY and CONTAINERD_ADDRESS (test/cluster/env.sh) and builds Clients.
+func Init() error {
 	localRegistry = os.Getenv("LOCAL_REGISTRY")
 	containerdSock = os.Getenv("CONTAINERD_ADDRESS")
 	if os.Getenv("KUBECONFIG") == "" || localRegistry == "" || containerdSock == "" {
-		fmt.Fprintln(os.Stderr, "e2e-node: source test/cluster/env.sh after test/cluster/node-up.sh (KUBECONFIG, LOCAL_REGISTRY, CONTAINERD_ADDRESS)")
-		os.Exit(1)
+		return errors.New("source test/cluster/env.sh after test/cluster/node-up.sh (KUBECONFIG, LOCAL_REGISTRY, CONTAINERD_ADDRESS)")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e-node:", err)
-		os.Exit(1)
+		return err
 	}
-	if c, err = test.NewClients(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e-node:", err)
-		os.Exit(1)
-	}
-	stop, err := startOpenSandbox()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e-node:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	os.Exit(code)
+	c, err = test.NewClients(cfg)
+	return err
 }
 
-// newNamespace creates a namespace for one test and deletes it afterwards.
-func newNamespace(t *testing.T) string {
+// Clients are the suite's own admin clients, from KUBECONFIG (Init).
+func Clients() *test.Clients { return c }
+
+// LocalRegistry is the node's registry, LOCAL_REGISTRY (Init).
+func LocalRegistry() string { return localRegistry }
+
+// ContainerdSock is the node's containerd socket, CONTAINERD_ADDRESS (Init).
+func ContainerdSock() string { return containerdSock }
+
+// NewNamespace creates a namespace for one test and deletes it afterwards.
+func NewNamespace(t *testing.T) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-node-"}}
 	ns, err := c.Kube.CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{})
@@ -98,26 +100,27 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// run runs a command (kubectl, tkn, crane from test/cluster/env.sh's PATH) and
+// Run runs a command (kubectl, tkn, crane from test/cluster/env.sh's PATH) and
 // returns its standard output.
-func run(t *testing.T, stdin string, name string, args ...string) string {
+func Run(t *testing.T, stdin string, name string, args ...string) string {
 	t.Helper()
-	out, err := tryRun(stdin, name, args...)
+	out, err := TryRun(stdin, name, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
 	}
 	return out
 }
 
-func tryRun(stdin string, name string, args ...string) (string, error) {
+// TryRun is Run that returns the command's error instead of failing the test.
+func TryRun(stdin string, name string, args ...string) (string, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	stdout, _, err := test.Run(cmd)
 	return stdout, err
 }
 
-// randomMarker returns unique file content for one container.
-func randomMarker(t *testing.T, container string) string {
+// RandomMarker returns unique file content for one container.
+func RandomMarker(t *testing.T, container string) string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		t.Fatal(err)
@@ -125,9 +128,9 @@ func randomMarker(t *testing.T, container string) string {
 	return container + "-" + hex.EncodeToString(b) + "\n"
 }
 
-// sandboxPod is the spec of a sandbox's pod: an app and a sidecar of an
+// SandboxPod is the spec of a sandbox's pod: an app and a sidecar of an
 // image (the argument), both sleeping.
-const sandboxPod = `
+const SandboxPod = `
 terminationGracePeriodSeconds: 1
 containers:
   - name: app
@@ -138,19 +141,19 @@ containers:
     command: ["/bin/sh", "-c", "exec sleep 2147483647"]
 `
 
-// createSandbox creates a BatchSandbox and its Running pod of busybox,
+// CreateSandbox creates a BatchSandbox and its Running pod of busybox,
 // playing OpenSandbox's BatchSandbox controller, and returns the pod.
-func createSandbox(t *testing.T, namespace, name string) *corev1.Pod {
+func CreateSandbox(t *testing.T, namespace, name string) *corev1.Pod {
 	t.Helper()
-	return createSandboxOf(t, namespace, name, localRegistry+"/busybox:latest", 2*time.Minute)
+	return CreateSandboxOf(t, namespace, name, localRegistry+"/busybox:latest", 2*time.Minute)
 }
 
-// createSandboxOf creates a BatchSandbox and its pod of image, waits up to
+// CreateSandboxOf creates a BatchSandbox and its pod of image, waits up to
 // ready until the pod is Ready and returns it.
-func createSandboxOf(t *testing.T, namespace, name, image string, ready time.Duration) *corev1.Pod {
+func CreateSandboxOf(t *testing.T, namespace, name, image string, ready time.Duration) *corev1.Pod {
 	t.Helper()
-	test.CreateSandbox(t.Context(), t, c, namespace, name, *test.MustParse[corev1.PodSpec](t, sandboxPod, image))
-	run(t, "", "kubectl", "-n", namespace, "wait", "--for=condition=Ready", "pod/"+name+"-0", "--timeout="+ready.String())
+	test.CreateSandbox(t.Context(), t, c, namespace, name, *test.MustParse[corev1.PodSpec](t, SandboxPod, image))
+	Run(t, "", "kubectl", "-n", namespace, "wait", "--for=condition=Ready", "pod/"+name+"-0", "--timeout="+ready.String())
 	pod, err := c.Kube.CoreV1().Pods(namespace).Get(t.Context(), name+"-0", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -158,17 +161,17 @@ func createSandboxOf(t *testing.T, namespace, name, image string, ready time.Dur
 	return pod
 }
 
-// createSnapshot creates a SandboxSnapshot of the sandbox.
-func createSnapshot(t *testing.T, namespace, name, sandboxName string) *v1alpha1.SandboxSnapshot {
+// CreateSnapshot creates a SandboxSnapshot of the sandbox.
+func CreateSnapshot(t *testing.T, namespace, name, sandboxName string) *v1alpha1.SandboxSnapshot {
 	t.Helper()
 	return test.CreateSnapshot(t.Context(), t, c, namespace, name, sandboxName)
 }
 
-// waitForPhase waits, with kubectl wait as a user would, for a phase.
-func waitForPhase(t *testing.T, namespace, name string, phase v1alpha1.SandboxSnapshotPhase) *v1alpha1.SandboxSnapshot {
+// WaitForPhase waits, with kubectl wait as a user would, for a phase.
+func WaitForPhase(t *testing.T, namespace, name string, phase v1alpha1.SandboxSnapshotPhase) *v1alpha1.SandboxSnapshot {
 	t.Helper()
-	run(t, "", "kubectl", "-n", namespace, "wait", "sbxsnap/"+name,
-		"--for=jsonpath={.status.phase}="+string(phase), fmt.Sprintf("--timeout=%s", snapshotTimeout))
+	Run(t, "", "kubectl", "-n", namespace, "wait", "sbxsnap/"+name,
+		"--for=jsonpath={.status.phase}="+string(phase), fmt.Sprintf("--timeout=%s", SnapshotTimeout))
 	s, err := c.Sandbox.SandboxV1alpha1().SandboxSnapshots(namespace).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -176,9 +179,9 @@ func waitForPhase(t *testing.T, namespace, name string, phase v1alpha1.SandboxSn
 	return s
 }
 
-// assertNotPaused checks, through the node's containerd, that every
+// AssertNotPaused checks, through the node's containerd, that every
 // container of the pod has a running task, not a paused one.
-func assertNotPaused(t *testing.T, pod *corev1.Pod) {
+func AssertNotPaused(t *testing.T, pod *corev1.Pod) {
 	t.Helper()
 	cl, err := containerd.New(containerdSock)
 	if err != nil {
@@ -215,16 +218,16 @@ func assertNotPaused(t *testing.T, pod *corev1.Pod) {
 	}
 }
 
-// taskRunsOf lists the TaskRuns labelled with the snapshot's name and namespace.
-func taskRunsOf(t *testing.T, namespace, name string) []pipelinev1.TaskRun {
+// TaskRunsOf lists the TaskRuns labelled with the snapshot's name and namespace.
+func TaskRunsOf(t *testing.T, namespace, name string) []pipelinev1.TaskRun {
 	t.Helper()
 	return test.TaskRunsOf(t.Context(), t, c, namespace, name)
 }
 
-// resumePod starts a pod from a snapshot's imageUris, as OpenSandbox
+// ResumePod starts a pod from a snapshot's imageUris, as OpenSandbox
 // rewrites a sandbox template's images, waits up to timeout until it is
 // Ready and returns its name.
-func resumePod(t *testing.T, ns, name string, s *v1alpha1.SandboxSnapshot, timeout time.Duration) string {
+func ResumePod(t *testing.T, ns, name string, s *v1alpha1.SandboxSnapshot, timeout time.Duration) string {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n", name, ns)
@@ -232,13 +235,13 @@ func resumePod(t *testing.T, ns, name string, s *v1alpha1.SandboxSnapshot, timeo
 		fmt.Fprintf(&b, "    - name: %s\n      image: %s\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 2147483647\"]\n",
 			cs.ContainerName, cs.ImageURI)
 	}
-	run(t, b.String(), "kubectl", "apply", "-f", "-")
-	run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/"+name, "--timeout="+timeout.String())
+	Run(t, b.String(), "kubectl", "apply", "-f", "-")
+	Run(t, "", "kubectl", "-n", ns, "wait", "--for=condition=Ready", "pod/"+name, "--timeout="+timeout.String())
 	return name
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
+// Eventually polls cond until it holds or the timeout passes.
+func Eventually(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
 	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		return cond()
@@ -248,26 +251,26 @@ func eventually(t *testing.T, what string, timeout time.Duration, cond func() (b
 	}
 }
 
-// setConfig patches config-snapshot, waits until the controller has loaded
+// SetConfig patches config-snapshot, waits until the controller has loaded
 // it (it logs each version of config-snapshot it loads, and loaded must
 // appear in that line), and restores what it changed when the test ends.
-func setConfig(t *testing.T, data map[string]any, loaded string) {
+func SetConfig(t *testing.T, data map[string]any, loaded string) {
 	t.Helper()
 	t.Cleanup(test.PatchSnapshotConfig(t, c, data))
-	eventually(t, "the controller to load "+loaded, time.Minute, func() (bool, error) {
-		out, err := tryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since=2m")
+	Eventually(t, "the controller to load "+loaded, time.Minute, func() (bool, error) {
+		out, err := TryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since=2m")
 		return err == nil && strings.Contains(out, loaded), nil
 	})
 }
 
 // dumpState logs what a failed test leaves behind, for the CI log.
 func dumpState(t *testing.T, namespace string) {
-	out, _ := tryRun("", "kubectl", "-n", namespace, "get", "sbxsnap,pods", "-o", "wide")
+	out, _ := TryRun("", "kubectl", "-n", namespace, "get", "sbxsnap,pods", "-o", "wide")
 	t.Logf("state of %s:\n%s", namespace, out)
-	out, _ = tryRun("", "kubectl", "-n", namespace, "get", "sbxsnap", "-o", "yaml")
+	out, _ = TryRun("", "kubectl", "-n", namespace, "get", "sbxsnap", "-o", "yaml")
 	t.Logf("snapshots:\n%s", out)
-	out, _ = tryRun("", "tkn", "-n", test.SystemNamespace, "taskrun", "list")
+	out, _ = TryRun("", "tkn", "-n", test.SystemNamespace, "taskrun", "list")
 	t.Logf("TaskRuns:\n%s", out)
-	out, _ = tryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--tail=50")
+	out, _ = TryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--tail=50")
 	t.Logf("controller log:\n%s", out)
 }
