@@ -74,10 +74,7 @@ func run(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return exitFailed
 	}
-	params, err := task.ParseParams(task.RawParams{
-		PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID, TaskPodUID: o.taskPodUID, Containers: fs.Args(),
-		InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback,
-	})
+	params, err := task.ParseParams(rawParams(o, fs.Args()))
 	if err == nil && o.step != stepCommit && o.step != stepPush && o.step != stepAll {
 		err = fmt.Errorf("--step must be commit, push or all, got %q", o.step)
 	}
@@ -212,6 +209,17 @@ func newFlagSet(o *options) *flag.FlagSet {
 	return fs
 }
 
+// rawParams are the Task parameters o's flags and the containers args pass.
+func rawParams(o options, containers []string) task.RawParams {
+	return task.RawParams{
+		PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID, TaskPodUID: o.taskPodUID,
+		Containers: containers, InsecureRegistry: o.insecure, Mode: o.mode,
+		SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback,
+		MaxPause: o.maxPause, MaxLayers: o.maxLayers, KeepLocal: o.keepLocal, KeepLocalMaxSize: o.keepLocalMax,
+		MemoryRestoreBase: o.memoryRestoreBase, MemoryAnonymousPull: o.anonymousPull,
+	}
+}
+
 func execute(ctx context.Context, o options, params *task.Params, cm *atomic.Pointer[committer.Committer]) error {
 	cfg := committer.Config{Params: params, Namespace: o.namespace,
 		CopyDir: o.copyDir, LayerDir: o.layerDir, CheckpointDir: o.checkpointDir}
@@ -222,27 +230,8 @@ func execute(ctx context.Context, o options, params *task.Params, cm *atomic.Poi
 	default:
 		return fmt.Errorf("invalid parameters: --differ must be auto or walking, got %q", o.differ)
 	}
-	// The tunable params, parsed as the controller parses config-snapshot.
 	var errs []error
 	var err error
-	if cfg.KeepLocal, err = task.ParseKeepLocal(o.keepLocal); err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamKeepLocal, err))
-	}
-	if cfg.KeepLocalMaxBytes, err = task.ParseKeepLocalMaxSize(o.keepLocalMax); err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamKeepLocalMaxSize, err))
-	}
-	if cfg.MaxLayers, err = task.ParseMaxLayers(o.maxLayers); err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMaxLayers, err))
-	}
-	if cfg.MaxPause, err = task.ParseMaxPause(o.maxPause); err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMaxPause, err))
-	}
-	if cfg.MemoryRestoreBase, err = task.ParseMemoryRestoreBase(o.memoryRestoreBase); err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMemoryRestoreBase, err))
-	}
-	if cfg.AllowAnonymousPull, err = task.ParseMemoryAnonymousPull(o.anonymousPull); err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", task.ParamMemoryAnonymousPull, err))
-	}
 	if o.scratchLimit != "" {
 		if cfg.ScratchLimit, err = strconv.ParseUint(o.scratchLimit, 10, 64); err != nil {
 			errs = append(errs, fmt.Errorf("--scratch-limit: %q is not a number of bytes", o.scratchLimit))

@@ -79,21 +79,42 @@ func TestRequiredIDs(t *testing.T) {
 	}
 }
 
+// TestRefusesBadTunables checks that the committer refuses each
+// out-of-bounds tunable param by name, with the controller's bounds, before
+// it touches containerd.
+func TestRefusesBadTunables(t *testing.T) {
+	base := []string{"--pod-name=p", "--pod-namespace=ns", "--pod-uid=u1", "--run-id=r1", "--step=commit",
+		"--containerd-address=" + filepath.Join(t.TempDir(), "no-containerd.sock")}
+	for _, flag := range []string{
+		"--max-layers=" + strconv.Itoa(task.MaxMaxLayers+1),
+		"--max-layers=-1",
+		"--max-pause=0s",
+		"--max-pause=20",
+		"--keep-local=yes",
+		"--keep-local-max-size=-1Gi",
+		"--memory-restore-base=registry.example.com/base:1",
+		"--memory-anonymous-pull=Yes",
+	} {
+		path := filepath.Join(t.TempDir(), "ERROR")
+		if got := run(append(append([]string{"--error-result=" + path, flag}, base...), "app=127.0.0.1:5000/a:1")); got != task.ExitCodeThawed {
+			t.Errorf("%s: exit code %d, want %d", flag, got, task.ExitCodeThawed)
+		}
+		param := strings.TrimPrefix(strings.Split(flag, "=")[0], "--")
+		if b, _ := os.ReadFile(path); !strings.Contains(string(b), "param "+param+":") {
+			t.Errorf("%s: ERROR result %q does not name param %s", flag, b, param)
+		}
+	}
+}
+
 // TestExecuteRefusesBadFlags checks that execute refuses each out-of-bounds
-// flag by name before it touches containerd, with the controller's bounds.
+// node flag by name before it touches containerd.
 func TestExecuteRefusesBadFlags(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		set  func(*options)
 		want string
 	}{
-		{"max-layers past the controller's bound", func(o *options) { o.maxLayers = strconv.Itoa(task.MaxMaxLayers + 1) }, "--max-layers"},
-		{"negative max-layers", func(o *options) { o.maxLayers = "-1" }, "--max-layers"},
-		{"max-pause zero", func(o *options) { o.maxPause = "0s" }, "--max-pause"},
-		{"max-pause not a duration", func(o *options) { o.maxPause = "20" }, "--max-pause"},
-		{"keep-local-max-size negative", func(o *options) { o.keepLocalMax = "-1Gi" }, "--keep-local-max-size"},
 		{"unknown differ", func(o *options) { o.differ = "fast" }, "--differ"},
-		{"keep-local not a boolean", func(o *options) { o.keepLocal = "yes" }, "--keep-local"},
 		{"scratch-limit not a number of bytes", func(o *options) { o.scratchLimit = "20Gi" }, "--scratch-limit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -224,8 +224,7 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		if o.step != s.Name {
 			t.Errorf("step %s runs --step=%s", s.Name, o.step)
 		}
-		p, err := task.ParseParams(task.RawParams{PodName: o.podName, PodNamespace: o.podNamespace, PodUID: o.podUID, RunID: o.runID,
-			TaskPodUID: o.taskPodUID, Containers: fs.Args(), InsecureRegistry: o.insecure, Mode: o.mode, SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback})
+		p, err := task.ParseParams(rawParams(o, fs.Args()))
 		if err != nil {
 			t.Fatalf("step %s: %v", s.Name, err)
 		}
@@ -237,7 +236,7 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		}
 		if s.Name == task.StepCommit && (p.SnapshotMode != task.SnapshotModeMemory || p.MemoryFallback != task.MemoryFallbackFilesystem ||
 			o.checkpointDir != task.DefaultCheckpointDir || o.snapshotModePath == "" ||
-			!strings.HasPrefix(o.memoryRestoreBase, "registry.example.com/restore-base@") || o.anonymousPull != task.MemoryAnonymousPullAllow) {
+			!strings.HasPrefix(p.MemoryRestoreBase, "registry.example.com/restore-base@") || !p.AllowAnonymousPull) {
 			t.Errorf("step commit does not pass the snapshot mode, its fallback, its restore base, its anonymous pulls, the checkpoint dir and the SNAPSHOT_MODE result: %+v", o)
 		}
 		// The commit step names its Task pod, which owns the memory

@@ -69,7 +69,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	if c.cfg.CheckpointDir == "" || c.cfg.LayerDir == "" {
 		return nil, fmt.Errorf("pod %s: a memory snapshot needs a checkpoint directory and a layer directory", c.pod)
 	}
-	if !c.cfg.AllowAnonymousPull {
+	if !c.cfg.Params.AllowAnonymousPull {
 		if err := checkpoint.PrivateTargets(ctx, c.cfg.Params.Targets, upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs), c.pod); err != nil {
 			return nil, err
 		}
@@ -83,7 +83,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	if err := c.dumper.Checkpointable(ctx, live); err != nil {
 		return nil, err
 	}
-	selfContained, err := c.dumper.RestoreBases(ctx, live, c.cfg.MemoryRestoreBase)
+	selfContained, err := c.dumper.RestoreBases(ctx, live, c.cfg.Params.MemoryRestoreBase)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 	// resumed.
 	restoreName, restoreRef := st.GetImage().GetImage(), st.GetImageRef()
 	if p.selfContained {
-		restoreName, restoreRef = c.cfg.MemoryRestoreBase, c.cfg.MemoryRestoreBase
+		restoreName, restoreRef = c.cfg.Params.MemoryRestoreBase, c.cfg.Params.MemoryRestoreBase
 	}
 	if err := checkpoint.WriteDumps(l, st, dir, at, restoreName, restoreRef); err != nil {
 		return nil, fail("%v", err)

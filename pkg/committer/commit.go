@@ -245,9 +245,9 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		write = func(w io.Writer) error { return p.upper.WriteLayer(ctx, cs, w) }
 	}
 	// The layers earlier commits stacked on the sandbox's original image,
-	// which this one squashes with its change past Config.MaxLayers.
+	// which this one squashes with its change past Params.MaxLayers.
 	own, squashed := ownLayers(p.config, len(p.manifest.Layers)), 0
-	if c.cfg.MaxLayers > 0 && own >= c.cfg.MaxLayers {
+	if c.cfg.Params.MaxLayers > 0 && own >= c.cfg.Params.MaxLayers {
 		squashed = own
 		if write, err = c.squashedWrite(ctx, p, squashed, c.room.scratch, write); err != nil {
 			return nil, fail("squashing %d layers of earlier commits: %v", squashed, err)

@@ -60,9 +60,6 @@ func New(c *client.Client, cfg Config) *Committer {
 	if cfg.Namespace == "" {
 		cfg.Namespace = DefaultNamespace
 	}
-	if cfg.MaxPause == 0 {
-		cfg.MaxPause = task.DefaultMaxPause
-	}
 	if cfg.Keychain == nil {
 		cfg.Keychain = authn.NewMultiKeychain()
 	}
@@ -71,10 +68,11 @@ func New(c *client.Client, cfg Config) *Committer {
 		w = os.Stderr
 	}
 	lg := log.New(w, "", log.LstdFlags|log.Lmicroseconds)
-	var pod freeze.Pod
-	var runID string
-	if p := cfg.Params; p != nil {
-		pod, runID = freeze.Pod{Name: p.PodName, Namespace: p.PodNamespace, UID: p.PodUID}, p.RunID
+	p := cfg.Params
+	pod := freeze.Pod{Name: p.PodName, Namespace: p.PodNamespace, UID: p.PodUID}
+	maxPause := p.MaxPause
+	if maxPause == 0 {
+		maxPause = task.DefaultMaxPause
 	}
 	ref := pod.String()
 	cm := &Committer{
@@ -82,13 +80,13 @@ func New(c *client.Client, cfg Config) *Committer {
 		client: c,
 		log:    lg,
 		pod:    ref,
-		frz:    freeze.New(c, pod, freeze.Options{Namespace: cfg.Namespace, RunID: runID, MaxPause: cfg.MaxPause, Log: lg}),
+		frz:    freeze.New(c, pod, freeze.Options{Namespace: cfg.Namespace, RunID: p.RunID, MaxPause: maxPause, Log: lg}),
 		differ: overlay.New(c, cfg.CopyDir, ref, lg),
 		dumper: checkpoint.New(c, ref, lg),
-		keeper: keep.New(c, cfg.KeepLocalMaxBytes, lg),
+		keeper: keep.New(c, p.KeepLocalMaxBytes, lg),
 		ws: &workspace{
 			client:  c,
-			runID:   runID,
+			runID:   p.RunID,
 			layers:  layerdir.New(cfg.LayerDir, c.ContentStore()),
 			records: checkpoint.Records{LayerDir: cfg.LayerDir, CheckpointDir: cfg.CheckpointDir},
 			pod:     ref,

@@ -20,7 +20,6 @@ import (
 	"context"
 	"crypto/x509"
 	"io"
-	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
@@ -33,14 +32,13 @@ const DefaultNamespace = "k8s.io"
 
 // Config configures a Committer.
 type Config struct {
-	// Params are the validated Task parameters.
+	// Params are the validated Task parameters, the tunable ones included;
+	// New needs them.
 	Params *task.Params
 	// Namespace is the containerd namespace, DefaultNamespace when empty.
 	Namespace string
 	// Keychain resolves registry credentials (push only). Anonymous when nil.
 	Keychain authn.Keychain
-	// MaxPause bounds the time containers stay frozen; 0 means task.DefaultMaxPause.
-	MaxPause time.Duration
 	// WalkingDiffer forces containerd's walking differ (which compares the
 	// whole image) even where the overlay differ applies.
 	WalkingDiffer bool
@@ -63,23 +61,6 @@ type Config struct {
 	// for Checkpoint; containerd and this process must both see it at
 	// this path.
 	CheckpointDir string
-	// MaxLayers bounds the layers a sandbox's commits stack on its base
-	// image: a commit on top of MaxLayers of them squashes them and its
-	// change into one layer (see squash.go). 0 means no bound.
-	MaxLayers int
-	// KeepLocal keeps pushed images in containerd, unpacked, for a resume on
-	// this node; KeepLocalMaxBytes bounds the uncompressed bytes of all kept
-	// snapshot images (oldest evicted first).
-	KeepLocal         bool
-	KeepLocalMaxBytes int64
-	// MemoryRestoreBase, when set, is the image, pinned by digest, that a
-	// restore starts a memory snapshot from where it could not pull the
-	// container's own base image: the snapshot then holds the container's
-	// whole root filesystem (restoreBases).
-	MemoryRestoreBase string
-	// AllowAnonymousPull lets Checkpoint push to a repository anyone may
-	// pull from; otherwise it refuses before the freeze (checkpoint.PrivateTargets).
-	AllowAnonymousPull bool
 	// ChunkSize is the size of a chunked blob upload's chunks, past which a
 	// blob goes in chunks; upload.DefaultChunkSize when 0.
 	ChunkSize int

@@ -202,12 +202,12 @@ func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrh
 	}
 	md := p.Config.Metadata
 	cfg := Config{
-		Params:        &task.Params{PodName: md.Name, PodNamespace: md.Namespace, PodUID: md.Uid, RunID: "run-" + randSuffix(), Targets: []task.Target{tgt}, Insecure: true},
+		// The test's registries let anyone on this host pull.
+		Params: &task.Params{PodName: md.Name, PodNamespace: md.Namespace, PodUID: md.Uid, RunID: "run-" + randSuffix(),
+			Targets: []task.Target{tgt}, Insecure: true, AllowAnonymousPull: true},
 		CheckpointDir: t.TempDir(),
 		LayerDir:      t.TempDir(),
 		Log:           testLogWriter{},
-		// The test's registries let anyone on this host pull.
-		AllowAnonymousPull: true,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -285,7 +285,7 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		target := fmt.Sprintf("%s/hibernate/%s/app:mem-%d", e.regB.Host, name, cycle)
 		// The second cycle keeps its image on the node, and resumes from it.
 		kept := cycle == 2
-		cm := e.checkpointer(t, cri, pod, target, func(cfg *Config) { cfg.KeepLocal, cfg.KeepLocalMaxBytes = kept, 1<<40 })
+		cm := e.checkpointer(t, cri, pod, target, func(cfg *Config) { cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes = kept, 1<<40 })
 		res, err := cm.Checkpoint(ctx)
 		if !checkpoints(cri) {
 			if !errors.Is(err, checkpoint.ErrUnsupported) {
@@ -479,7 +479,7 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded")
 	const bound = 100 * time.Millisecond
 	bounded := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded", func(cfg *Config) {
-		cfg.MaxPause = bound
+		cfg.Params.MaxPause = bound
 		cfg.CheckpointDir, cfg.LayerDir = cm.cfg.CheckpointDir, cm.cfg.LayerDir
 	})
 	_, err := bounded.Checkpoint(ctx)
@@ -730,7 +730,7 @@ func TestCheckpointPushedInChunks(t *testing.T) {
 			proxy := newCuttingProxy(t, reg, tc.fault)
 			cm := e.checkpointer(t, cri, pod, proxy.host+"/hibernate/"+pod.Config.Metadata.Name+"/app:chunked", func(cfg *Config) {
 				cfg.ChunkSize = chunk
-				cfg.KeepLocal, cfg.KeepLocalMaxBytes = true, 1<<40
+				cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes = true, 1<<40
 			})
 			if _, err := cm.Checkpoint(ctx); err != nil {
 				t.Fatalf("checkpoint: %v\n%s", err, cri.Log())

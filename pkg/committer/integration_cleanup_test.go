@@ -135,7 +135,7 @@ func TestFailedPushLeavesNothing(t *testing.T) {
 	defer broken.Close()
 	host := strings.TrimPrefix(broken.URL, "http://")
 	before := e.containerdState(t)
-	c := e.committer(p.params(t, true, "app="+host+"/snap/clean:1", "sidecar="+host+"/snap/clean-side:1"), func(cfg *Config) { cfg.KeepLocal = true })
+	c := e.committer(p.params(t, true, "app="+host+"/snap/clean:1", "sidecar="+host+"/snap/clean-side:1"), func(cfg *Config) { cfg.Params.KeepLocal = true })
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit: %v", err)
 	}

@@ -45,7 +45,7 @@ import (
 func (e *testEnv) snapshotKept(t *testing.T, p *runningPod, ref string, bound int64) (kept, runID string) {
 	t.Helper()
 	p.runID = "run-" + randSuffix()
-	c := e.committer(p.params(t, true, "app="+ref), func(cfg *Config) { cfg.KeepLocal, cfg.KeepLocalMaxBytes = true, bound })
+	c := e.committer(p.params(t, true, "app="+ref), func(cfg *Config) { cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes = true, bound })
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit of %s: %v", ref, err)
 	}

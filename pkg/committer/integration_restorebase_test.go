@@ -114,7 +114,7 @@ func TestCheckpointRestorePrivateBase(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	private := func(cfg *Config) { cfg.AllowAnonymousPull, cfg.MemoryRestoreBase = false, restoreBase }
+	private := func(cfg *Config) { cfg.Params.AllowAnonymousPull, cfg.Params.MemoryRestoreBase = false, restoreBase }
 	cm := e.checkpointer(t, cri, pod, reg.Host+"/tenant/hibernate/"+sandbox+"/app:mem", private, func(cfg *Config) {
 		cfg.Keychain = basicKeychain{Username: user, Password: pass}
 	})

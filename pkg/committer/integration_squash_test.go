@@ -210,7 +210,9 @@ func TestSquashedChainMatchesUnsquashed(t *testing.T) {
 func (e *testEnv) commitPush(t *testing.T, p *runningPod, ref string, maxLayers int) string {
 	t.Helper()
 	p.runID = "run-" + randSuffix()
-	c := e.committer(p.params(t, true, "app="+ref), func(cfg *Config) { cfg.KeepLocal, cfg.KeepLocalMaxBytes, cfg.MaxLayers = true, 1<<40, maxLayers })
+	c := e.committer(p.params(t, true, "app="+ref), func(cfg *Config) {
+		cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes, cfg.Params.MaxLayers = true, 1<<40, maxLayers
+	})
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit of %s: %v", ref, err)
 	}

@@ -54,7 +54,7 @@ func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
 
 // Push uploads every committed image to its target, verifies the manifest
 // digest with a HEAD request, then keeps the image in containerd for a resume
-// on this node (Config.KeepLocal) or removes it. A failed push removes it,
+// on this node (Params.KeepLocal) or removes it. A failed push removes it,
 // and once every container's push has stopped, deletes from the registry
 // what it put there (takeBack). Results are in the order of the containers
 // param.
@@ -127,7 +127,7 @@ func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 	for i := range built {
 		built[i] = make(chan struct{})
 	}
-	if s.cfg.KeepLocal {
+	if s.cfg.Params.KeepLocal {
 		for i, ci := range committed {
 			unpacked[i] = make(chan error, 1)
 			go func() {
@@ -201,7 +201,7 @@ func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 		s.ws.removeImages(ctx, s.cfg.Params.Targets...)
 		return nil, s.takeBack(ctx, committed, pushErr)
 	}
-	if !s.cfg.KeepLocal {
+	if !s.cfg.Params.KeepLocal {
 		s.ws.removeImages(ctx, s.cfg.Params.Targets...)
 		return out, nil
 	}

@@ -157,7 +157,7 @@ func (r *room) check(ctx context.Context, preps []*prepared, memory bool) error 
 		} else {
 			add(r.cfg.LayerDir, ch.tarBytes, "layer of "+name)
 		}
-		if r.cfg.KeepLocal && p.overlay != nil {
+		if r.cfg.Params.KeepLocal && p.overlay != nil {
 			add(p.overlay.Upper(), 2*image, "kept copy of "+name)
 		}
 	}

@@ -17,25 +17,34 @@ limitations under the License.
 package task
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// RawParams holds the Task parameters exactly as Tekton passes them.
+// RawParams holds the Task parameters exactly as Tekton passes them. An
+// empty tunable (MaxPause to MemoryAnonymousPull) takes its default.
 type RawParams struct {
-	PodName          string
-	PodNamespace     string
-	PodUID           string
-	RunID            string
-	TaskPodUID       string
-	Containers       []string
-	InsecureRegistry string
-	Mode             string
-	SnapshotMode     string
-	MemoryFallback   string
+	PodName             string
+	PodNamespace        string
+	PodUID              string
+	RunID               string
+	TaskPodUID          string
+	Containers          []string
+	InsecureRegistry    string
+	Mode                string
+	SnapshotMode        string
+	MemoryFallback      string
+	MaxPause            string
+	MaxLayers           string
+	KeepLocal           string
+	KeepLocalMaxSize    string
+	MemoryRestoreBase   string
+	MemoryAnonymousPull string
 }
 
 // Target is one "<containerName>=<imageURI>" item of the containers param.
@@ -71,6 +80,21 @@ type Params struct {
 	SnapshotMode string
 	// MemoryFallback is MemoryFallbackNone or MemoryFallbackFilesystem.
 	MemoryFallback string
+	// MaxPause bounds the time containers stay frozen; 0 means DefaultMaxPause.
+	MaxPause time.Duration
+	// MaxLayers bounds the layers a sandbox's commits stack on its base
+	// image, past which a commit squashes them; 0 means no bound.
+	MaxLayers int
+	// KeepLocal keeps pushed images in containerd for a resume on the node;
+	// KeepLocalMaxBytes bounds the bytes of all kept snapshot images.
+	KeepLocal         bool
+	KeepLocalMaxBytes int64
+	// MemoryRestoreBase is the image, pinned by digest, a restore starts a
+	// memory snapshot from where it cannot pull the container's base image.
+	MemoryRestoreBase string
+	// AllowAnonymousPull lets a memory snapshot go to a repository anyone
+	// may pull from.
+	AllowAnonymousPull bool
 }
 
 // ParseParams validates raw Task parameters. It never touches containerd, so
@@ -125,6 +149,9 @@ func ParseParams(in RawParams) (*Params, error) {
 	if p.MemoryFallback, err = eitherOr(ParamMemoryFallback, in.MemoryFallback, MemoryFallbackNone, MemoryFallbackFilesystem); err != nil {
 		return nil, err
 	}
+	if err := p.parseTunables(in); err != nil {
+		return nil, err
+	}
 	if len(in.Containers) == 0 && p.Mode == ModeCommit {
 		return nil, fmt.Errorf("param containers is empty: pod %s/%s needs at least one \"<container>=<image>\" item", in.PodNamespace, in.PodName)
 	}
@@ -149,6 +176,37 @@ func ParseParams(in RawParams) (*Params, error) {
 		p.Targets = append(p.Targets, t)
 	}
 	return p, nil
+}
+
+// parseTunables parses the tunable params of in, those config-snapshot
+// sets, with the parsers the controller uses; an empty one keeps its
+// default.
+func (p *Params) parseTunables(in RawParams) error {
+	var errs []error
+	parse := func(param, v string, f func(string) error) {
+		if v == "" {
+			return
+		}
+		if err := f(v); err != nil {
+			errs = append(errs, fmt.Errorf("param %s: %w", param, err))
+		}
+	}
+	parse(ParamMaxPause, in.MaxPause, func(v string) (err error) { p.MaxPause, err = ParseMaxPause(v); return })
+	parse(ParamMaxLayers, in.MaxLayers, func(v string) (err error) { p.MaxLayers, err = ParseMaxLayers(v); return })
+	parse(ParamKeepLocal, in.KeepLocal, func(v string) (err error) { p.KeepLocal, err = ParseKeepLocal(v); return })
+	parse(ParamKeepLocalMaxSize, in.KeepLocalMaxSize, func(v string) (err error) {
+		p.KeepLocalMaxBytes, err = ParseKeepLocalMaxSize(v)
+		return
+	})
+	parse(ParamMemoryRestoreBase, in.MemoryRestoreBase, func(v string) (err error) {
+		p.MemoryRestoreBase, err = ParseMemoryRestoreBase(v)
+		return
+	})
+	parse(ParamMemoryAnonymousPull, in.MemoryAnonymousPull, func(v string) (err error) {
+		p.AllowAnonymousPull, err = ParseMemoryAnonymousPull(v)
+		return
+	})
+	return errors.Join(errs...)
 }
 
 // eitherOr checks that param's value v is def (also when empty) or other.

@@ -127,6 +127,12 @@ func TestParseParamsInvalid(t *testing.T) {
 		{"insecure empty", func(r *RawParams) { r.InsecureRegistry = "" }, "insecure-registry"},
 		{"insecure True", func(r *RawParams) { r.InsecureRegistry = "True" }, "insecure-registry"},
 		{"bad mode", func(r *RawParams) { r.Mode = "push" }, "param mode"},
+		{"max-pause not positive", func(r *RawParams) { r.MaxPause = "0s" }, "param max-pause"},
+		{"max-layers past its bound", func(r *RawParams) { r.MaxLayers = "129" }, "param max-layers"},
+		{"keep-local not a boolean", func(r *RawParams) { r.KeepLocal = "yes" }, "param keep-local"},
+		{"keep-local-max-size negative", func(r *RawParams) { r.KeepLocalMaxSize = "-1Gi" }, "param keep-local-max-size"},
+		{"memory-restore-base by tag", func(r *RawParams) { r.MemoryRestoreBase = "registry.example.com/base:1" }, "param memory-restore-base"},
+		{"memory-anonymous-pull unknown", func(r *RawParams) { r.MemoryAnonymousPull = "Yes" }, "param memory-anonymous-pull"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := validRaw()

@@ -158,10 +158,10 @@ func once(cri *ctrharness.Containerd, base, work string, mib, i int) (sample, er
 	}
 	defer os.RemoveAll(dir)
 	cm := committer.New(cri.Client, committer.Config{
-		Params:        &task.Params{PodName: name, PodNamespace: "bench", PodUID: name + "-uid", RunID: "run-" + name, Targets: []task.Target{tgt}, Insecure: true},
-		CheckpointDir: dir, LayerDir: dir, MaxPause: time.Minute, KeepLocal: true, KeepLocalMaxBytes: 64 << 30, Log: io.Discard,
 		// The bench's registry is its own, on loopback.
-		AllowAnonymousPull: true,
+		Params: &task.Params{PodName: name, PodNamespace: "bench", PodUID: name + "-uid", RunID: "run-" + name, Targets: []task.Target{tgt}, Insecure: true,
+			MaxPause: time.Minute, KeepLocal: true, KeepLocalMaxBytes: 64 << 30, AllowAnonymousPull: true},
+		CheckpointDir: dir, LayerDir: dir, Log: io.Discard,
 	})
 	start, ownCPU, ctrdCPU := time.Now(), proc.OwnCPUSeconds(), proc.CPUSeconds(cri.Pid())
 	res, err := cm.Checkpoint(ctx)
