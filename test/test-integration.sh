@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The committer's integration tests against real containerd and a loopback
-# registry (build tag `integration`, root only): once on Debian's containerd
+# The committer's integration tests (test/integration, build tag
+# `integration`, root only), through its exported API, against real
+# containerd and a loopback registry: once on Debian's containerd
 # (/usr/bin/containerd), once on containerd v2.1.3 built from its module and
 # cached under _output/tools. The first failing run fails the tier.
 # The resumable-upload tests also run distribution's registry (built and
@@ -28,7 +29,7 @@ main() {
   DISTRIBUTION_BIN=$(tool_bin distribution)
   export CRIU_DIR
   CRIU_DIR=$(test/cluster/criu-build.sh)
-  listed=$(tier_pkgs ./pkg/committer/...)
+  listed=$(tier_pkgs ./test/integration/...)
   mapfile -t pkgs <<<"${listed}"
 
   echo "--- containerd $(/usr/bin/containerd --version | awk '{print $3}')"

@@ -35,10 +35,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// workspace is what one run leaves between its two steps: an image in
-// containerd under its working name (name) for each target, layer files
-// in Config.LayerDir and, of a memory snapshot, a checkpoint archive and
-// its record. It removes each of them on the paths that end the run.
+// workspace is what a run leaves between its steps, removed on every path that
+// ends it: each target's image under its working name, layer files in LayerDir
+// and, of a memory snapshot, a checkpoint archive and its record.
 type workspace struct {
 	client  *client.Client
 	runID   string
@@ -47,8 +46,7 @@ type workspace struct {
 	pod     string
 	log     *log.Logger
 
-	// owned are the archives this process is writing or pushing, which
-	// discard removes.
+	// owned are the archives this process writes or pushes (discard).
 	mu    sync.Mutex
 	owned []ownedArchive
 }
@@ -58,18 +56,18 @@ type ownedArchive struct {
 	rec    *checkpoint.Record
 }
 
-// name is the name under which the commit step leaves a target's image in
-// containerd for the push step: <repository>:commit-<run ID>. Only this
-// run writes it, so neither step ever reads an image another run
-// committed, where two pods committing to one tag on one node would each
-// re-point the tag's record.
-func (w *workspace) name(t task.Target) string {
-	return t.Repository() + ":commit-" + w.runID
+// WorkingName is t's image name in containerd between run runID's two steps,
+// <repository>:commit-<run ID>. It is per run, so that no step reads an image
+// another run committed to the same tag.
+func WorkingName(t task.Target, runID string) string {
+	return t.Repository() + ":commit-" + runID
 }
 
-// saveImage writes manifest m, whose config is in containerd, and names it
-// t's working name, with labels. It returns the manifest's descriptor and
-// bytes.
+func (w *workspace) name(t task.Target) string {
+	return WorkingName(t, w.runID)
+}
+
+// saveImage writes manifest m and names it t's working name, with labels.
 func (w *workspace) saveImage(ctx context.Context, t task.Target, m ocispec.Manifest, labels map[string]string) (ocispec.Descriptor, []byte, error) {
 	desc, raw, err := oci.WriteManifest(ctx, w.client.ContentStore(), m)
 	if err != nil {
@@ -88,8 +86,7 @@ func (w *workspace) saveImage(ctx context.Context, t task.Target, m ocispec.Mani
 	return desc, raw, nil
 }
 
-// removeImages deletes the working images of targets from containerd; their
-// content goes with the run's lease, or with containerd's garbage collector.
+// removeImages deletes the working images of targets from containerd.
 func (w *workspace) removeImages(ctx context.Context, targets ...task.Target) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -100,31 +97,28 @@ func (w *workspace) removeImages(ctx context.Context, targets ...task.Target) {
 	}
 }
 
-// removeLayerFiles removes the files of layers from Config.LayerDir.
 func (w *workspace) removeLayerFiles(layers ...ocispec.Descriptor) {
 	if err := w.layers.Remove(layers...); err != nil {
 		w.log.Printf("pod %s: %v", w.pod, err)
 	}
 }
 
-// own records rec, target t's archive, as one this process writes or
-// pushes.
+// own records rec, t's archive, for discard.
 func (w *workspace) own(t task.Target, rec *checkpoint.Record) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.owned = append(w.owned, ownedArchive{t, rec})
 }
 
-// removeCheckpoint removes the archive of t's memory snapshot and its
-// record: they hold the sandbox's memory.
+// removeCheckpoint removes t's checkpoint archive and its record.
 func (w *workspace) removeCheckpoint(t task.Target, rec *checkpoint.Record) {
 	if err := w.records.Remove(t.Container, rec); err != nil {
 		w.log.Printf("pod %s container %q: %v", w.pod, t.Container, err)
 	}
 }
 
-// discard removes the archives this process owns and their records, and
-// returns how many archives were still there.
+// discard removes the archives this process owns, and returns how many were
+// still there.
 func (w *workspace) discard() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"context"
@@ -39,6 +39,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 )
 
 // containerdState lists what a commit can add to containerd: image names,
@@ -135,7 +137,7 @@ func TestFailedPushLeavesNothing(t *testing.T) {
 	defer broken.Close()
 	host := strings.TrimPrefix(broken.URL, "http://")
 	before := e.containerdState(t)
-	c := e.committer(p.params(t, true, "app="+host+"/snap/clean:1", "sidecar="+host+"/snap/clean-side:1"), func(cfg *Config) { cfg.Params.KeepLocal = true })
+	c := e.committer(p.params(t, true, "app="+host+"/snap/clean:1", "sidecar="+host+"/snap/clean-side:1"), func(cfg *committer.Config) { cfg.Params.KeepLocal = true })
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit: %v", err)
 	}

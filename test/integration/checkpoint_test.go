@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"context"
@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -36,9 +37,11 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/leases"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
@@ -191,17 +194,17 @@ func ping(port int) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
-// checkpointer returns a Committer of container app of pod p, pushing to
-// target, which may be a repository anyone may pull from, its Config set by
+// checkpointer returns a committer.Committer of container app of pod p, pushing to
+// target, which may be a repository anyone may pull from, its committer.Config set by
 // opts.
-func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string, opts ...func(*Config)) *Committer {
+func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string, opts ...func(*committer.Config)) *testCommitter {
 	t.Helper()
 	tgt, err := task.ParseTarget("app="+target, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	md := p.Config.Metadata
-	cfg := Config{
+	cfg := committer.Config{
 		// The test's registries let anyone on this host pull.
 		Params: &task.Params{PodName: md.Name, PodNamespace: md.Namespace, PodUID: md.Uid, RunID: "run-" + randSuffix(),
 			Targets: []task.Target{tgt}, Insecure: true, AllowAnonymousPull: true},
@@ -212,7 +215,7 @@ func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrh
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return New(cri.Client, cfg)
+	return &testCommitter{committer.New(cri.Client, cfg), cfg, cri.Client}
 }
 
 // TestCheckpointRestore takes a memory snapshot of a running container
@@ -285,7 +288,7 @@ func checkpointRestore(t *testing.T, e *testEnv, cri *ctrharness.Containerd, noi
 		target := fmt.Sprintf("%s/hibernate/%s/app:mem-%d", e.regB.Host, name, cycle)
 		// The second cycle keeps its image on the node, and resumes from it.
 		kept := cycle == 2
-		cm := e.checkpointer(t, cri, pod, target, func(cfg *Config) { cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes = kept, 1<<40 })
+		cm := e.checkpointer(t, cri, pod, target, func(cfg *committer.Config) { cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes = kept, 1<<40 })
 		res, err := cm.Checkpoint(ctx)
 		if !checkpoints(cri) {
 			if !errors.Is(err, checkpoint.ErrUnsupported) {
@@ -400,7 +403,7 @@ func TestCheckpointRestoreSidecar(t *testing.T) {
 	for _, c := range names {
 		marks[c] = waitCounting(t, ctx, cri, ids[c], 1)
 	}
-	cm := e.checkpointer(t, cri, pod, targets[0].Image, func(cfg *Config) { cfg.Params.Targets = targets })
+	cm := e.checkpointer(t, cri, pod, targets[0].Image, func(cfg *committer.Config) { cfg.Params.Targets = targets })
 	res, err := cm.Checkpoint(ctx)
 	if err != nil {
 		t.Fatalf("checkpoint: %v\n%s", err, cri.Log())
@@ -478,7 +481,7 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 	// Both runs write to the same directories, the bounded one first.
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded")
 	const bound = 100 * time.Millisecond
-	bounded := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded", func(cfg *Config) {
+	bounded := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:bounded", func(cfg *committer.Config) {
 		cfg.Params.MaxPause = bound
 		cfg.CheckpointDir, cfg.LayerDir = cm.cfg.CheckpointDir, cm.cfg.LayerDir
 	})
@@ -514,11 +517,13 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 		t.Fatalf("checkpoint under the default max-pause: %v", err)
 	}
 	t.Logf("under max-pause %s: pause window %d ms", task.DefaultMaxPause, res.PauseWindow.Milliseconds())
-	rec, err := cm.ws.records.Read(res.Images[0].Target.Container)
+	rec, err := cm.records().Read(res.Images[0].Target.Container)
 	if err != nil || rec == nil {
 		t.Fatalf("the checkpoint left no record for the push step: %v", err)
 	}
-	cm.ws.removeCheckpoint(res.Images[0].Target, rec)
+	if err := cm.records().Remove(res.Images[0].Target.Container, rec); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestCheckpointNoRoom fails a memory snapshot that the node's disk has no
@@ -540,7 +545,7 @@ func TestCheckpointNoRoom(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(small, 0) })
 	var logged strings.Builder
-	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:noroom", func(cfg *Config) {
+	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:noroom", func(cfg *committer.Config) {
 		cfg.CheckpointDir = small
 		cfg.Log = io.MultiWriter(testLogWriter{}, &logged)
 	})
@@ -563,13 +568,13 @@ func TestCheckpointNoRoom(t *testing.T) {
 	t.Run("when CRIU fills the disk", func(t *testing.T) {
 		// The check above cannot see everything (another writer, memory its
 		// cgroup does not count): dump past it.
-		cctx := cm.nsCtx(ctx)
-		live, err := cm.frz.FindLive(cctx, cm.cfg.Params.Targets)
+		live, err := cm.findLive(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(small, "dump")
-		err = cm.dumper.Dump(cctx, live[0], dir)
+		dumper := checkpoint.New(cm.client, cm.pod(), log.New(testLogWriter{}, "", 0))
+		err = dumper.Dump(namespaces.WithNamespace(ctx, committer.DefaultNamespace), live[0], dir)
 		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), small) {
 			t.Fatalf("a dump of 256 MiB into 64 MiB: got %v, want %v alone, naming %s", err, diskbudget.ErrNoRoom, small)
 		}
@@ -728,7 +733,7 @@ func TestCheckpointPushedInChunks(t *testing.T) {
 				reg = r.Host
 			}
 			proxy := newCuttingProxy(t, reg, tc.fault)
-			cm := e.checkpointer(t, cri, pod, proxy.host+"/hibernate/"+pod.Config.Metadata.Name+"/app:chunked", func(cfg *Config) {
+			cm := e.checkpointer(t, cri, pod, proxy.host+"/hibernate/"+pod.Config.Metadata.Name+"/app:chunked", func(cfg *committer.Config) {
 				cfg.ChunkSize = chunk
 				cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes = true, 1<<40
 			})

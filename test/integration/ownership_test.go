@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"bytes"
@@ -35,6 +35,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
@@ -90,9 +91,9 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 		p.writeFile(t, "app", "/data/round.txt", []byte(want))
 		runs := []string{"run-a-" + randSuffix(), "run-b-" + randSuffix()}
 		refs := make([]string, 2)
-		cms := make([]*Committer, 2)
+		cms := make([]*testCommitter, 2)
 		errs := make([]error, 2)
-		results := make([]*CommitResult, 2)
+		results := make([]*committer.CommitResult, 2)
 		done := make([]chan struct{}, 2)
 		start := make(chan struct{})
 		for i := range cms {
@@ -135,7 +136,7 @@ func TestConcurrentRunsOnePod(t *testing.T) {
 			t.Errorf("round %d: losing run's error %v is not a frozen-elsewhere error naming the pod", round, errs[lose])
 		}
 		e.assertAllRunning(t, p)
-		lost := cms[lose].ws.name(cms[lose].cfg.Params.Targets[0])
+		lost := cms[lose].workingName(cms[lose].cfg.Params.Targets[0])
 		if _, err := e.ctrd.Client.ImageService().Get(ctx, lost); !errdefs.IsNotFound(err) {
 			t.Errorf("round %d: the losing run left an image %s (err %v)", round, lost, err)
 		}
@@ -203,7 +204,7 @@ func TestDeadRunsPauseThawed(t *testing.T) {
 	}
 	ref := e.regA.Host + "/snap/" + p.name + "-dead:1"
 	var out strings.Builder
-	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)), func(cfg *Config) { cfg.Log = &out })
+	c := e.committer(p.params(t, true, "app="+ref, "sidecar="+sideRef(ref)), func(cfg *committer.Config) { cfg.Log = &out })
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit: %v", err)
 	}

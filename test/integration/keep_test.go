@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"context"
@@ -34,6 +34,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
@@ -45,7 +46,7 @@ import (
 func (e *testEnv) snapshotKept(t *testing.T, p *runningPod, ref string, bound int64) (kept, runID string) {
 	t.Helper()
 	p.runID = "run-" + randSuffix()
-	c := e.committer(p.params(t, true, "app="+ref), func(cfg *Config) { cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes = true, bound })
+	c := e.committer(p.params(t, true, "app="+ref), func(cfg *committer.Config) { cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes = true, bound })
 	if _, err := c.Commit(context.Background()); err != nil {
 		t.Fatalf("commit of %s: %v", ref, err)
 	}
@@ -288,8 +289,8 @@ func TestReleaseKeptImages(t *testing.T) {
 func TestTwoPodsOneTagOneNode(t *testing.T) {
 	e := requireEnv(t)
 	ref := e.regA.Host + "/snap/shared-" + randSuffix() + ":1"
-	var cms []*Committer
-	var res []*CommitResult
+	var cms []*testCommitter
+	var res []*committer.CommitResult
 	for _, who := range []string{"one", "two"} {
 		p := e.startPod(t, podContainer{"app", e.dockerBase})
 		p.writeFile(t, "app", "/who", []byte(who+"\n"))

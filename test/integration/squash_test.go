@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"context"
@@ -32,6 +32,8 @@ import (
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 )
 
 // scanImage unpacks every layer of a pushed image, read from the registry,
@@ -154,7 +156,7 @@ func TestSquashedChainMatchesUnsquashed(t *testing.T) {
 		if len(m.Layers) != len(baseLayers)+own {
 			t.Errorf("pause %d: %d layers, want the base's %d and %d of the sandbox's own", pause, len(m.Layers), len(baseLayers), own)
 		}
-		if n := ownLayers(cfg, len(m.Layers)); n != own {
+		if n := commitLayers(t, cfg); n != own {
 			t.Errorf("pause %d: the config counts %d layers of earlier commits, want %d", pause, n, own)
 		}
 		// The original image is named after any number of pauses, and its
@@ -210,7 +212,7 @@ func TestSquashedChainMatchesUnsquashed(t *testing.T) {
 func (e *testEnv) commitPush(t *testing.T, p *runningPod, ref string, maxLayers int) string {
 	t.Helper()
 	p.runID = "run-" + randSuffix()
-	c := e.committer(p.params(t, true, "app="+ref), func(cfg *Config) {
+	c := e.committer(p.params(t, true, "app="+ref), func(cfg *committer.Config) {
 		cfg.Params.KeepLocal, cfg.Params.KeepLocalMaxBytes, cfg.Params.MaxLayers = true, 1<<40, maxLayers
 	})
 	if _, err := c.Commit(context.Background()); err != nil {
@@ -297,4 +299,19 @@ func remoteManifestConfig(t *testing.T, ref string) (ocispec.Manifest, map[strin
 		t.Fatal(err)
 	}
 	return m, cfg
+}
+
+// commitLayers counts the last history entries of an image config that
+// earlier commits wrote: the layers a squash takes together.
+func commitLayers(t *testing.T, cfg map[string]json.RawMessage) int {
+	t.Helper()
+	var hist []ocispec.History
+	if err := json.Unmarshal(cfg["history"], &hist); err != nil {
+		t.Fatalf("the config's history: %v", err)
+	}
+	n := 0
+	for i := len(hist) - 1; i >= 0 && hist[i].Comment == "sandbox-snapshot-operator commit" && !hist[i].EmptyLayer; i-- {
+		n++
+	}
+	return n
 }

@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"bytes"
@@ -47,6 +47,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -431,7 +432,7 @@ func TestPushChunkedResumes(t *testing.T) {
 			proxy := newCuttingProxy(t, reg, tc.fault)
 			p.writeBig(t, "app", "/data/big.bin", 9<<20)
 			ref := proxy.host + "/snap/" + p.name + "-chunked:1"
-			c := e.committer(p.params(t, true, "app="+ref), func(cfg *Config) { cfg.ChunkSize = chunk })
+			c := e.committer(p.params(t, true, "app="+ref), func(cfg *committer.Config) { cfg.ChunkSize = chunk })
 			res, err := c.Commit(context.Background())
 			if err != nil {
 				t.Fatalf("commit: %v", err)

@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"context"
@@ -28,6 +28,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 )
@@ -48,7 +49,7 @@ func TestCommitNoRoom(t *testing.T) {
 	t.Cleanup(func() { syscall.Unmount(small, 0) })
 	params := p.params(t, true, "app="+e.regA.Host+"/snap/noroom:1", "sidecar="+e.regA.Host+"/snap/noroom-side:1")
 	var logged strings.Builder
-	c := e.committer(params, func(cfg *Config) {
+	c := e.committer(params, func(cfg *committer.Config) {
 		cfg.CopyDir, cfg.LayerDir = small, small
 		cfg.Log = io.MultiWriter(testLogWriter{}, &logged)
 	})
@@ -72,7 +73,7 @@ func TestCommitNoRoom(t *testing.T) {
 // (copy and layer, 48 MiB, beside the tenth kept free) but not beside the
 // other: the second, checked while the first is frozen, is refused before
 // freezing anything, naming what the first reserved, and the first
-// succeeds. Once the first's push is over (ReleaseRoom), its reservation
+// succeeds. Once the first's push is over, its reservation
 // no longer counts.
 func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 	e := requireEnv(t)
@@ -86,14 +87,14 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Unmount(small, 0) })
 	node := t.TempDir() // checkpoint-dir, which holds the node's disk ledger
-	committerOf := func(p *runningPod, repo string, opt func(*Config)) *Committer {
+	committerOf := func(p *runningPod, repo string, opt func(*committer.Config)) *testCommitter {
 		params := p.params(t, true, "app="+e.regA.Host+"/snap/"+repo+":1")
 		// The Task pod of each run is the sandbox's own here: it runs.
 		params.TaskPodUID = p.uid
-		return e.committer(params, func(cfg *Config) { cfg.CopyDir, cfg.LayerDir, cfg.CheckpointDir = small, small, node }, opt)
+		return e.committer(params, func(cfg *committer.Config) { cfg.CopyDir, cfg.LayerDir, cfg.CheckpointDir = small, small, node }, opt)
 	}
 	var loggedB strings.Builder
-	cb := committerOf(pb, "shared-b", func(cfg *Config) { cfg.Log = io.MultiWriter(testLogWriter{}, &loggedB) })
+	cb := committerOf(pb, "shared-b", func(cfg *committer.Config) { cfg.Log = io.MultiWriter(testLogWriter{}, &loggedB) })
 	var errB error
 	ca := committerOf(pa, "shared-a", inPause(func(ctx context.Context, _ []*freeze.Container) error {
 		_, errB = cb.Commit(context.Background())
@@ -102,8 +103,7 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 		}
 		return nil
 	}))
-	res, err := ca.Commit(context.Background())
-	if err != nil {
+	if _, err := ca.Commit(context.Background()); err != nil {
 		t.Fatalf("the first snapshot: %v", err)
 	}
 	if !errors.Is(errB, diskbudget.ErrNoRoom) || !strings.Contains(errB.Error(), "other snapshots running on the node have reserved 48 MiB") {
@@ -113,16 +113,23 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 	e.assertAllRunning(t, pb)
 
 	// The first's push is over: its layer file and reservation go.
-	endRun(ca, res)
-	res, err = cb.Commit(context.Background())
-	if err != nil {
+	if _, _, err := ca.Push(context.Background()); err != nil {
+		t.Fatalf("the first snapshot's push: %v", err)
+	}
+	if _, err := cb.Commit(context.Background()); err != nil {
 		t.Fatalf("the second snapshot once the first is over: %v", err)
 	}
-	endRun(cb, res)
+	if _, _, err := cb.Push(context.Background()); err != nil {
+		t.Fatalf("the second snapshot's push: %v", err)
+	}
 	if left, err := leftIn(node); err != nil || len(left) > 0 {
 		t.Errorf("the node's checkpoint-dir holds %v (%v), want no reservation", left, err)
 	}
 }
+
+// ledgerDir is the directory of checkpoint-dir that holds the node's disk
+// ledger.
+const ledgerDir = ".disk-ledger"
 
 // leftIn lists what dir holds but the node's disk ledger, and the
 // reservations that ledger still holds.
@@ -159,7 +166,7 @@ func TestCommitPastScratchLimit(t *testing.T) {
 	p := e.startPod(t, podContainer{"app", e.ociBase})
 	p.writeBig(t, "app", "/big", 48<<20)
 	var logged strings.Builder
-	c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/limit:1"), func(cfg *Config) {
+	c := e.committer(p.params(t, true, "app="+e.regA.Host+"/snap/limit:1"), func(cfg *committer.Config) {
 		cfg.ScratchLimit = 64 << 20
 		cfg.Log = io.MultiWriter(testLogWriter{}, &logged)
 	})
@@ -172,14 +179,4 @@ func TestCommitPastScratchLimit(t *testing.T) {
 		t.Errorf("the container was frozen before the refusal:\n%s", logged.String())
 	}
 	e.assertAllRunning(t, p)
-}
-
-// endRun removes what c's commit res left for its push step, and gives
-// back its disk reservation, as its push would.
-func endRun(c *Committer, res *CommitResult) {
-	for _, ci := range res.Images {
-		c.ws.removeLayerFiles(ci.Layer)
-		c.ws.removeImages(context.Background(), ci.Target)
-	}
-	c.room.release()
 }

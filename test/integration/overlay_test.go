@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"archive/tar"
@@ -46,6 +46,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/oci"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/stage"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
@@ -222,17 +223,18 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 		t.Fatal(err)
 	}
 	defer doneLease(ctx)
-	c := e.committer(p.params(t, true, "app="+e.regB.Host+"/snap/equiv:1"), func(cfg *Config) {
+	c := e.committer(p.params(t, true, "app="+e.regB.Host+"/snap/equiv:1"), func(cfg *committer.Config) {
 		if capture == captureTar {
 			cfg.CopyDir = ""
 		}
 	})
-	live, err := c.frz.FindLive(ctx, c.cfg.Params.Targets)
+	live, err := c.findLive(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := live[0]
-	plan, err := c.planOverlay(ctx, l)
+	differ := c.differ()
+	plan, err := differ.Plan(ctx, l)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +244,7 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 	if (plan.CopyDir() != "") != (capture != captureTar) {
 		t.Fatalf("copy directory %q with capture %q", plan.CopyDir(), capture)
 	}
-	defer c.differ.Release(ctx, l, plan)
+	defer differ.Release(ctx, l, plan)
 	if capture == captureCopyFails {
 		// The copy's file is taken: the copy fails in the pause.
 		if err := os.WriteFile(filepath.Join(plan.CopyDir(), stage.ContentFile), nil, 0o600); err != nil {
@@ -264,7 +266,7 @@ func testOverlayEquivalence(t *testing.T, e *testEnv, base, capture string, afte
 	}
 	walk, werr := rootfs.CreateDiff(ctx, l.Info.SnapshotKey, sn, e.ctrd.Client.DiffService(),
 		diff.WithMediaType(ocispec.MediaTypeImageLayer), diff.WithReference("equiv-walk-"+randSuffix()))
-	od, oerr := c.differ.Diff(ctx, l, plan)
+	od, oerr := differ.Diff(ctx, l, plan)
 	if err := l.Task.Resume(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"context"
@@ -33,6 +33,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -114,8 +115,10 @@ func TestCheckpointRestorePrivateBase(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	private := func(cfg *Config) { cfg.Params.AllowAnonymousPull, cfg.Params.MemoryRestoreBase = false, restoreBase }
-	cm := e.checkpointer(t, cri, pod, reg.Host+"/tenant/hibernate/"+sandbox+"/app:mem", private, func(cfg *Config) {
+	private := func(cfg *committer.Config) {
+		cfg.Params.AllowAnonymousPull, cfg.Params.MemoryRestoreBase = false, restoreBase
+	}
+	cm := e.checkpointer(t, cri, pod, reg.Host+"/tenant/hibernate/"+sandbox+"/app:mem", private, func(cfg *committer.Config) {
 		cfg.Keychain = basicKeychain{Username: user, Password: pass}
 	})
 	if _, err := cm.Checkpoint(ctx); err != nil {

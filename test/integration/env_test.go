@@ -16,7 +16,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package committer
+package integration
 
 import (
 	"archive/tar"
@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -37,14 +38,18 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/layerdir"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
@@ -248,19 +253,57 @@ func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *tas
 	return pp
 }
 
-// committer returns a Committer of p on the test's containerd, its Config
+// committer returns a committer.Committer of p on the test's containerd, its committer.Config
 // set by opts.
-func (e *testEnv) committer(p *task.Params, opts ...func(*Config)) *Committer {
-	cfg := Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir, LayerDir: e.copyDir}
+func (e *testEnv) committer(p *task.Params, opts ...func(*committer.Config)) *testCommitter {
+	cfg := committer.Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir, LayerDir: e.copyDir}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	return New(e.ctrd.Client, cfg)
+	return &testCommitter{committer.New(e.ctrd.Client, cfg), cfg, e.ctrd.Client}
 }
 
-// inPause sets Config.InPause.
-func inPause(hook func(context.Context, []*freeze.Container) error) func(*Config) {
-	return func(cfg *Config) { cfg.InPause = hook }
+// testCommitter is a Committer, the Config it was built with and its
+// containerd client.
+type testCommitter struct {
+	*committer.Committer
+	cfg    committer.Config
+	client *client.Client
+}
+
+// pod names the pod of c's snapshot in messages.
+func (c *testCommitter) pod() string {
+	return c.cfg.Params.PodNamespace + "/" + c.cfg.Params.PodName
+}
+
+// findLive finds the live target containers of c's pod, as its commit step
+// does, in the CRI plugin's namespace.
+func (c *testCommitter) findLive(ctx context.Context) ([]*freeze.Container, error) {
+	p := c.cfg.Params
+	pod := freeze.Pod{Name: p.PodName, Namespace: p.PodNamespace, UID: p.PodUID}
+	frz := freeze.New(c.client, pod, freeze.Options{Namespace: committer.DefaultNamespace, RunID: p.RunID, Log: log.New(testLogWriter{}, "", 0)})
+	return frz.FindLive(namespaces.WithNamespace(ctx, committer.DefaultNamespace), p.Targets)
+}
+
+// differ is the overlay differ c's commit step uses.
+func (c *testCommitter) differ() *overlay.Differ {
+	return overlay.New(c.client, c.cfg.CopyDir, c.pod(), log.New(testLogWriter{}, "", 0))
+}
+
+// records are the records c's memory snapshots leave for the push step.
+func (c *testCommitter) records() checkpoint.Records {
+	return checkpoint.Records{LayerDir: c.cfg.LayerDir, CheckpointDir: c.cfg.CheckpointDir}
+}
+
+// workingName is the name of the image c's commit step leaves for its push
+// step.
+func (c *testCommitter) workingName(t task.Target) string {
+	return committer.WorkingName(t, c.cfg.Params.RunID)
+}
+
+// inPause sets committer.Config.InPause.
+func inPause(hook func(context.Context, []*freeze.Container) error) func(*committer.Config) {
+	return func(cfg *committer.Config) { cfg.InPause = hook }
 }
 
 type testLogWriter struct{}
@@ -450,18 +493,18 @@ func TestCommitPushVerify(t *testing.T) {
 		if pushed[i].Digest != res.Images[i].Manifest.Digest.String() {
 			t.Errorf("%s: pushed digest %s differs from committed manifest %s", ref, pushed[i].Digest, res.Images[i].Manifest.Digest)
 		}
-		if n := c.ws.name(params.Targets[i]); n == ref {
+		if n := c.workingName(params.Targets[i]); n == ref {
 			t.Errorf("the commit step's image is named %s, the target's tag", n)
 		} else if _, err := e.ctrd.Client.ImageService().Get(ctx, n); err == nil {
 			t.Errorf("local committed image %s was not removed", n)
 		}
 	}
-	digests := FormatDigests(pushed)
+	digests := committer.FormatDigests(pushed)
 	if strings.Count(digests, ",") != 1 || !strings.HasPrefix(digests, "sha256:") {
 		t.Errorf("DIGESTS = %q", digests)
 	}
-	if want := e.regA.Host + "/snap/" + p.name + "-app@" + pushed[0].Digest; !strings.HasPrefix(FormatImages(pushed), want+"\n") {
-		t.Errorf("IMAGES = %q, want first line %q", FormatImages(pushed), want)
+	if want := e.regA.Host + "/snap/" + p.name + "-app@" + pushed[0].Digest; !strings.HasPrefix(committer.FormatImages(pushed), want+"\n") {
+		t.Errorf("IMAGES = %q, want first line %q", committer.FormatImages(pushed), want)
 	}
 
 	files := lastLayerFiles(t, appRef)
@@ -545,7 +588,7 @@ func TestCommitFailureThaws(t *testing.T) {
 		// walking differ reads the key in the pause (the overlay differ
 		// reads the snapshot's directories before it).
 		// ctx is in the containerd namespace of the commit.
-		c := e.committer(params, func(cfg *Config) { cfg.WalkingDiffer = true }, inPause(func(ctx context.Context, live []*freeze.Container) error {
+		c := e.committer(params, func(cfg *committer.Config) { cfg.WalkingDiffer = true }, inPause(func(ctx context.Context, live []*freeze.Container) error {
 			info, err := p.ctrs["sidecar"].Info(ctx)
 			if err != nil {
 				return err
@@ -649,7 +692,7 @@ func TestPushFailureThaws(t *testing.T) {
 			e.assertAllRunning(t, p)
 			// A failed push removes the committed image (its content goes
 			// with it); a retry commits again.
-			working := c.ws.name(c.cfg.Params.Targets[0])
+			working := c.workingName(c.cfg.Params.Targets[0])
 			if _, err := e.ctrd.Client.ImageService().Get(e.ctrd.Ctx(context.Background()), working); !errdefs.IsNotFound(err) {
 				t.Errorf("committed image %s still in containerd after a failed push (err %v)", working, err)
 			}
