@@ -22,21 +22,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 )
 
-// A checkpoint archive holds a sandbox's memory from the commit step's dump
-// until the push step has uploaded it; it lives in the commit pod's two
-// steps, so that pod owns it. Its name carries the UID of that pod, the
-// Task's pod (Params.TaskPodUID): <task-pod-uid>_<run-id>-<container>. Every
-// run of the Task on the node sweeps CheckpointDir first (SweepCheckpoints)
-// and removes the archives of Task pods none of whose containers runs any
-// more, whatever their age. A process that is signalled removes the
-// archives it was writing or pushing before it exits (Discard).
-
-// SweepCheckpoints removes from CheckpointDir the checkpoint archives of runs
-// that are over: those whose Task pod has no container running (or paused)
-// in containerd any more, whatever their age, and those that name no Task
-// pod and were last written more than an hour ago. An archive whose pod
-// containerd cannot tell about is kept. It only logs what goes wrong: a
-// sweep never fails a run.
+// SweepCheckpoints removes from CheckpointDir the archives of runs whose Task
+// pod has no container running or paused any more (checkpoint.Sweep). It only
+// logs failures: a sweep never fails a run.
 func (c *Committer) SweepCheckpoints(ctx context.Context) {
 	if c.cfg.CheckpointDir == "" {
 		return
@@ -44,11 +32,9 @@ func (c *Committer) SweepCheckpoints(ctx context.Context) {
 	checkpoint.Sweep(c.cfg.CheckpointDir, podRuns(ctx, c.client, c.cfg.Namespace), c.log)
 }
 
-// Discard is meant for a signal handler, after Abort: it removes the
-// checkpoint archives this process was writing or pushing and had not
-// removed yet, and their records, and returns how many archives it
-// removed; they hold a sandbox's memory, and the run is over. It gives back
-// the run's disk reservation too.
+// Discard, for a signal handler after Abort, removes the checkpoint archives
+// this process still owns, so that no sandbox's memory stays on disk, and gives
+// back the run's disk reservation. It returns how many archives it removed.
 func (c *Committer) Discard() int {
 	n := c.ws.discard()
 	c.room.release()

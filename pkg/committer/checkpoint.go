@@ -38,33 +38,13 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
-// A memory snapshot is a checkpoint archive as containerd's CRI
-// CheckpointContainer writes it (the call behind kubelet's checkpoint API,
-// KEP-2008): CRIU's dump of the processes in checkpoint/, the container's
-// spec, CRI config and status (spec.dump, config.dump, status.dump), and its
-// filesystem change (rootfs-diff.tar). The archive's files become the one
-// layer of a checkpoint image, the format containerd's CRI (2.1 and later)
-// restores a container from and CRI-O reads too.
-//
-// The archive is written here, not by CheckpointContainer: that call copies
-// CRIU's dump four times before it returns, while the container stays
-// frozen. Here CRIU dumps through containerd's task API straight into the
-// checkpoint directory, the filesystem change is taken beside it, and the
-// containers thaw; the rest of the archive is written after the thaw, and
-// the push step builds the image from it (checkpointimage.go).
-
-// Checkpoint takes a memory snapshot of each target container and leaves
-// each as a checkpoint archive in CheckpointDir, recorded in LayerDir, for
-// the push step to build its image from (Push). It freezes all of them at
-// once, as Commit does, so that they are checkpointed at one instant; the
-// freeze lasts while CRIU dumps them and their filesystem changes are taken.
-// It fails before freezing where anyone may pull from a target repository
-// (checkpoint.PrivateTargets), the node cannot checkpoint them, a restore
-// could pull neither their base images nor a restore base
-// (checkpoint.Dumper.RestoreBases), or the
-// node's disk has no room for their memory.
-// CheckpointDir must be the same directory for containerd and this process;
-// SweepCheckpoints, run first, frees what runs that are over left in it.
+// Checkpoint takes a memory snapshot of each target container, all frozen at
+// once as in Commit, and leaves each as a checkpoint archive in CheckpointDir,
+// in the layout containerd's CRI restores from, for Push to build its image. It
+// fails before freezing where a target repository is public
+// (checkpoint.PrivateTargets), the node cannot checkpoint, a restore could pull
+// no base image (checkpoint.Dumper.RestoreBases) or the disk has no room for
+// the memory.
 func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err error) {
 	if c.cfg.CheckpointDir == "" || c.cfg.LayerDir == "" {
 		return nil, fmt.Errorf("pod %s: a memory snapshot needs a checkpoint directory and a layer directory", c.pod)
@@ -96,8 +76,7 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 			}
 		}
 	}()
-	// The archives stay for the push step, which removes them; a failed
-	// checkpoint leaves none, nor does a signal (Discard).
+	// A failed checkpoint leaves no archive; Push removes the others.
 	archives := make([]*checkpoint.Record, len(live))
 	for i, l := range live {
 		archives[i] = &checkpoint.Record{Archive: checkpoint.ArchiveName(c.cfg.Params.TaskPodUID, c.cfg.Params.RunID, l.Target.Container)}
@@ -112,8 +91,6 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	}()
 	for i, l := range live {
 		if selfContained[i] {
-			// Its whole root filesystem: the base image's layers, read as a
-			// squash reads them, and the change.
 			if preps[i], err = c.prepare(ctx, l); err != nil {
 				return nil, err
 			}
@@ -170,12 +147,8 @@ func (c *Committer) Checkpoint(ctx context.Context) (res *CommitResult, err erro
 	return res, nil
 }
 
-// completeArchive completes the checkpoint archive rec names, where CRIU's
-// dump is (taken when the containers were frozen, at), and leaves rec for
-// the push step, which builds the checkpoint image from it
-// (checkpointImages.build): one layer holding the archive's files (zstd
-// where that pays, checkpoint.LayerType), and on the manifest the
-// annotations that make containerd's CRI restore from it.
+// completeArchive writes, after the thaw, the rest of rec's archive beside
+// CRIU's dump, taken at at, and leaves rec for the push step.
 func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *checkpoint.Record, at time.Time) (*Committed, error) {
 	l, dir := p.live, c.ws.records.ArchiveDir(rec)
 	fail := func(format string, a ...any) error {
@@ -185,9 +158,8 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 	if err != nil {
 		return nil, fail("%v", err)
 	}
-	// The image a restore pulls before it restores (config.dump's
-	// RootfsImageRef): it must stay in its registry while this one may be
-	// resumed.
+	// The image a restore pulls first must stay in its registry while this
+	// snapshot may be resumed.
 	restoreName, restoreRef := st.GetImage().GetImage(), st.GetImageRef()
 	if p.selfContained {
 		restoreName, restoreRef = c.cfg.Params.MemoryRestoreBase, c.cfg.Params.MemoryRestoreBase
@@ -228,10 +200,8 @@ func (c *Committer) completeArchive(ctx context.Context, p *prepared, rec *check
 	return &Committed{Target: l.Target, DiffSize: size, Layer: ocispec.Descriptor{MediaType: mediaType}}, nil
 }
 
-// writeRootfsDiff writes the filesystem change taken in the freeze, an
-// uncompressed layer, to file; for a self-contained checkpoint, the whole
-// root filesystem: the base image's layers and the change, squashed into
-// one.
+// writeRootfsDiff writes the change taken in the freeze to file, uncompressed;
+// of a self-contained checkpoint, the whole root filesystem.
 func (c *Committer) writeRootfsDiff(ctx context.Context, p *prepared, file string) error {
 	write := func(w io.Writer) error {
 		if p.upper != nil {

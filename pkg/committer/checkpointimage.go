@@ -42,16 +42,9 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/push"
 )
 
-// A memory snapshot's image is built in the push step, from the checkpoint
-// archive the commit step leaves on the node: its one layer, the archive's
-// files as a tar, is hashed as it is uploaded, in chunks whose final PUT
-// names the digest. The commit step thus ends once the containers are
-// thawed and the archive is complete, and the archive is read once for the
-// upload (and once more to keep the image on the node), never copied into a
-// layer file first.
-
-// checkpointImages builds the images of memory snapshots in the push step
-// (build), and keeps them on the node beside the upload (ingest).
+// checkpointImages builds memory snapshots' images in the push step (build),
+// hashing each archive's layer as it is uploaded, so that the commit step never
+// copies the archive into a layer file; ingest keeps them on the node.
 type checkpointImages struct {
 	client *client.Client
 	ws     *workspace
@@ -61,11 +54,8 @@ type checkpointImages struct {
 	log    *log.Logger
 }
 
-// build builds the image of ci's memory snapshot as it uploads its
-// layer to ci's repository (uploadLayer), then writes its config
-// and manifest into containerd under the working name, as the commit step
-// does a filesystem snapshot's. It fills ci as readCommitted does, the layer
-// marked uploaded.
+// build uploads ci's layer and writes its config and manifest into containerd
+// under the working name, filling ci as readCommitted does.
 func (b *checkpointImages) build(ctx context.Context, ci *committedImage) error {
 	rec := ci.checkpoint
 	start := time.Now()
@@ -75,9 +65,7 @@ func (b *checkpointImages) build(ctx context.Context, ci *committedImage) error 
 	}
 	b.log.Printf("pod %s container %q: uploaded the checkpoint's layer %s (%d bytes, %s) in %s",
 		b.pod, ci.target.Container, layer.Digest, layer.Size, layer.MediaType, time.Since(start).Round(time.Millisecond))
-	// The config and manifest are referenced by nothing until the image
-	// record names them: a lease keeps containerd's garbage collector off
-	// them till then.
+	// The lease holds the config and manifest until an image names them.
 	lctx, done, err := b.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
 	if err != nil {
 		return fmt.Errorf("creating containerd lease: %w", err)
@@ -105,9 +93,8 @@ func (b *checkpointImages) build(ctx context.Context, ci *committedImage) error 
 	return nil
 }
 
-// writeConfig writes into containerd the config of rec's image,
-// whose one layer is layer with diffID, and returns its manifest: the same
-// bytes from the upload and from the pass that keeps the image on the node.
+// writeConfig writes rec's image config into containerd and returns its
+// manifest, the same bytes in build and ingest.
 func (b *checkpointImages) writeConfig(ctx context.Context, rec *checkpoint.Record, layer ocispec.Descriptor, diffID digest.Digest) (ocispec.Manifest, error) {
 	cfg, err := json.Marshal(ocispec.Image{
 		Created:  &rec.Created,
@@ -131,14 +118,10 @@ func (b *checkpointImages) writeConfig(ctx context.Context, rec *checkpoint.Reco
 	}, nil
 }
 
-// uploadLayer uploads the layer of ci's archive, hashed as it is
-// sent (push.Pusher.UploadStream), and returns its descriptor, its diff ID
-// and the size of its tar. A registry that refuses chunks gets it in one
-// request, its digest found by a pass of its own first.
+// uploadLayer uploads the layer of ci's archive (push.Pusher.UploadStream) and
+// returns its descriptor, its diff ID and its tar's size.
 func (b *checkpointImages) uploadLayer(ctx context.Context, ci *committedImage) (ocispec.Descriptor, digest.Digest, int64, error) {
 	rec, dir := ci.checkpoint, b.ws.records.ArchiveDir(ci.checkpoint)
-	// Each pass of the archive (one, unless the upload starts again) gives
-	// the tar's digest and size.
 	var mu sync.Mutex
 	var tarDigest digest.Digest
 	var tarSize int64
@@ -169,13 +152,10 @@ func (b *checkpointImages) uploadLayer(ctx context.Context, ci *committedImage) 
 	return layer, tarDigest, tarSize, nil
 }
 
-// ingest keeps ci's memory snapshot on this node, beside the
-// upload: a pass of its own over the archive writes the layer into
-// containerd's content store, which hashes it, and containerd unpacks the
-// image, under a lease; once built is closed, the image the upload built
-// must be the same (its record then holds what was unpacked). It does not
-// wait for the upload's digest: unpacking, on a node as busy as the upload,
-// takes as long as the upload itself.
+// ingest keeps ci's memory snapshot on this node, beside the upload: it writes
+// the layer into containerd from a pass of its own and unpacks the image, then
+// waits for built and checks that the pushed image is the same. It does not
+// wait for the upload's digest: unpacking takes as long as the upload.
 func (b *checkpointImages) ingest(ctx context.Context, ci *committedImage, built <-chan struct{}) (err error) {
 	rec := ci.checkpoint
 	lctx, done, err := b.client.WithLease(ctx, leases.WithRandomID(), leases.WithExpiration(leaseExpiration))
@@ -206,7 +186,6 @@ func (b *checkpointImages) ingest(ctx context.Context, ci *committedImage, built
 	if err != nil {
 		return fmt.Errorf("writing the checkpoint's layer into containerd: %w", err)
 	}
-	// containerd reports the digest of what was written to it so far.
 	layer := ocispec.Descriptor{MediaType: rec.MediaType, Digest: w.Digest(), Size: cnt.N}
 	if layer.Digest.Validate() != nil {
 		return fmt.Errorf("containerd reports the digest %q for the checkpoint's layer", layer.Digest)

@@ -42,12 +42,11 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// Commit pauses every target container, diffs each rootfs, thaws them all,
-// and then stores one new image per container in containerd, under its
-// working name (workspace.name). Containers are thawed on every return path.
-// It holds the pod's lock from before the first read until after the thaw,
-// and fails with freeze.ErrFrozenElsewhere, touching nothing, when another run
-// holds the pod or something else froze it (freeze.Freezer.CheckOwnership).
+// Commit freezes every target container, diffs each rootfs, thaws them and
+// stores one image per container under its working name. The containers are
+// thawed on every path. The pod's lock is held from before the first read until
+// after the thaw; where another run holds it or someone else froze the pod,
+// Commit fails with freeze.ErrFrozenElsewhere, touching nothing.
 func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	ctx, live, unlock, done, err := c.acquire(c.nsCtx(ctx))
 	if err != nil {
@@ -99,9 +98,8 @@ func (c *Committer) Commit(ctx context.Context) (res *CommitResult, err error) {
 	return res, nil
 }
 
-// acquire takes the pod's lock, finds the live target containers, checks
-// that no other run froze them (freeze.Freezer.CheckOwnership) and opens a lease for what
-// the run writes. unlock releases the lock, once; done ends the lease.
+// acquire locks the pod, finds the live targets, checks that no one else froze
+// them and opens a lease. unlock releases the lock, once; done ends the lease.
 func (c *Committer) acquire(ctx context.Context) (_ context.Context, live []*freeze.Container, unlock, done func(), err error) {
 	lock, err := c.frz.TryLock(ctx)
 	if err != nil {
@@ -172,8 +170,7 @@ func (c *Committer) diffAll(ctx context.Context, preps []*prepared) error {
 	return errors.Join(errs...)
 }
 
-// prepare finds the base image of a container from its snapshot's parent
-// chain and reads the base manifest and config.
+// prepare reads the base image of l, before the pause.
 func (c *Committer) prepare(ctx context.Context, l *freeze.Container) (*prepared, error) {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("pod %s %s: %s", c.pod, l, fmt.Sprintf(format, a...))
@@ -218,9 +215,8 @@ func (c *Committer) prepare(ctx context.Context, l *freeze.Container) (*prepared
 	return p, nil
 }
 
-// planOverlay plans the overlay differ for l before the pause, or returns
-// nil where containerd's walking differ is used: Config.WalkingDiffer, or a
-// container the overlay differ does not apply to.
+// planOverlay plans the overlay differ for l, or returns nil for containerd's
+// walking differ.
 func (c *Committer) planOverlay(ctx context.Context, l *freeze.Container) (*overlay.Plan, error) {
 	if c.cfg.WalkingDiffer {
 		return nil, nil
@@ -228,8 +224,7 @@ func (c *Committer) planOverlay(ctx context.Context, l *freeze.Container) (*over
 	return c.differ.Plan(ctx, l)
 }
 
-// finish compresses the diff and writes config, manifest and image record,
-// and the layer file (Config.LayerDir), removed again on failure.
+// finish writes the layer, config, manifest and image of p after the thaw.
 func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err error) {
 	l := p.live
 	fail := func(format string, a ...any) error {
@@ -244,8 +239,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 	if p.upper != nil {
 		write = func(w io.Writer) error { return p.upper.WriteLayer(ctx, cs, w) }
 	}
-	// The layers earlier commits stacked on the sandbox's original image,
-	// which this one squashes with its change past Params.MaxLayers.
+	// Past MaxLayers, earlier commits' layers are squashed with the change.
 	own, squashed := ownLayers(p.config, len(p.manifest.Layers)), 0
 	if c.cfg.Params.MaxLayers > 0 && own >= c.cfg.Params.MaxLayers {
 		squashed = own
@@ -293,9 +287,7 @@ func (c *Committer) finish(ctx context.Context, p *prepared) (_ *Committed, err 
 		for k, v := range p.manifest.Annotations {
 			ann[k] = v
 		}
-		// The base is the sandbox's original image, which an image of
-		// earlier commits names already: it stays known after any number
-		// of commits and squashes.
+		// A first commit names the base; later ones keep it.
 		if own == 0 {
 			delete(ann, ocispec.AnnotationBaseImageName)
 			if !strings.HasPrefix(p.baseName, "sha256:") {

@@ -14,12 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package committer runs the two steps of the sandbox-commit Task on a
-// node. The commit step freezes a pod's containers, takes their filesystem
-// change (for a memory snapshot, CRIU's dump too) and thaws them; the push
-// step uploads the images and keeps them for a resume. The packages below
-// it do the work; this one orders it and owns what a run leaves between
-// the steps.
+// Package committer runs the sandbox-commit Task's two steps on a node: the
+// commit step freezes a pod's containers, takes their filesystem change (or
+// CRIU's dump) and thaws them; the push step uploads the images. The packages
+// below do the work; this one orders it.
 package committer
 
 import (
@@ -31,13 +29,16 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/checkpoint"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/keep"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/layerdir"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/overlay"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/push"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
 // Committer runs the commit and push steps of one pod's snapshot.
@@ -45,7 +46,6 @@ type Committer struct {
 	cfg    Config
 	client *client.Client
 	log    *log.Logger
-	// pod names the pod in messages.
 	pod    string
 	frz    *freeze.Freezer
 	differ *overlay.Differ
@@ -97,8 +97,7 @@ func New(c *client.Client, cfg Config) *Committer {
 	return cm
 }
 
-// scratchDir is where a squash stages contents: the layer directory, else
-// the copy directory, else the system's temporary directory.
+// scratchDir is where a squash stages contents.
 func scratchDir(cfg Config) string {
 	for _, d := range []string{cfg.LayerDir, cfg.CopyDir} {
 		if d != "" {
@@ -112,21 +111,27 @@ func (c *Committer) nsCtx(ctx context.Context) context.Context {
 	return namespaces.WithNamespace(ctx, c.cfg.Namespace)
 }
 
-// Abort is meant for a signal handler: it stops new pauses, waits briefly
-// for pause calls in flight and thaws everything this process paused (see
-// freeze.Freezer.Abort).
+// Abort, for a signal handler, thaws everything this process paused
+// (freeze.Freezer.Abort).
 func (c *Committer) Abort(timeout time.Duration) (int, error) {
 	return c.frz.Abort(timeout)
 }
 
-// Unpause implements mode=unpause: it thaws every container of the pod that
-// this run paused (see freeze.Freezer.Unpause).
+// Unpause implements mode=unpause (freeze.Freezer.Unpause).
 func (c *Committer) Unpause(ctx context.Context) (int, error) {
 	return c.frz.Unpause(c.nsCtx(ctx))
 }
 
-// Release implements mode=release, run when the snapshot of this run ID is
-// deleted (keep.Store.Release).
+// Release implements mode=release (keep.Store.Release).
 func (c *Committer) Release(ctx context.Context) (removed, marked int, err error) {
 	return c.keeper.Release(c.nsCtx(ctx), c.cfg.Params.RunID)
+}
+
+// remoteOptions are the options of this run's registry requests.
+func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
+	return append([]remote.Option{
+		remote.WithContext(ctx),
+		remote.WithAuthFromKeychain(c.cfg.Keychain),
+		remote.WithJobs(push.Concurrency),
+	}, upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs)...)
 }

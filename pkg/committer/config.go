@@ -32,41 +32,32 @@ const DefaultNamespace = "k8s.io"
 
 // Config configures a Committer.
 type Config struct {
-	// Params are the validated Task parameters, the tunable ones included;
-	// New needs them.
+	// Params are the validated Task parameters; New needs them.
 	Params *task.Params
 	// Namespace is the containerd namespace, DefaultNamespace when empty.
 	Namespace string
-	// Keychain resolves registry credentials (push only). Anonymous when nil.
+	// Keychain resolves push credentials; anonymous when nil.
 	Keychain authn.Keychain
-	// WalkingDiffer forces containerd's walking differ (which compares the
-	// whole image) even where the overlay differ applies.
+	// WalkingDiffer uses containerd's walking differ, not the overlay one.
 	WalkingDiffer bool
-	// CopyDir, when set, is where the overlay differ copies a container's
-	// upper directory inside the pause, when that directory is readable here
-	// (package stage); otherwise containerd tars it inside the pause.
+	// CopyDir, when set, is where the overlay differ copies a readable
+	// upper directory inside the pause (package stage).
 	CopyDir string
-	// LayerDir, when set, receives a file of each new layer in place of a
-	// copy in containerd; the push step uploads from it, ingests it into
-	// containerd when it keeps the image, and removes it (package layerdir).
-	// Both steps must see the same directory.
+	// LayerDir, when set, holds the file of each new layer in place of a
+	// copy in containerd (package layerdir); both steps must see it.
 	LayerDir string
 	// ScratchLimit, when not zero, bounds what a commit writes to CopyDir
-	// and LayerDir, the commit pod's own disk: its ephemeral-storage limit,
-	// past which the kubelet would evict it.
+	// and LayerDir: the commit pod's ephemeral-storage limit.
 	ScratchLimit uint64
 	// RootCAs verify the registry's certificate; the system's when nil.
 	RootCAs *x509.CertPool
-	// CheckpointDir is where CRIU, through containerd, writes memory snapshots
-	// for Checkpoint; containerd and this process must both see it at
-	// this path.
+	// CheckpointDir is where CRIU writes memory snapshots; containerd and
+	// this process must both see it at this path.
 	CheckpointDir string
-	// ChunkSize is the size of a chunked blob upload's chunks, past which a
-	// blob goes in chunks; upload.DefaultChunkSize when 0.
+	// ChunkSize sizes upload chunks; upload.DefaultChunkSize when 0.
 	ChunkSize int
-	// InPause, when set, runs while the containers are frozen, before their
-	// diffs; its error fails the commit, the containers thawed. Tests use it
-	// to act inside the pause.
+	// InPause, for tests, runs inside the pause before the diffs; its error
+	// fails the commit.
 	InPause func(context.Context, []*freeze.Container) error
 	// Log receives progress lines; os.Stderr when nil.
 	Log io.Writer

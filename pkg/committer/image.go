@@ -33,18 +33,16 @@ import (
 
 // Labels the committer writes.
 const (
-	// LabelSourceImage records, on the committed image, the image the
-	// container was created from.
+	// LabelSourceImage names the image the container was created from.
 	LabelSourceImage = "sandbox.opensandbox.io/source-image"
-	// LabelSourceRepos records, on the committed image, the repositories the
-	// base layers can be fetched from when containerd no longer holds them.
+	// LabelSourceRepos lists repositories holding the base layers, for when
+	// containerd no longer does.
 	LabelSourceRepos = "sandbox.opensandbox.io/source-repositories"
 	// LabelCommittedFrom records pod/container on the committed image.
 	LabelCommittedFrom = "sandbox.opensandbox.io/committed-from"
 )
 
-// What the committer writes into an image's config and manifest, and the
-// lease that holds what it writes until an image record names it.
+// What the committer writes into images, and how long a lease holds it.
 const (
 	historyComment       = "sandbox-snapshot-operator commit"
 	leaseExpiration      = time.Hour
@@ -52,15 +50,13 @@ const (
 	mediaTypeDockerManif = images.MediaTypeDockerSchema2Manifest
 )
 
-// Committed describes one image created by the commit step. Of a memory
-// snapshot, whose image the push step builds, it has no Manifest, and of
-// its Layer only the media type.
+// Committed describes one image of the commit step; a memory snapshot's, built
+// by the push step, has no Manifest and only Layer's media type.
 type Committed struct {
 	Target task.Target
 	// Manifest is the descriptor of the new manifest in containerd.
 	Manifest ocispec.Descriptor
-	// DiffSize is the size of the uncompressed layer diff (of a memory
-	// snapshot, of the checkpoint archive's files).
+	// DiffSize is the uncompressed diff's size, or the archive's.
 	DiffSize int64
 	// Layer is the descriptor of the new compressed layer.
 	Layer ocispec.Descriptor
@@ -71,13 +67,11 @@ type CommitResult struct {
 	Images []Committed
 	// PauseWindow is the time from the first pause call to the last resume.
 	PauseWindow time.Duration
-	// Mode is the snapshot mode taken: task.SnapshotModeFilesystem or
-	// task.SnapshotModeMemory.
+	// Mode is the snapshot mode taken, filesystem or memory.
 	Mode string
 }
 
-// prepared holds everything read before the pause, so that the pause window
-// only contains the diffs.
+// prepared holds what is read before the pause, so that the pause only diffs.
 type prepared struct {
 	live        *freeze.Container
 	baseName    string
@@ -92,13 +86,12 @@ type prepared struct {
 	upper   *overlay.Diff
 	// diff is the walking differ's uncompressed layer otherwise.
 	diff ocispec.Descriptor
-	// selfContained marks a memory snapshot that holds the whole root
-	// filesystem, over the restore base (restoreBases).
+	// selfContained marks a checkpoint of the whole root filesystem.
 	selfContained bool
 }
 
-// committedImage is a committed image as the commit step left it; for a
-// memory snapshot, checkpoint, until the push builds its image.
+// committedImage is what the commit step left for a target: an image or, of a
+// memory snapshot, a checkpoint record.
 type committedImage struct {
 	target   task.Target
 	image    images.Image
@@ -112,9 +105,8 @@ type committedImage struct {
 	put digest.Digest
 }
 
-// ownLayers is how many of an image's last layers earlier commits of this
-// committer added: the trailing history entries it wrote, when the config's
-// diff IDs are the manifest's layers (0 otherwise, and nothing is squashed).
+// ownLayers counts an image's trailing layers from earlier commits
+// (historyComment); 0 where its diff IDs are not its layers.
 func ownLayers(cfg map[string]json.RawMessage, layers int) int {
 	var img struct {
 		RootFS  ocispec.RootFS    `json:"rootfs"`
@@ -140,9 +132,8 @@ func ownLayers(cfg map[string]json.RawMessage, layers int) int {
 	return n
 }
 
-// appendLayerToConfig appends a diff ID and a history entry to an image
-// config, in place of its last squashed ones (ownLayers), keeping every
-// field it does not know about.
+// appendLayerToConfig puts diffID and a history entry in place of cfg's last
+// squashed ones, keeping every field it does not know.
 func appendLayerToConfig(cfg map[string]json.RawMessage, squashed int, diffID digest.Digest, now time.Time, createdBy string) ([]byte, error) {
 	out := make(map[string]json.RawMessage, len(cfg)+3)
 	for k, v := range cfg {

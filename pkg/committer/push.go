@@ -30,7 +30,6 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
@@ -42,24 +41,11 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/upload"
 )
 
-// remoteOptions are the options of this run's registry requests: ctx, the
-// push credentials, push.Concurrency jobs and the registry transport.
-func (c *Committer) remoteOptions(ctx context.Context) []remote.Option {
-	return append([]remote.Option{
-		remote.WithContext(ctx),
-		remote.WithAuthFromKeychain(c.cfg.Keychain),
-		remote.WithJobs(push.Concurrency),
-	}, upload.RemoteOptions(c.cfg.Params.Insecure, c.cfg.RootCAs)...)
-}
-
-// Push uploads every committed image to its target, verifies the manifest
-// digest with a HEAD request, then keeps the image in containerd for a resume
-// on this node (Params.KeepLocal) or removes it. A failed push removes it,
-// and once every container's push has stopped, deletes from the registry
-// what it put there (takeBack). Results are in the order of the containers
-// param.
+// Push uploads every committed image, checks its manifest digest, then keeps it
+// on this node (KeepLocal) or removes it; results follow the containers param.
+// A failed push removes the images and, once every upload has stopped, takes
+// back what it put in the registry (takeBack).
 func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
-	// Pushed or not, the layer files and archives are gone at the end.
 	defer c.room.release()
 	ctx = c.nsCtx(ctx)
 	pusher, err := push.New(c.client.ContentStore(), c.ws.layers, push.Options{
@@ -82,21 +68,18 @@ func (c *Committer) Push(ctx context.Context) ([]Pushed, *push.Stats, error) {
 
 // pushStep is one run of the push step.
 type pushStep struct {
-	cfg    *Config
-	client *client.Client
-	ws     *workspace
-	keeper *keep.Store
-	pusher *push.Pusher
-	pod    string
-	log    *log.Logger
-	// checkpoints builds the images of memory snapshots.
+	cfg         *Config
+	client      *client.Client
+	ws          *workspace
+	keeper      *keep.Store
+	pusher      *push.Pusher
+	pod         string
+	log         *log.Logger
 	checkpoints *checkpointImages
 }
 
 // run pushes every committed image and keeps or removes it (Push).
 func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
-	// The committed images are read first; the layer files they left are
-	// removed on every path.
 	committed := make([]*committedImage, len(s.cfg.Params.Targets))
 	errs := make([]error, len(committed))
 	for i, t := range s.cfg.Params.Targets {
@@ -119,9 +102,8 @@ func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 		s.ws.removeImages(ctx, s.cfg.Params.Targets...)
 		return nil, err
 	}
-	// Ingesting and unpacking for a resume on this node run beside the
-	// upload. A memory snapshot's image is built as it is pushed; built
-	// says when.
+	// Keeping on this node runs beside the upload; built[i] closes once a
+	// memory snapshot's image is built.
 	unpacked := make([]chan error, len(s.cfg.Params.Targets))
 	built := make([]chan struct{}, len(s.cfg.Params.Targets))
 	for i := range built {
@@ -141,12 +123,9 @@ func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 			}()
 		}
 	}
-	// Containers are pushed concurrently; each bounds its own blob uploads.
-	// The first failure cancels the others, and all are waited for: no
-	// upload goes on once Push returns. It cancels with context.Canceled,
-	// not as errgroup.WithContext does, with the failure as the cause:
-	// net/http wraps the cause into each request it cuts short, where it
-	// would read as that request's own answer from the registry.
+	// Containers push concurrently. The first failure cancels the rest with
+	// context.Canceled: as a cause, net/http would report it as each cut
+	// request's own answer. All are waited for: no upload outlives Push.
 	out := make([]Pushed, len(s.cfg.Params.Targets))
 	gctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -195,9 +174,6 @@ func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 		}
 	}
 	if pushErr != nil {
-		// A failed push leaves nothing behind: the committed images go, and
-		// their content with them (containerd's garbage collector), and so
-		// do the manifests it put in the registry.
 		s.ws.removeImages(ctx, s.cfg.Params.Targets...)
 		return nil, s.takeBack(ctx, committed, pushErr)
 	}
@@ -212,9 +188,8 @@ func (s *pushStep) run(ctx context.Context) ([]Pushed, error) {
 	return out, nil
 }
 
-// takeBack deletes from the registry, with the push credentials, the
-// manifests this run may have put there for committed, and their tags; it
-// returns err, naming the images the registry still holds.
+// takeBack deletes the manifests this run may have put in the registry, and
+// their tags; it returns err, naming what the registry still holds.
 func (s *pushStep) takeBack(ctx context.Context, committed []*committedImage, err error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
@@ -238,10 +213,8 @@ func (s *pushStep) takeBack(ctx context.Context, committed []*committedImage, er
 	return err
 }
 
-// unpush deletes the manifest d and, where it still points at d, tag; it
-// fails while the registry holds either. Distribution drops a manifest's
-// tags with it; other registries delete a tag by name (OCI distribution
-// 1.1).
+// unpush deletes manifest d and, where it still points at d, tag; it fails
+// while the registry holds either.
 func unpush(ctx context.Context, reg registry.Client, tag name.Tag, d name.Digest) error {
 	derr := reg.Delete(ctx, d)
 	tagged, err := reg.Digest(ctx, tag)
@@ -254,7 +227,7 @@ func unpush(ctx context.Context, reg registry.Client, tag name.Tag, d name.Diges
 		}
 	}
 	if derr != nil {
-		// The push may have stopped before the registry took the manifest.
+		// The push may have stopped before the registry took it.
 		if held, err := reg.Digest(ctx, d); err != nil || held != "" {
 			return derr
 		}
@@ -262,8 +235,7 @@ func unpush(ctx context.Context, reg registry.Client, tag name.Tag, d name.Diges
 	return nil
 }
 
-// read reads what this run's commit step left for t: the record of a
-// memory snapshot, or the image it committed.
+// read reads what the commit step left for t: a checkpoint record or an image.
 func (s *pushStep) read(ctx context.Context, t task.Target) (*committedImage, error) {
 	rec, err := s.ws.records.Read(t.Container)
 	if rec != nil {
@@ -297,9 +269,8 @@ func (s *pushStep) readCommitted(ctx context.Context, t task.Target) (*committed
 	return ci, nil
 }
 
-// keepLocal keeps each pushed image in containerd under its digest for a
-// resume on this node (keep.Store.Keep), then evicts kept images beyond the
-// disk bound.
+// keepLocal keeps each pushed image under its digest (keep.Store.Keep), then
+// evicts kept images beyond the disk bound.
 func (s *pushStep) keepLocal(ctx context.Context, pushed []Pushed) error {
 	for _, p := range pushed {
 		name := p.Target.Repository() + "@" + p.Digest

@@ -37,12 +37,11 @@ func FormatError(err error) string {
 // Pushed describes one image pushed by the push step.
 type Pushed struct {
 	Target task.Target
-	// Digest is the manifest digest reported by the registry (HEAD).
+	// Digest is the manifest digest the registry reports.
 	Digest string
 }
 
-// FormatDigests renders the DIGESTS result: digests comma-separated, in the
-// order of the containers param.
+// FormatDigests renders the DIGESTS result, in the containers param's order.
 func FormatDigests(p []Pushed) string {
 	d := make([]string, len(p))
 	for i := range p {
@@ -51,8 +50,7 @@ func FormatDigests(p []Pushed) string {
 	return task.FormatDigests(d)
 }
 
-// FormatImages renders the IMAGES result (Tekton Chains hint): one
-// "<repo>@<digest>" per line.
+// FormatImages renders the IMAGES result: one "<repo>@<digest>" per line.
 func FormatImages(p []Pushed) string {
 	d := make([]string, len(p))
 	for i := range p {
@@ -66,8 +64,7 @@ func FormatPauseWindow(ms int64) string {
 	return strconv.FormatInt(ms, 10)
 }
 
-// WriteResult writes one result file. An empty path means the caller did not
-// ask for this result and nothing is written.
+// WriteResult writes one result file; an empty path writes nothing.
 func WriteResult(path, value string) error {
 	if path == "" {
 		return nil

@@ -35,20 +35,16 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
 )
 
-// tarEntryBytes bounds what a tar adds to each entry it holds: a header
-// block and the padding of the entry's content to a whole block.
+// tarEntryBytes bounds a tar entry's header and padding.
 const tarEntryBytes = 1024
 
-// scratchMarginFraction is the part of Config.ScratchLimit left to the
-// rest of the commit pod's disk use: its logs and containers' layers.
+// ScratchLimit/scratchMarginFraction is left to the pod's logs and layers.
 const scratchMarginFraction = 20
 
-// ledgerDir is the directory of CheckpointDir that holds the disk ledger
-// every snapshot on the node shares (diskbudget.Ledger).
+// ledgerDir, in CheckpointDir, holds the node's disk ledger.
 const ledgerDir = ".disk-ledger"
 
-// room checks and reserves, before the freeze, the node's disk a snapshot
-// writes (check), and gives it back when the run is over (release).
+// room reserves the disk a snapshot writes (check) and gives it back (release).
 type room struct {
 	cfg     *Config
 	client  *client.Client
@@ -57,8 +53,7 @@ type room struct {
 	log     *log.Logger
 }
 
-// change is the size of a container's filesystem change, as its snapshotter
-// counts the active snapshot (the upper directory), and a bound on its tar.
+// change is the size of a filesystem change and a bound on its tar.
 type change struct {
 	bytes, tarBytes uint64
 }
@@ -73,9 +68,7 @@ func (r *room) changeOf(ctx context.Context, l *freeze.Container) (change, error
 	return change{bytes: n, tarBytes: n + uint64(max(u.Inodes, 0))*tarEntryBytes + tarEntryBytes}, nil
 }
 
-// baseOf measures the layers of l's base image: the committed snapshots
-// below its active one, as its snapshotter counts them, and a bound on
-// their tar.
+// baseOf measures l's base image: the snapshots below its active one.
 func (r *room) baseOf(ctx context.Context, l *freeze.Container) (change, error) {
 	sn := r.client.SnapshotService(l.Info.Snapshotter)
 	var base change
@@ -99,22 +92,13 @@ func (r *room) baseOf(ctx context.Context, l *freeze.Container) (change, error) 
 	}
 }
 
-// check fails with diskbudget.ErrNoRoom, before anything is frozen,
-// when the node's disk has no room for what the snapshot of preps writes:
-// the copy of each upper directory (CopyDir), each layer file (LayerDir)
-// or, with memory, each checkpoint (its dump and rootfs-diff.tar in
-// CheckpointDir; for a self-contained one, its whole root filesystem, staged
-// in the scratch first), and with KeepLocal the kept copy in containerd (the
-// filesystem of the upper directory). What it writes to CopyDir and LayerDir
-// must stay within ScratchLimit. Each filesystem must keep a tenth of
-// it free, beyond what the other snapshots running on the node reserved:
-// with CheckpointDir, which every run on the node mounts, this run's plan is
-// checked and reserved in the node's disk ledger there, until the push step
-// releases it (release) or the Task pod is over. Memory is the
-// containers' anonymous (and, on cgroup v2, shared) memory as their cgroups
-// count it; a container whose count cannot be read is logged and left out,
-// and a dump that fills the disk all the same is told apart afterwards
-// (checkpoint.Dumper.Dump).
+// check fails with diskbudget.ErrNoRoom, before anything is frozen, when the
+// node's disk has no room for what the snapshot writes: copies of upper
+// directories, layer files or checkpoints, and, with KeepLocal, kept copies.
+// What goes to CopyDir and LayerDir must fit in ScratchLimit; with
+// CheckpointDir, the plan is reserved in the node's disk ledger until release.
+// Memory is what the containers' cgroups count; a count that cannot be read is
+// logged and left out.
 func (r *room) check(ctx context.Context, preps []*prepared, memory bool) error {
 	var plan diskbudget.Plan
 	var scratch uint64
@@ -144,7 +128,7 @@ func (r *room) check(ctx context.Context, preps []*prepared, memory bool) error 
 			}
 			add(r.cfg.CheckpointDir, mem, "memory of "+name)
 			if p.selfContained {
-				// The whole root filesystem, staged by the squash first.
+				// The squash stages the whole root filesystem.
 				base, err := r.baseOf(ctx, l)
 				if err != nil {
 					return err
@@ -177,9 +161,8 @@ func (r *room) check(ctx context.Context, preps []*prepared, memory bool) error 
 	return nil
 }
 
-// release gives back what this run reserved in the node's disk ledger
-// (check): Push once its layer files and archives are gone, a failed
-// commit once it has removed what it wrote, Discard on a signal.
+// release gives back this run's reservation in the disk ledger: after Push, a
+// failed commit, or Discard.
 func (r *room) release() {
 	if r.cfg.CheckpointDir == "" {
 		return
@@ -189,8 +172,7 @@ func (r *room) release() {
 	}
 }
 
-// ledger is the node's disk ledger in CheckpointDir, whose runs are over
-// once their Task pod is (podRuns).
+// ledger is the node's disk ledger, whose runs end with their Task pod.
 func (r *room) ledger(ctx context.Context) diskbudget.Ledger {
 	return diskbudget.Ledger{
 		Dir:  filepath.Join(r.cfg.CheckpointDir, ledgerDir),
@@ -199,8 +181,7 @@ func (r *room) ledger(ctx context.Context) diskbudget.Ledger {
 	}
 }
 
-// memoryOf returns the bytes of memory CRIU dumps of task, as its cgroup
-// counts them (memoryIn).
+// memoryOf returns the memory CRIU dumps of task (memoryIn).
 func memoryOf(ctx context.Context, task client.Task) (uint64, error) {
 	m, err := task.Metrics(ctx)
 	if err != nil {
@@ -209,8 +190,8 @@ func memoryOf(ctx context.Context, task client.Task) (uint64, error) {
 	return memoryIn(m.Data)
 }
 
-// memoryIn reads the memory CRIU dumps from a task's cgroup metrics:
-// anonymous and shared memory on cgroup v2, RSS on cgroup v1.
+// memoryIn reads that memory from cgroup metrics: anonymous and shared memory
+// on cgroup v2, RSS on v1.
 func memoryIn(data typeurl.Any) (uint64, error) {
 	v, err := typeurl.UnmarshalAny(data)
 	if err != nil {
@@ -225,9 +206,8 @@ func memoryIn(data typeurl.Any) (uint64, error) {
 	return 0, fmt.Errorf("metrics of unknown type %T", v)
 }
 
-// podRuns returns what tells whether a container of the pod whose UID is
-// uid (its sandbox included) runs, is paused or is created in containerd
-// namespace ns; a pod with none left, or only stopped ones, is over.
+// podRuns tells whether a pod, by UID, still has a container running, paused or
+// created in namespace ns.
 func podRuns(ctx context.Context, c *client.Client, ns string) func(uid string) (bool, error) {
 	ctx = namespaces.WithNamespace(ctx, ns)
 	return func(uid string) (bool, error) {

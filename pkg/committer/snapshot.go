@@ -26,9 +26,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
-// Snapshot runs the commit step in the snapshot mode the params ask for; a
-// memory snapshot the node cannot take is taken as a filesystem one where
-// memory-fallback allows (fallsBack). CommitResult.Mode says which it took.
+// Snapshot runs Commit or Checkpoint as the snapshot mode asks, falling back to
+// Commit where memory-fallback allows (fallsBack).
 func (c *Committer) Snapshot(ctx context.Context) (*CommitResult, error) {
 	p := c.cfg.Params
 	if p.SnapshotMode != task.SnapshotModeMemory {
@@ -42,9 +41,9 @@ func (c *Committer) Snapshot(ctx context.Context) (*CommitResult, error) {
 	return res, err
 }
 
-// fallsBack tells whether a memory snapshot that failed with err is taken as
-// a filesystem one under fallback: when the node cannot checkpoint or has no
-// disk room for the memory, and everything was thawed.
+// fallsBack tells whether a failed memory snapshot falls back to a filesystem
+// one: the node could not checkpoint or had no disk room, and everything was
+// thawed.
 func fallsBack(err error, fallback string) bool {
 	return (errors.Is(err, checkpoint.ErrUnsupported) || errors.Is(err, diskbudget.ErrNoRoom)) &&
 		!errors.Is(err, freeze.ErrThawFailed) && fallback == task.MemoryFallbackFilesystem

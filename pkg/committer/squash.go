@@ -30,19 +30,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/squash"
 )
 
-// Each commit appends one layer, and OpenSandbox resumes from the image the
-// last pause pushed, so a sandbox paused and resumed N times sits on N
-// layers of its own: every pull, resume and the registry grow with N, and
-// overlayfs refuses more than 500 lower directories. Past max-layers a
-// commit squashes the sandbox's own layers and its new change into one,
-// after the thaw, on top of the sandbox's original base, whose layers stay
-// shared.
-
-// squashedWrite returns what writes the layer of a commit that squashes the
-// last n layers of its base image (earlier commits) and its change into
-// one: those layers read from containerd's content store, else from the
-// base image's repositories, each checked against its diff ID, then change
-// on top. Contents are staged in dir.
+// squashedWrite returns what writes one layer of the base image's last n
+// layers, each checked against its diff ID, and change on top, staged in dir.
 func (c *Committer) squashedWrite(ctx context.Context, p *prepared, n int, dir string, change func(io.Writer) error) (func(io.Writer) error, error) {
 	var rfs ocispec.RootFS
 	if err := json.Unmarshal(p.config["rootfs"], &rfs); err != nil {
