@@ -49,7 +49,8 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
-// criuDir is where test/test-integration.sh put CRIU 4 (test/cluster/criu-build.sh).
+// criuDir is where test/test-integration.sh put CRIU 4
+// (test/cluster/criu-build.sh).
 func criuDir(t *testing.T) string {
 	d := os.Getenv("CRIU_DIR")
 	if d == "" {
@@ -194,8 +195,8 @@ func ping(port int) (string, error) {
 	return strings.TrimSpace(string(b)), err
 }
 
-// checkpointer returns a committer.Committer of container app of pod p, pushing to
-// target, which may be a repository anyone may pull from, its committer.Config set by
+// checkpointer returns a Committer of container app of pod p, pushing to
+// target, which may be a repository anyone may pull from, its Config set by
 // opts.
 func (e *testEnv) checkpointer(t *testing.T, cri *ctrharness.Containerd, p *ctrharness.Pod, target string, opts ...func(*committer.Config)) *testCommitter {
 	t.Helper()
@@ -526,10 +527,10 @@ func TestCheckpointPastMaxPause(t *testing.T) {
 	}
 }
 
-// TestCheckpointNoRoom fails a memory snapshot that the node's disk has no
-// room for as diskbudget.ErrNoRoom, not as unsupported: when the
-// checkpoint directory is too small for the container's memory, before freezing it; when CRIU
-// fills it all the same, once CRIU is done. Either way the container runs
+// TestCheckpointNoRoom fails a memory snapshot that the node's disk has no room
+// for as diskbudget.ErrNoRoom, not as unsupported: when the checkpoint
+// directory is too small for the container's memory, before freezing it; when
+// CRIU fills it all the same, once CRIU is done. Either way the container runs
 // on.
 func TestCheckpointNoRoom(t *testing.T) {
 	e := requireEnv(t)

@@ -253,7 +253,7 @@ func (p *runningPod) params(t *testing.T, insecure bool, targets ...string) *tas
 	return pp
 }
 
-// committer returns a committer.Committer of p on the test's containerd, its committer.Config
+// committer returns a Committer of p on the test's containerd, its Config
 // set by opts.
 func (e *testEnv) committer(p *task.Params, opts ...func(*committer.Config)) *testCommitter {
 	cfg := committer.Config{Params: p, Log: testLogWriter{}, CopyDir: e.copyDir, LayerDir: e.copyDir}
