@@ -36,7 +36,7 @@ type Config struct {
 	Params *task.Params
 	// Namespace is the containerd namespace, DefaultNamespace when empty.
 	Namespace string
-	// Keychain resolves push credentials; anonymous when nil.
+	// Keychain resolves registry credentials; anonymous when nil.
 	Keychain authn.Keychain
 	// WalkingDiffer uses containerd's walking differ, not the overlay one.
 	WalkingDiffer bool
