@@ -38,7 +38,7 @@ import (
 // tarEntryBytes bounds a tar entry's header and padding.
 const tarEntryBytes = 1024
 
-// ScratchLimit/scratchMarginFraction is left to the pod's logs and layers.
+// scratchMarginFraction: a twentieth of ScratchLimit stays for the pod's logs.
 const scratchMarginFraction = 20
 
 // ledgerDir, in CheckpointDir, holds the node's disk ledger.
