@@ -27,7 +27,8 @@ import (
 )
 
 // RawParams holds the Task parameters exactly as Tekton passes them. An
-// empty tunable (MaxPause to MemoryAnonymousPull) takes its default.
+// empty tunable (MaxPause to MemoryAnonymousPull) leaves its Params field
+// zero; the Task and the committer's flags always pass one.
 type RawParams struct {
 	PodName             string
 	PodNamespace        string
@@ -86,7 +87,8 @@ type Params struct {
 	// image, past which a commit squashes them; 0 means no bound.
 	MaxLayers int
 	// KeepLocal keeps pushed images in containerd for a resume on the node;
-	// KeepLocalMaxBytes bounds the bytes of all kept snapshot images.
+	// KeepLocalMaxBytes bounds the bytes of all kept snapshot images (0: no
+	// image is kept past its push but those in use).
 	KeepLocal         bool
 	KeepLocalMaxBytes int64
 	// MemoryRestoreBase is the image, pinned by digest, a restore starts a
