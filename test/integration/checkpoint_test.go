@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"os"
@@ -574,7 +573,7 @@ func TestCheckpointNoRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(small, "dump")
-		dumper := checkpoint.New(cm.client, cm.pod(), log.New(testLogWriter{}, "", 0))
+		dumper := checkpoint.New(cm.client, cm.pod().String(), testLog)
 		err = dumper.Dump(namespaces.WithNamespace(ctx, committer.DefaultNamespace), live[0], dir)
 		if !errors.Is(err, diskbudget.ErrNoRoom) || errors.Is(err, checkpoint.ErrUnsupported) || !strings.Contains(err.Error(), small) {
 			t.Fatalf("a dump of 256 MiB into 64 MiB: got %v, want %v alone, naming %s", err, diskbudget.ErrNoRoom, small)

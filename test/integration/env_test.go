@@ -271,23 +271,25 @@ type testCommitter struct {
 	client *client.Client
 }
 
-// pod names the pod of c's snapshot in messages.
-func (c *testCommitter) pod() string {
-	return c.cfg.Params.PodNamespace + "/" + c.cfg.Params.PodName
+// testLog is the logger of the parts the tests build beside a committer.
+var testLog = log.New(testLogWriter{}, "", 0)
+
+// pod is the pod of c's snapshot, as its freezer names it.
+func (c *testCommitter) pod() freeze.Pod {
+	p := c.cfg.Params
+	return freeze.Pod{Name: p.PodName, Namespace: p.PodNamespace, UID: p.PodUID}
 }
 
 // findLive finds the live target containers of c's pod, as its commit step
 // does, in the CRI plugin's namespace.
 func (c *testCommitter) findLive(ctx context.Context) ([]*freeze.Container, error) {
-	p := c.cfg.Params
-	pod := freeze.Pod{Name: p.PodName, Namespace: p.PodNamespace, UID: p.PodUID}
-	frz := freeze.New(c.client, pod, freeze.Options{Namespace: committer.DefaultNamespace, RunID: p.RunID, Log: log.New(testLogWriter{}, "", 0)})
-	return frz.FindLive(namespaces.WithNamespace(ctx, committer.DefaultNamespace), p.Targets)
+	frz := freeze.New(c.client, c.pod(), freeze.Options{Namespace: committer.DefaultNamespace, RunID: c.cfg.Params.RunID, Log: testLog})
+	return frz.FindLive(namespaces.WithNamespace(ctx, committer.DefaultNamespace), c.cfg.Params.Targets)
 }
 
 // differ is the overlay differ c's commit step uses.
 func (c *testCommitter) differ() *overlay.Differ {
-	return overlay.New(c.client, c.cfg.CopyDir, c.pod(), log.New(testLogWriter{}, "", 0))
+	return overlay.New(c.client, c.cfg.CopyDir, c.pod().String(), testLog)
 }
 
 // records are the records c's memory snapshots leave for the push step.
