@@ -25,8 +25,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -48,15 +51,26 @@ type auth struct {
 	RegistryToken string `json:"registrytoken,omitempty"`
 }
 
-// Keychain resolves registry credentials from a docker config.json. Its
-// String method and every error it returns are free of secrets.
+// Keychain resolves registry credentials from a docker config.json the way
+// kubelet finds pull credentials, so that an image is pushed with the
+// credential its pull will use. Its String method and every error it returns
+// are free of secrets.
 type Keychain struct {
-	auths map[string]authn.AuthConfig
+	// entries are in kubelet's order of trial, reverse lexical by key, so
+	// that "reg/team-a" is tried before "reg".
+	entries []entry
+}
+
+// entry is one credential and the registry key it applies to: a host, which
+// may hold globs ("*.example.com") and a port, and an optional path prefix.
+type entry struct {
+	key  string
+	auth authn.AuthConfig
 }
 
 // Anonymous returns a keychain without credentials.
 func Anonymous() *Keychain {
-	return &Keychain{auths: map[string]authn.AuthConfig{}}
+	return &Keychain{}
 }
 
 // Load reads <dir>/config.json, the docker config Tekton mounts from the
@@ -77,59 +91,146 @@ func Load(dir string) (*Keychain, error) {
 }
 
 // Parse reads a docker config.json; source names it in errors (a file, a
-// Secret).
+// Secret). Two keys that name one registry path with different credentials
+// are an error: kubelet would pick one of them at random.
 func Parse(b []byte, source string) (*Keychain, error) {
-	k := Anonymous()
 	var cfg config
 	if err := json.Unmarshal(b, &cfg); err != nil {
 		// The JSON decoder may quote input in its message; keep only the kind of error.
 		return nil, fmt.Errorf("docker config %s is not valid JSON", source)
 	}
-	for host, a := range cfg.Auths {
-		ac := authn.AuthConfig{
-			Username:      a.Username,
-			Password:      a.Password,
-			IdentityToken: a.IdentityToken,
-			RegistryToken: a.RegistryToken,
-		}
-		if a.Auth != "" {
-			raw, err := base64.StdEncoding.DecodeString(a.Auth)
-			if err != nil {
-				return nil, fmt.Errorf("docker config %s: auth for %s is not valid base64", source, normalizeRegistryKey(host))
-			}
-			user, pass, ok := strings.Cut(string(raw), ":")
-			if !ok {
-				return nil, fmt.Errorf("docker config %s: auth for %s is not of the form user:password", source, normalizeRegistryKey(host))
-			}
-			ac.Username, ac.Password = user, pass
-		}
-		k.auths[normalizeRegistryKey(host)] = ac
+	raws := make([]string, 0, len(cfg.Auths))
+	for raw := range cfg.Auths {
+		raws = append(raws, raw)
 	}
+	sort.Strings(raws)
+	auths := map[string]authn.AuthConfig{}
+	from := map[string]string{}
+	for _, raw := range raws {
+		key, err := registryKey(raw)
+		if err != nil {
+			return nil, fmt.Errorf("docker config %s: key %q is not a registry: %w", source, raw, err)
+		}
+		ac, err := cfg.Auths[raw].config()
+		if err != nil {
+			return nil, fmt.Errorf("docker config %s: auth for %q %w", source, raw, err)
+		}
+		if prev, ok := auths[key]; ok {
+			if prev != ac {
+				return nil, fmt.Errorf("docker config %s: keys %q and %q both name %s with different credentials; keep one", source, from[key], raw, key)
+			}
+			continue
+		}
+		auths[key], from[key] = ac, raw
+	}
+	k := &Keychain{entries: make([]entry, 0, len(auths))}
+	for key, ac := range auths {
+		k.entries = append(k.entries, entry{key: key, auth: ac})
+	}
+	sort.Slice(k.entries, func(i, j int) bool { return k.entries[i].key > k.entries[j].key })
 	return k, nil
 }
 
-// normalizeRegistryKey turns a config.json key ("https://host:port/v1/",
-// "host:port") into a bare registry host.
-func normalizeRegistryKey(k string) string {
-	k = strings.TrimPrefix(k, "https://")
-	k = strings.TrimPrefix(k, "http://")
-	k, _, _ = strings.Cut(k, "/")
-	switch k {
-	case "docker.io", "registry-1.docker.io":
-		return name.DefaultRegistry
+// config turns a config.json entry into go-containerregistry's form.
+func (a auth) config() (authn.AuthConfig, error) {
+	ac := authn.AuthConfig{
+		Username:      a.Username,
+		Password:      a.Password,
+		IdentityToken: a.IdentityToken,
+		RegistryToken: a.RegistryToken,
 	}
-	return k
+	if a.Auth != "" {
+		raw, err := base64.StdEncoding.DecodeString(a.Auth)
+		if err != nil {
+			return authn.AuthConfig{}, errors.New("is not valid base64")
+		}
+		user, pass, ok := strings.Cut(string(raw), ":")
+		if !ok {
+			return authn.AuthConfig{}, errors.New("is not of the form user:password")
+		}
+		ac.Username, ac.Password = user, pass
+	}
+	return ac, nil
 }
 
-// Resolve implements authn.Keychain.
+// registryKey turns a config.json key ("https://host:port/v1/",
+// "host/team-a") into the form kubelet indexes: host[:port][/path], without
+// a scheme or a /v1/ or /v2/ prefix. Docker Hub's names become
+// index.docker.io, the registry go-containerregistry names for it.
+func registryKey(raw string) (string, error) {
+	u, err := parseSchemeless(strings.TrimPrefix(strings.TrimPrefix(raw, "https://"), "http://"))
+	if err != nil {
+		return "", err
+	}
+	path := u.Path
+	if strings.HasPrefix(path, "/v1/") || strings.HasPrefix(path, "/v2/") {
+		path = path[3:]
+	}
+	if path == "/" {
+		path = ""
+	}
+	return u.Host + path, nil
+}
+
+// parseSchemeless parses host[:port][/path], with Docker Hub's names as
+// index.docker.io.
+func parseSchemeless(s string) (*url.URL, error) {
+	u, err := url.Parse("https://" + s)
+	if err != nil {
+		return nil, err
+	}
+	switch u.Host {
+	case "docker.io", "registry-1.docker.io":
+		u.Host = name.DefaultRegistry
+	}
+	return u, nil
+}
+
+// Resolve implements authn.Keychain: the first key, in kubelet's order,
+// whose host matches (globs per dot-separated part, the same port) and whose
+// path is a prefix of the resource's.
 func (k *Keychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
-	if ac, ok := k.auths[normalizeRegistryKey(r.RegistryStr())]; ok {
-		return authn.FromConfig(ac), nil
+	target, err := parseSchemeless(r.String())
+	if err != nil {
+		return authn.Anonymous, nil
+	}
+	for _, e := range k.entries {
+		if matches(e.key, target) {
+			return authn.FromConfig(e.auth), nil
+		}
 	}
 	return authn.Anonymous, nil
 }
 
+// matches reports whether key applies to target as kubelet decides it.
+func matches(key string, target *url.URL) bool {
+	glob, err := parseSchemeless(key)
+	if err != nil {
+		return false
+	}
+	globParts, globPort := hostParts(glob)
+	targetParts, targetPort := hostParts(target)
+	if globPort != targetPort || len(globParts) != len(targetParts) || !strings.HasPrefix(target.Path, glob.Path) {
+		return false
+	}
+	for i, p := range globParts {
+		if ok, err := filepath.Match(p, targetParts[i]); err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// hostParts splits a URL's host into its dot-separated parts and its port.
+func hostParts(u *url.URL) ([]string, string) {
+	host, port, err := net.SplitHostPort(u.Host)
+	if err != nil {
+		host, port = u.Host, ""
+	}
+	return strings.Split(host, "."), port
+}
+
 // String never reveals credentials.
 func (k *Keychain) String() string {
-	return fmt.Sprintf("docker config keychain for %d registries", len(k.auths))
+	return fmt.Sprintf("docker config keychain for %d registries", len(k.entries))
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package dockerconfig
 
 import (
+	"context"
 	"encoding/base64"
 	"os"
 	"path/filepath"
@@ -24,7 +25,9 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/authn/kubernetes"
 	"github.com/google/go-containerregistry/pkg/name"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func TestKeychain(t *testing.T) {
@@ -89,14 +92,20 @@ func writeConfig(t *testing.T, body string) string {
 	return dir
 }
 
-// username returns the user a keychain signs in to registry as, "" for
+// registryUser returns the user a keychain signs in to registry as, "" for
 // anonymous.
-func username(t *testing.T, k authn.Keychain, registry string) string {
+func registryUser(t *testing.T, k authn.Keychain, registry string) string {
 	t.Helper()
 	r, err := name.NewRegistry(registry)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return username(t, k, r)
+}
+
+// username returns the user a keychain signs in to r as, "" for anonymous.
+func username(t *testing.T, k authn.Keychain, r authn.Resource) string {
+	t.Helper()
 	a, err := k.Resolve(r)
 	if err != nil {
 		t.Fatal(err)
@@ -113,10 +122,10 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := username(t, k, "127.0.0.1:5000"); got != "u" {
+	if got := registryUser(t, k, "127.0.0.1:5000"); got != "u" {
 		t.Errorf("user at 127.0.0.1:5000 = %q, want u", got)
 	}
-	if got := username(t, k, "127.0.0.1:5001"); got != "" {
+	if got := registryUser(t, k, "127.0.0.1:5001"); got != "" {
 		t.Errorf("user at 127.0.0.1:5001 = %q, want anonymous", got)
 	}
 }
@@ -126,7 +135,7 @@ func TestLoadMissingAndInvalid(t *testing.T) {
 		k, err := Load(dir)
 		if err != nil {
 			t.Errorf("%s: %v", what, err)
-		} else if got := username(t, k, "127.0.0.1:5000"); got != "" {
+		} else if got := registryUser(t, k, "127.0.0.1:5000"); got != "" {
 			t.Errorf("%s: user %q, want anonymous", what, got)
 		}
 	}
@@ -140,5 +149,74 @@ func TestLoadMissingAndInvalid(t *testing.T) {
 		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "secret-value") {
 			t.Errorf("error leaks the secret: %v", err)
 		}
+	}
+}
+
+// TestKeychainMatchesAsKubelet checks that a push is signed with the
+// credential kubelet would pull the same image with: keys scoped to a
+// repository path, host globs and ports match as kubelet matches them, the
+// most specific key first. It asks go-containerregistry's authn/kubernetes,
+// which keeps kubelet's rules, for the same answers.
+func TestKeychainMatchesAsKubelet(t *testing.T) {
+	body := []byte(`{"auths":{
+		"reg.example.com/team-a":{"username":"a","password":"pa"},
+		"reg.example.com/team-b":{"username":"b","password":"pb"},
+		"reg.example.com":{"username":"shared","password":"ps"},
+		"*.example.org":{"username":"glob","password":"pg"},
+		"127.0.0.1:5000":{"username":"port","password":"pp"},
+		"https://quay.example.com/v1/":{"username":"v1","password":"pv"}}}`)
+	ours, err := Parse(body, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelets, err := kubernetes.NewFromPullSecrets(context.Background(), []corev1.Secret{{
+		Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: body},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ repo, want string }{
+		{"reg.example.com/team-a/sb/app", "a"},
+		{"reg.example.com/team-b/sb/app", "b"},
+		{"reg.example.com/team-c/sb/app", "shared"},
+		{"mirror.example.org/sb/app", "glob"},
+		{"a.mirror.example.org/sb/app", ""},
+		{"127.0.0.1:5000/sb/app", "port"},
+		{"127.0.0.1:5001/sb/app", ""},
+		{"quay.example.com/sb/app", "v1"},
+	} {
+		r, err := name.NewRepository(tc.repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, kubelet := username(t, ours, r), username(t, kubelets, r)
+		if got != tc.want || kubelet != tc.want {
+			t.Errorf("%s: signed in as %q, kubelet as %q; want %q", tc.repo, got, kubelet, tc.want)
+		}
+	}
+}
+
+// TestParseAmbiguousKeys checks that two keys naming one registry path with
+// different credentials are refused rather than one taken at random.
+func TestParseAmbiguousKeys(t *testing.T) {
+	_, err := Parse([]byte(`{"auths":{
+		"reg.example.com":{"username":"a","password":"pa"},
+		"https://reg.example.com/v1/":{"username":"b","password":"pb"}}}`), "Secret ns/push")
+	if err == nil {
+		t.Fatal("two credentials for reg.example.com accepted")
+	}
+	for _, want := range []string{"Secret ns/push", `"reg.example.com"`, `"https://reg.example.com/v1/"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "pa") || strings.Contains(err.Error(), "pb") {
+		t.Errorf("error leaks a password: %v", err)
+	}
+	if _, err := Parse([]byte(`{"auths":{
+		"reg.example.com":{"username":"a","password":"pa"},
+		"https://reg.example.com/v1/":{"username":"a","password":"pa"}}}`), "test"); err != nil {
+		t.Errorf("the same credential under two keys: %v", err)
 	}
 }
