@@ -79,6 +79,17 @@ func TestImageCheck(t *testing.T) {
 		}
 	}
 
+	// A snapshot OpenSandbox's controller made before the switch: imageUri
+	// is the tag, imageDigest nerdctl's image ID, which names no manifest.
+	const (
+		configA = "sha256:cccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc"
+		configB = "sha256:dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+	)
+	openSandboxMade := f.snap(WithOpenSandboxCommitting("sb-0", node, committed), WithOpenSandboxSucceeded(configA, configB))
+	tagA, tagB := committed[0].ImageURI, committed[1].ImageURI
+	byTag := &registrytest.Fake{Held: map[string]string{tagA: digestA, tagB: digestB}}
+	tagGone := &registrytest.Fake{Held: map[string]string{tagB: digestB}}
+
 	present, gone, back, still, off, down := holding(imageA, imageB), holding(imageB), holding(imageA, imageB), holding(imageB), holding(), holding()
 	down.Err = errors.New("503 Service Unavailable")
 	table := rtesting.TableTest{{
@@ -125,6 +136,23 @@ func TestImageCheck(t *testing.T) {
 		Objects: []runtime.Object{f.snap(f.committing, succeed)},
 		Key:     key,
 		WantErr: true,
+	}, {
+		Name:           "a snapshot OpenSandbox's controller made, whose imageUri is a tag, is looked up by its tag, not by the image ID",
+		Ctx:            withRegistry(checking(context.Background(), "1h"), byTag),
+		Objects:        []runtime.Object{openSandboxMade},
+		Key:            key,
+		WantErr:        true,
+		PostConditions: []func(*testing.T, *rtesting.TableRow){lookedUp(byTag, 2)},
+	}, {
+		Name:              "a snapshot OpenSandbox's controller made whose tag is gone is marked, naming the tag",
+		Ctx:               withRegistry(checking(context.Background(), "1h"), tagGone),
+		Objects:           []runtime.Object{openSandboxMade},
+		Key:               key,
+		WantErr:           true,
+		WantPatches:       []clientgotesting.PatchActionImpl{annotate(tagA)},
+		WantStatusUpdates: []clientgotesting.UpdateActionImpl{{Object: f.snap(WithOpenSandboxCommitting("sb-0", node, committed), WithOpenSandboxSucceeded(configA, configB), WithAnnotation(sandbox.ImageMissingAnnotation, tagA), withMissing(tagA))}},
+		WantEvents: []string{rtesting.Eventf(corev1.EventTypeWarning, v1alpha1.ReasonImageMissing,
+			"The registry no longer holds %s; the snapshot cannot be restored from it", tagA)},
 	}, {
 		Name:           "a Failed snapshot is not checked",
 		Ctx:            withRegistry(checking(context.Background(), "1h"), off),

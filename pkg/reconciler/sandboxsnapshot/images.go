@@ -19,6 +19,7 @@ package sandboxsnapshot
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
@@ -34,9 +35,13 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/registry"
 )
 
-// imagesOf returns the manifests a snapshot recorded, as repository@digest.
-func imagesOf(s *v1alpha1.SandboxSnapshot, opts []name.Option) ([]name.Digest, error) {
-	var out []name.Digest
+// imagesOf returns the images a snapshot recorded: repository@imageDigest
+// for a pinned imageUri, as this operator writes it, and the tag alone for
+// an unpinned one, as OpenSandbox's controller writes it. Its imageDigest is
+// nerdctl's image ID, the config's digest, which names no manifest, and its
+// resume pulls the tag.
+func imagesOf(s *v1alpha1.SandboxSnapshot, opts []name.Option) ([]name.Reference, error) {
+	var out []name.Reference
 	for _, c := range s.Status.Containers {
 		if c.ImageDigest == "" {
 			continue
@@ -44,6 +49,10 @@ func imagesOf(s *v1alpha1.SandboxSnapshot, opts []name.Option) ([]name.Digest, e
 		ref, err := name.ParseReference(c.ImageURI, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("SandboxSnapshot %s/%s: status.containers[%s].imageUri %q: %w", s.Namespace, s.Name, c.ContainerName, c.ImageURI, err)
+		}
+		if !strings.Contains(c.ImageURI, "@") {
+			out = append(out, ref)
+			continue
 		}
 		d, err := name.NewDigest(ref.Context().Name()+"@"+c.ImageDigest, opts...)
 		if err != nil {

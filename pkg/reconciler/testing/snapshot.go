@@ -178,3 +178,19 @@ func WithOpenSandboxCommitting(pod, node string, containers []v1alpha1.Container
 			Reason: v1alpha1.ReasonCommitting, Message: "Snapshot commit job is running", LastTransitionTime: Now})
 	}
 }
+
+// WithOpenSandboxSucceeded gives the snapshot the status OpenSandbox's own
+// controller writes once its commit Job succeeded: Succeed, each container's
+// imageUri left as its tag and imageDigest set to nerdctl's image ID (the
+// image's config digest), in container order.
+func WithOpenSandboxSucceeded(imageIDs ...string) SnapshotOption {
+	return func(s *v1alpha1.SandboxSnapshot) {
+		s.Status.Containers = append([]v1alpha1.ContainerSnapshot(nil), s.Status.Containers...)
+		for i := range s.Status.Containers {
+			s.Status.Containers[i].ImageDigest = imageIDs[i]
+		}
+		s.Status.Phase = v1alpha1.PhaseSucceed
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue,
+			Reason: "SnapshotReady", Message: "Snapshot is ready", LastTransitionTime: Now})
+	}
+}
