@@ -63,14 +63,15 @@ push_bundle() {
 # namespace included, without Helm's labels (kubectl applies it), the
 # controller image IMAGE (<repository>:VERSION@sha256:<hex>) and
 # config-snapshot's task-bundle BUNDLE. Not the CRD (render_crd): `kubectl
-# delete -f release.yaml` must not delete every SandboxSnapshot with it.
+# delete -f release.yaml` must not delete every SandboxSnapshot with it. Not
+# Helm's hooks: kubectl would run the pre-delete teardown Job at install.
 render_chart() {
   local image=$1 bundle=$2 repository digest
   [[ "${image}" =~ ^([^@]+)@(sha256:[0-9a-f]{64})$ && "${BASH_REMATCH[1]}" == *":${VERSION}" ]] ||
     die "ko build printed ${image}, not <repository>:${VERSION}@sha256:<hex>"
   repository=${BASH_REMATCH[1]%":${VERSION}"}
   digest=${BASH_REMATCH[2]}
-  helm_ template sandbox-snapshot-operator "${CHART_DIR}" \
+  helm_ template sandbox-snapshot-operator "${CHART_DIR}" --no-hooks \
     --set crds.install=false --set namespace.create=true --set helmLabels=false \
     --set-string image.repository="${repository}" --set-string image.tag="${VERSION}" \
     --set-string image.digest="${digest}" --set-string snapshot.taskBundle="${bundle}"
@@ -138,6 +139,7 @@ main() {
     render_chart "${image}" "${bundle}"
   } >"${WORK}/release.yaml"
   grep -q "task-bundle: \"${bundle}\"" "${WORK}/release.yaml" || die "release.yaml lost config-snapshot's task-bundle"
+  ! grep -q 'helm.sh/hook' "${WORK}/release.yaml" || die "release.yaml carries a Helm hook"
   grep -q "image: ${image}\$" "${WORK}/release.yaml" || die "release.yaml does not name the controller image ${image}"
   ! grep -q '^kind: CustomResourceDefinition' "${WORK}/release.yaml" || die "release.yaml carries a CRD: kubectl delete -f release.yaml would delete every SandboxSnapshot"
   {

@@ -6,7 +6,8 @@
 #    it templates by design: the controller image, Helm's labels and the CRD's
 #    helm.sh/resource-policy annotation (test/chart, test/cmd/chart-diff). It
 #    is checked with Helm's labels, and without them as hack/release.sh
-#    renders release.yaml.
+#    renders release.yaml; the pre-delete teardown hook is left out of both
+#    comparisons (--no-hooks) and checked to render with no teardown values.
 # It builds helm into _output/tools/ if missing, and writes only a temporary
 # directory, removed on exit. hack/update-chart.sh fixes the differences in
 # what the chart copies verbatim from config/.
@@ -48,14 +49,20 @@ main() {
 
   go build -o "${tmp}/chart-diff" ./test/cmd/chart-diff
   chart_diff="${tmp}/chart-diff"
-  helm_ template sandbox-snapshot-operator "${CHART_DIR}" "${MATCH_CONFIG[@]}" >"${tmp}/chart.yaml"
+  # The pre-delete hook (templates/teardown.yaml) is chart-only.
+  helm_ template sandbox-snapshot-operator "${CHART_DIR}" "${MATCH_CONFIG[@]}" --no-hooks >"${tmp}/chart.yaml"
   compare "${tmp}/chart.yaml"
-  helm_ template sandbox-snapshot-operator "${CHART_DIR}" "${MATCH_CONFIG[@]}" --set helmLabels=false >"${tmp}/release.yaml"
+  helm_ template sandbox-snapshot-operator "${CHART_DIR}" "${MATCH_CONFIG[@]}" --no-hooks --set helmLabels=false >"${tmp}/release.yaml"
   compare "${tmp}/release.yaml"
   if grep -nE '^    (helm\.sh/chart|app\.kubernetes\.io/managed-by):' "${tmp}/release.yaml"; then
     die "helmLabels=false still renders Helm's labels"
   fi
-  log "chart: lint clean, and it renders config/"
+  # The hook stays on for values without a teardown block, as
+  # `helm upgrade --reuse-values` from an older release gives.
+  helm_ template sandbox-snapshot-operator "${CHART_DIR}" "${MATCH_CONFIG[@]}" --set teardown=null >"${tmp}/hooks.yaml"
+  grep -q '^  name: sandbox-snapshot-teardown$' "${tmp}/hooks.yaml" ||
+    die "with no teardown values the chart renders no pre-delete teardown hook"
+  log "chart: lint clean, it renders config/, and its teardown hook"
 }
 
 main "$@"

@@ -14,10 +14,13 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command controller runs the SandboxSnapshot and image deletion reconcilers.
+// Command controller runs the SandboxSnapshot and image deletion reconcilers;
+// `controller teardown` releases the snapshots before an uninstall.
 package main
 
 import (
+	"os"
+
 	filteredinformerfactory "knative.dev/pkg/client/injection/kube/informers/factory/filtered"
 	"knative.dev/pkg/injection/sharedmain"
 	"knative.dev/pkg/signals"
@@ -27,6 +30,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "teardown" {
+		os.Exit(runTeardown(signals.NewContext(), os.Args[2:], os.Stdout, os.Stderr))
+	}
 	ctx := filteredinformerfactory.WithSelectors(signals.NewContext(), sandboxsnapshot.OpenSandboxJobSelector)
 	sharedmain.MainWithContext(ctx, "sandbox-snapshot-controller", sandboxsnapshot.NewController, imagedeletion.NewController)
 }

@@ -136,6 +136,16 @@ func renderChart(t *testing.T, args ...string) []*unstructured.Unstructured {
 // as the API server would have stored them, by chart.Key.
 func dryRunApply(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured) map[string]*unstructured.Unstructured {
 	t.Helper()
+	out := applyObjects(t, ctx, objs, metav1.ApplyOptions{FieldManager: "e2e-helm-chart", Force: true, DryRun: []string{metav1.DryRunAll}})
+	t.Logf("the API server accepted all %d objects (server-side apply, dry run)", len(out))
+	return out
+}
+
+// applyObjects applies objs, in order, with server-side apply and opts,
+// failing the test on any error. It returns the objects as the API server
+// stored them (or would have, in a dry run), by chart.Key.
+func applyObjects(t *testing.T, ctx context.Context, objs []*unstructured.Unstructured, opts metav1.ApplyOptions) map[string]*unstructured.Unstructured {
+	t.Helper()
 	groups, err := restmapper.GetAPIGroupResources(framework.Clients().Kube.Discovery())
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +159,6 @@ func dryRunApply(t *testing.T, ctx context.Context, objs []*unstructured.Unstruc
 			t.Errorf("%s: %v", chart.Key(o), err)
 			continue
 		}
-		opts := metav1.ApplyOptions{FieldManager: "e2e-helm-chart", Force: true, DryRun: []string{metav1.DryRunAll}}
 		var got *unstructured.Unstructured
 		if m.Scope.Name() == "namespace" {
 			got, err = framework.Clients().Dynamic.Resource(m.Resource).Namespace(o.GetNamespace()).Apply(ctx, o.GetName(), o, opts)
@@ -157,7 +166,7 @@ func dryRunApply(t *testing.T, ctx context.Context, objs []*unstructured.Unstruc
 			got, err = framework.Clients().Dynamic.Resource(m.Resource).Apply(ctx, o.GetName(), o, opts)
 		}
 		if err != nil {
-			t.Errorf("applying %s (dry run): %v", chart.Key(o), err)
+			t.Errorf("applying %s (dry run: %v): %v", chart.Key(o), opts.DryRun, err)
 			continue
 		}
 		out[chart.Key(got)] = got
@@ -165,6 +174,5 @@ func dryRunApply(t *testing.T, ctx context.Context, objs []*unstructured.Unstruc
 	if t.Failed() {
 		t.FailNow()
 	}
-	t.Logf("the API server accepted all %d objects (server-side apply, dry run)", len(out))
 	return out
 }

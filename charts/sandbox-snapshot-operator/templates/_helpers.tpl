@@ -49,6 +49,16 @@ app.kubernetes.io/part-of: sandbox-snapshot-operator
 {{- end }}
 
 {{/*
+Labels of the pre-delete hook's objects (templates/teardown.yaml).
+*/}}
+{{- define "sso.teardownLabels" -}}
+app.kubernetes.io/name: sandbox-snapshot-teardown
+app.kubernetes.io/component: teardown
+app.kubernetes.io/part-of: sandbox-snapshot-operator
+{{- include "sso.helmLabels" . }}
+{{- end }}
+
+{{/*
 The controller's image: repository:tag@digest, repository@digest or
 repository:tag, whichever image.digest and image.tag give.
 */}}

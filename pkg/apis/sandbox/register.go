@@ -67,6 +67,9 @@ const (
 	AllocStatusAnnotation = GroupName + "/alloc-status"
 	// BatchSandboxPodLabel labels the pods OpenSandbox creates for a BatchSandbox.
 	BatchSandboxPodLabel = "batch-sandbox." + GroupName + "/name"
+	// SnapshotFinalizer is the finalizer this operator puts on every
+	// snapshot it handles, holding it until its TaskRuns are gone.
+	SnapshotFinalizer = GroupName + "/taskrun-cleanup"
 	// OpenSandboxSnapshotFinalizer is the finalizer OpenSandbox's own
 	// SandboxSnapshot controller puts on every snapshot it reconciles.
 	OpenSandboxSnapshotFinalizer = "sandboxsnapshot." + GroupName + "/cleanup"

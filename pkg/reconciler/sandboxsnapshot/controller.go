@@ -53,7 +53,7 @@ import (
 )
 
 // FinalizerName is the finalizer holding a snapshot until its TaskRuns are gone.
-const FinalizerName = sandbox.GroupName + "/taskrun-cleanup"
+const FinalizerName = sandbox.SnapshotFinalizer
 
 // AgentName is the component named on the controller's events.
 const AgentName = "sandbox-snapshot-controller"

@@ -44,6 +44,9 @@ var (
 // RepoRoot is the repository, found by Init from the test's working directory.
 func RepoRoot() string { return repoRoot }
 
+// Kubeconfig is the admin kubeconfig's path: $KUBECONFIG, else the local cluster's.
+func Kubeconfig() string { return kubeconfig }
+
 // Clients are the admin clients Init built from the kubeconfig.
 func Clients() *test.Clients { return clients }
 
