@@ -155,8 +155,7 @@ func (a auth) config() (authn.AuthConfig, error) {
 
 // registryKey turns a config.json key ("https://host:port/v1/",
 // "host/team-a") into the form kubelet indexes: host[:port][/path], without
-// a scheme or a /v1/ or /v2/ prefix. Docker Hub's names become
-// index.docker.io, the registry go-containerregistry names for it.
+// a scheme or a /v1/ or /v2/ prefix.
 func registryKey(raw string) (string, error) {
 	u, err := parseSchemeless(strings.TrimPrefix(strings.TrimPrefix(raw, "https://"), "http://"))
 	if err != nil {
@@ -172,35 +171,45 @@ func registryKey(raw string) (string, error) {
 	return u.Host + path, nil
 }
 
-// parseSchemeless parses host[:port][/path], with Docker Hub's names as
-// index.docker.io.
+// parseSchemeless parses host[:port][/path].
 func parseSchemeless(s string) (*url.URL, error) {
-	u, err := url.Parse("https://" + s)
-	if err != nil {
-		return nil, err
-	}
-	switch u.Host {
-	case "docker.io", "registry-1.docker.io":
-		u.Host = name.DefaultRegistry
-	}
-	return u, nil
+	return url.Parse("https://" + s)
 }
 
 // Resolve implements authn.Keychain: the first key, in kubelet's order,
 // whose host matches (globs per dot-separated part, the same port) and whose
-// path is a prefix of the resource's.
+// path is a prefix of the resource's (a plain prefix, as kubelet's:
+// "reg/team-a" matches "reg/team-ab" too). Docker Hub's images are matched as
+// kubelet names them, docker.io/<path>, and fall back to the key
+// index.docker.io (docker login's https://index.docker.io/v1/) when no key
+// matches.
 func (k *Keychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
-	target, err := parseSchemeless(r.String())
+	target := r.String()
+	hub := r.RegistryStr() == name.DefaultRegistry
+	if hub {
+		target = dockerHub + strings.TrimPrefix(target, name.DefaultRegistry)
+	}
+	u, err := parseSchemeless(target)
 	if err != nil {
 		return authn.Anonymous, nil
 	}
 	for _, e := range k.entries {
-		if matches(e.key, target) {
+		if matches(e.key, u) {
 			return authn.FromConfig(e.auth), nil
+		}
+	}
+	if hub {
+		for _, e := range k.entries {
+			if e.key == name.DefaultRegistry {
+				return authn.FromConfig(e.auth), nil
+			}
 		}
 	}
 	return authn.Anonymous, nil
 }
+
+// dockerHub is the registry name kubelet gives Docker Hub's images.
+const dockerHub = "docker.io"
 
 // matches reports whether key applies to target as kubelet decides it.
 func matches(key string, target *url.URL) bool {

@@ -220,3 +220,33 @@ func TestParseAmbiguousKeys(t *testing.T) {
 		t.Errorf("the same credential under two keys: %v", err)
 	}
 }
+
+// TestKeychainDockerHub checks Docker Hub as kubelet treats it: its images
+// are docker.io/<path>, matched against the keys as any other, and only when
+// none matches is the key index.docker.io (docker login's
+// https://index.docker.io/v1/) used. authn/kubernetes has no such fallback,
+// so the rows say what kubelet's credentialprovider keyring does.
+func TestKeychainDockerHub(t *testing.T) {
+	for _, tc := range []struct {
+		name, auths, repo, want string
+	}{
+		{"docker login's key", `"https://index.docker.io/v1/":{"username":"login"}`, "library/busybox", "login"},
+		{"docker.io before the fallback", `"docker.io":{"username":"hub"},"https://index.docker.io/v1/":{"username":"login"}`, "library/busybox", "hub"},
+		{"a path under docker.io", `"docker.io/team-a":{"username":"a"},"docker.io":{"username":"hub"}`, "team-a/app", "a"},
+		{"a path under index.docker.io never matches", `"index.docker.io/team-a":{"username":"a"},"https://index.docker.io/v1/":{"username":"login"}`, "team-a/app", "login"},
+		{"a glob over docker.io", `"*.io":{"username":"glob"}`, "library/busybox", "glob"},
+		{"registry-1.docker.io is another host", `"registry-1.docker.io":{"username":"r1"}`, "library/busybox", ""},
+	} {
+		k, err := Parse([]byte(`{"auths":{`+tc.auths+`}}`), "test")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		r, err := name.NewRepository(tc.repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := username(t, k, r); got != tc.want {
+			t.Errorf("%s: %s signed in as %q, want %q", tc.name, tc.repo, got, tc.want)
+		}
+	}
+}
