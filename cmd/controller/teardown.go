@@ -38,7 +38,7 @@ func runTeardown(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("controller teardown", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: controller teardown [--namespace NS] [--deployment NAME] [--timeout D]")
+		fmt.Fprintln(stderr, "usage: controller teardown [--namespace NS] [--deployment NAME] [--timeout D] [--snapshot-namespace NS]")
 		fmt.Fprintln(stderr, "Scales the controller to zero, waits for its pods to go, then removes the operator's finalizer from every SandboxSnapshot.")
 		fs.PrintDefaults()
 	}
@@ -49,7 +49,8 @@ func runTeardown(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	o := teardown.Options{Poll: time.Second}
 	fs.StringVar(&o.Namespace, "namespace", namespace, "the controller's namespace; $SYSTEM_NAMESPACE when set")
 	fs.StringVar(&o.Deployment, "deployment", "sandbox-snapshot-controller", "the controller's Deployment")
-	fs.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "how long to wait for the controller's pods to go")
+	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to wait for the controller's pods to go")
+	fs.StringVar(&o.SnapshotNamespace, "snapshot-namespace", "", "release the snapshots of this namespace only; empty: all")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
@@ -85,6 +86,9 @@ func runTeardown(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	for _, s := range res.Released {
 		fmt.Fprintf(stdout, "teardown: released SandboxSnapshot %s\n", s)
+	}
+	for _, s := range res.Unfinished {
+		fmt.Fprintf(stdout, "teardown: SandboxSnapshot %s had not finished: its commit TaskRun, if it runs on, thaws the sandbox, but its status will not say how it ended\n", s)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "teardown: %v\n", err)

@@ -23,6 +23,7 @@ package teardown
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -51,6 +52,8 @@ type Options struct {
 	Timeout time.Duration
 	// Poll is how often the pods are listed while waiting.
 	Poll time.Duration
+	// SnapshotNamespace limits the release to one namespace; empty: all.
+	SnapshotNamespace string
 }
 
 // Result is what Run did.
@@ -60,11 +63,16 @@ type Result struct {
 	// Released lists, as namespace/name, the snapshots whose finalizer was
 	// removed.
 	Released []string
+	// Unfinished lists those of Released that were neither Succeed nor
+	// Failed: their commit TaskRuns, if they run on, thaw the sandbox as
+	// they end, but no controller records the result.
+	Unfinished []string
 }
 
 // Run scales the controller's Deployment to zero, waits until none of its
 // pods runs (a pod that has ended does not count), then removes
-// sandbox.SnapshotFinalizer from every SandboxSnapshot. Releasing while the
+// sandbox.SnapshotFinalizer from every SandboxSnapshot (of
+// o.SnapshotNamespace, when set). Releasing while the
 // controller still runs would let it add the finalizer back, so it stops
 // there if the pods outlive the timeout. A Deployment that is gone is taken
 // as a controller already stopped.
@@ -81,7 +89,7 @@ func Run(ctx context.Context, kube kubernetes.Interface, snapshots versioned.Int
 		}
 		res.Stopped = true
 	}
-	list, err := snapshots.SandboxV1alpha1().SandboxSnapshots(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	list, err := snapshots.SandboxV1alpha1().SandboxSnapshots(o.SnapshotNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return res, fmt.Errorf("listing SandboxSnapshots: %w", err)
 	}
@@ -96,9 +104,13 @@ func Run(ctx context.Context, kube kubernetes.Interface, snapshots versioned.Int
 		}
 		if released {
 			res.Released = append(res.Released, s.Namespace+"/"+s.Name)
+			if !s.Status.IsTerminal() {
+				res.Unfinished = append(res.Unfinished, s.Namespace+"/"+s.Name)
+			}
 		}
 	}
 	sort.Strings(res.Released)
+	sort.Strings(res.Unfinished)
 	return res, nil
 }
 
@@ -114,11 +126,11 @@ func stop(ctx context.Context, kube kubernetes.Interface, dep *appsv1.Deployment
 	}
 	var running []string
 	err = wait.PollUntilContextTimeout(ctx, o.Poll, o.Timeout, true, func(ctx context.Context) (bool, error) {
+		running = nil
 		pods, err := kube.CoreV1().Pods(dep.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 		if err != nil {
 			return false, fmt.Errorf("listing the pods of Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
 		}
-		running = running[:0]
 		for _, p := range pods.Items {
 			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				running = append(running, p.Name)
@@ -126,7 +138,7 @@ func stop(ctx context.Context, kube kubernetes.Interface, dep *appsv1.Deployment
 		}
 		return len(running) == 0, nil
 	})
-	if err != nil && len(running) > 0 {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && len(running) > 0 {
 		return fmt.Errorf("the controller's pods %s in %s still run after %s; no finalizer was removed", strings.Join(running, ", "), dep.Namespace, o.Timeout)
 	}
 	return err

@@ -43,12 +43,14 @@ import (
 
 // TestTeardown runs `controller teardown` as the chart's pre-delete hook
 // does: as the hook's ServiceAccount with the chart's teardown RBAC alone,
-// here against a Deployment standing in for the controller's. It must scale
-// the Deployment to zero, wait for its pod to go, and then remove the
-// operator's finalizer, and no other, from the snapshots, deleting none.
+// here against a Deployment standing in for the controller's, whose pod a
+// finalizer keeps alive after the scale-down. While the pod lives no
+// finalizer is removed, and past the timeout the teardown fails; once it is
+// gone, the operator's finalizer, and no other, goes from the snapshots,
+// and none is deleted.
 func TestTeardown(t *testing.T) {
 	e := framework.Setup(t)
-	const foreign = "example.com/keep"
+	const foreign, hold = "example.com/keep", "example.com/hold"
 
 	// The hook's ServiceAccount and RBAC, as the chart renders them for this namespace.
 	var rbac []*unstructured.Unstructured
@@ -126,12 +128,62 @@ spec:
 		}
 	})
 
-	// Run as the hook's ServiceAccount.
+	// Hold the controller's pod past the scale-down.
+	pods, err := e.C.Kube.CoreV1().Pods(e.NS).List(e.Ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sandbox-snapshot-controller"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the Deployment's pods: %d, %v", len(pods.Items), err)
+	}
+	pod := pods.Items[0].Name
+	holdPod := func(finalizers string) {
+		t.Helper()
+		if _, err := e.C.Kube.CoreV1().Pods(e.NS).Patch(e.Ctx, pod, types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":`+finalizers+`}}`), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holdPod(`["` + hold + `"]`)
+	framework.Cleanup(t, func() { holdPod("null") })
+
+	// Run as the hook's ServiceAccount, on this namespace's snapshots only:
+	// other tests' snapshots are the running controller's.
 	kubeconfig := impersonating(t, "system:serviceaccount:"+e.NS+":sandbox-snapshot-teardown")
-	cmd := exec.CommandContext(e.Ctx, filepath.Join(framework.RepoRoot(), "_output", "bin", "controller"), "teardown", "--timeout", "1m")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "SYSTEM_NAMESPACE="+e.NS)
-	stdout, stderr, err := test.Run(cmd)
-	t.Logf("$ controller teardown --timeout 1m\n%s%s", stdout, stderr)
+	teardown := func(timeout string) *exec.Cmd {
+		cmd := exec.CommandContext(e.Ctx, filepath.Join(framework.RepoRoot(), "_output", "bin", "controller"),
+			"teardown", "--timeout", timeout, "--snapshot-namespace", e.NS)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "SYSTEM_NAMESPACE="+e.NS)
+		return cmd
+	}
+	ourFinalizerOnAll := func(when string) {
+		t.Helper()
+		for _, name := range []string{"both", "ours"} {
+			s, err := e.C.Sandbox.SandboxV1alpha1().SandboxSnapshots(e.NS).Get(e.Ctx, name, metav1.GetOptions{})
+			if err != nil || !slices.Contains(s.Finalizers, sandbox.SnapshotFinalizer) {
+				t.Fatalf("%s: snapshot %s lost the operator's finalizer while the controller's pod still ran (%v)", when, name, err)
+			}
+		}
+	}
+
+	// Past the timeout: it fails, naming the pod, and removes no finalizer.
+	stdout, stderr, err := test.Run(teardown("3s"))
+	t.Logf("$ controller teardown --timeout 3s\n%s%s", stdout, stderr)
+	if err == nil || !strings.Contains(stderr, pod+" in "+e.NS+" still run after 3s; no finalizer was removed") {
+		t.Fatalf("controller teardown with the pod held: %v; want it to fail naming pod %s", err, pod)
+	}
+	ourFinalizerOnAll("after the timeout")
+
+	// Within it: it waits for the pod, then releases.
+	var out, errOut strings.Builder
+	cmd := teardown("1m")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	ourFinalizerOnAll("while the teardown waited")
+	holdPod("null")
+	err = cmd.Wait()
+	stdout = out.String()
+	t.Logf("$ controller teardown --timeout 1m\n%s%s", stdout, errOut.String())
 	if err != nil {
 		t.Fatalf("controller teardown: %v", err)
 	}
@@ -143,7 +195,7 @@ spec:
 	if got.Spec.Replicas == nil || *got.Spec.Replicas != 0 {
 		t.Errorf("the Deployment has %v replicas after the teardown, want 0", got.Spec.Replicas)
 	}
-	pods, err := e.C.Kube.CoreV1().Pods(e.NS).List(e.Ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sandbox-snapshot-controller"})
+	pods, err = e.C.Kube.CoreV1().Pods(e.NS).List(e.Ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sandbox-snapshot-controller"})
 	if err != nil || len(pods.Items) != 0 {
 		t.Errorf("the Deployment's pods after the teardown: %d, %v; want none", len(pods.Items), err)
 	}
