@@ -23,7 +23,6 @@ package teardown
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -124,13 +123,18 @@ func stop(ctx context.Context, kube kubernetes.Interface, dep *appsv1.Deployment
 	if err != nil {
 		return fmt.Errorf("Deployment %s/%s: spec.selector: %w", dep.Namespace, dep.Name, err)
 	}
+	// A failed list is retried until the timeout: the wait is bounded
+	// anyway, and near its end the client fails for lack of time.
 	var running []string
+	var listErr error
+	listed := false
 	err = wait.PollUntilContextTimeout(ctx, o.Poll, o.Timeout, true, func(ctx context.Context) (bool, error) {
-		running = nil
 		pods, err := kube.CoreV1().Pods(dep.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
 		if err != nil {
-			return false, fmt.Errorf("listing the pods of Deployment %s/%s: %w", dep.Namespace, dep.Name, err)
+			listErr = err
+			return false, nil
 		}
+		listed, running = true, nil
 		for _, p := range pods.Items {
 			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				running = append(running, p.Name)
@@ -138,10 +142,16 @@ func stop(ctx context.Context, kube kubernetes.Interface, dep *appsv1.Deployment
 		}
 		return len(running) == 0, nil
 	})
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil && len(running) > 0 {
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return err
+	case !listed:
+		return fmt.Errorf("the pods of Deployment %s/%s could not be listed within %s (%w); no finalizer was removed", dep.Namespace, dep.Name, o.Timeout, listErr)
+	default:
 		return fmt.Errorf("the controller's pods %s in %s still run after %s; no finalizer was removed", strings.Join(running, ", "), dep.Namespace, o.Timeout)
 	}
-	return err
 }
 
 // release removes the operator's finalizer from s, and no other. The patch

@@ -43,14 +43,19 @@ import (
 
 // TestTeardown runs `controller teardown` as the chart's pre-delete hook
 // does: as the hook's ServiceAccount with the chart's teardown RBAC alone,
-// here against a Deployment standing in for the controller's, whose pod a
-// finalizer keeps alive after the scale-down. While the pod lives no
-// finalizer is removed, and past the timeout the teardown fails; once it is
-// gone, the operator's finalizer, and no other, goes from the snapshots,
-// and none is deleted.
+// here against a Deployment standing in for the controller's, whose pod
+// stays Terminating after the scale-down until the test confirms it. While
+// the pod lives no finalizer is removed, and past the timeout the teardown
+// fails; once it is gone, the operator's finalizer, and no other, goes from
+// the snapshots, and none is deleted.
 func TestTeardown(t *testing.T) {
 	e := framework.Setup(t)
-	const foreign, hold = "example.com/keep", "example.com/hold"
+	const foreign = "example.com/keep"
+	// The teardown's premise: no controller runs while it releases, or the
+	// controller would add its finalizer back. The local one is stopped for
+	// the test; the stand-in Deployment below plays its pods.
+	framework.Controller(t, "stop")
+	framework.Cleanup(t, func() { framework.EnsureOneController(t) })
 
 	// The hook's ServiceAccount and RBAC, as the chart renders them for this namespace.
 	var rbac []*unstructured.Unstructured
@@ -71,7 +76,8 @@ func TestTeardown(t *testing.T) {
 	})
 	applyObjects(t, e.Ctx, rbac, metav1.ApplyOptions{FieldManager: "e2e-teardown", Force: true})
 
-	// The controller's Deployment, one pod that no node takes.
+	// The controller's Deployment, one pod bound to the fake node: deleted, it
+	// stays Terminating until the test confirms it as a kubelet would.
 	dep := test.MustParse[appsv1.Deployment](t, `
 apiVersion: apps/v1
 kind: Deployment
@@ -86,11 +92,11 @@ spec:
     metadata:
       labels: {app.kubernetes.io/name: sandbox-snapshot-controller}
     spec:
-      nodeSelector: {e2e.opensandbox.io/no-such-node: "true"}
+      nodeName: %s
       containers:
         - name: controller
           image: registry.example.com/controller:e2e
-`, e.NS)
+`, e.NS, e.Node())
 	if _, err := e.C.Kube.AppsV1().Deployments(e.NS).Create(e.Ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +107,8 @@ spec:
 		t.Fatalf("waiting for the Deployment's pod: %v", err)
 	}
 
-	// Snapshots of another class (the running controller leaves them be once
-	// ours is gone), with the operator's finalizer, another's, or both.
+	// Snapshots with the operator's finalizer, another's, or both, of another
+	// class, so that the controller, back after the test, leaves them be.
 	finalizers := map[string][]string{
 		"both":    {sandbox.SnapshotFinalizer, foreign},
 		"ours":    {sandbox.SnapshotFinalizer},
@@ -128,21 +134,11 @@ spec:
 		}
 	})
 
-	// Hold the controller's pod past the scale-down.
 	pods, err := e.C.Kube.CoreV1().Pods(e.NS).List(e.Ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sandbox-snapshot-controller"})
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("the Deployment's pods: %d, %v", len(pods.Items), err)
 	}
 	pod := pods.Items[0].Name
-	holdPod := func(finalizers string) {
-		t.Helper()
-		if _, err := e.C.Kube.CoreV1().Pods(e.NS).Patch(e.Ctx, pod, types.MergePatchType,
-			[]byte(`{"metadata":{"finalizers":`+finalizers+`}}`), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	holdPod(`["` + hold + `"]`)
-	framework.Cleanup(t, func() { holdPod("null") })
 
 	// Run as the hook's ServiceAccount, on this namespace's snapshots only:
 	// other tests' snapshots are the running controller's.
@@ -180,7 +176,9 @@ spec:
 	}
 	time.Sleep(3 * time.Second)
 	ourFinalizerOnAll("while the teardown waited")
-	holdPod("null")
+	if err := e.C.Kube.CoreV1().Pods(e.NS).Delete(e.Ctx, pod, *metav1.NewDeleteOptions(0)); err != nil {
+		t.Fatalf("confirming pod %s's deletion: %v", pod, err)
+	}
 	err = cmd.Wait()
 	stdout = out.String()
 	t.Logf("$ controller teardown --timeout 1m\n%s%s", stdout, errOut.String())

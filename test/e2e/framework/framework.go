@@ -134,10 +134,12 @@ func (e *Env) deleteNamespace() {
 
 // ------------------------------------------------------------------ sandboxes
 
-// ensureNode creates the fake node the test's sandbox pods are bound to. No
-// kubelet runs in control-plane mode; the node only has to exist, for the
-// pod garbage collector and for node affinity to name it.
-func (e *Env) ensureNode() string {
+// Node creates, once, the fake node the test's pods are bound to, and
+// returns its name. No kubelet runs in control-plane mode: the node only has
+// to exist, for the pod garbage collector and for node affinity to name it,
+// and a pod bound to it and deleted stays Terminating until deleted with a
+// grace period of 0, as the kubelet would confirm it.
+func (e *Env) Node() string {
 	e.T.Helper()
 	if e.node != "" {
 		return e.node
@@ -186,7 +188,7 @@ func (e *Env) CreateSandbox(name string, opts SandboxOpts) *corev1.Pod {
 	}
 	nodeName := ""
 	if !opts.Pending {
-		nodeName = e.ensureNode()
+		nodeName = e.Node()
 	}
 	spec := test.MustParse[corev1.PodSpec](e.T, `
 nodeName: %q
