@@ -71,10 +71,9 @@ type Result struct {
 // Run scales the controller's Deployment to zero, waits until none of its
 // pods runs (a pod that has ended does not count), then removes
 // sandbox.SnapshotFinalizer from every SandboxSnapshot (of
-// o.SnapshotNamespace, when set). Releasing while the
-// controller still runs would let it add the finalizer back, so it stops
-// there if the pods outlive the timeout. A Deployment that is gone is taken
-// as a controller already stopped.
+// o.SnapshotNamespace, when set). A controller still running would add the
+// finalizer back, so Run stops there if the pods outlive the timeout. A
+// Deployment that is gone is taken as a controller already stopped.
 func Run(ctx context.Context, kube kubernetes.Interface, snapshots versioned.Interface, o Options) (Result, error) {
 	var res Result
 	dep, err := kube.AppsV1().Deployments(o.Namespace).Get(ctx, o.Deployment, metav1.GetOptions{})
