@@ -62,10 +62,12 @@ type Keychain struct {
 }
 
 // entry is one credential and the registry key it applies to: a host, which
-// may hold globs ("*.example.com") and a port, and an optional path prefix.
+// may hold globs ("*.example.com") and a port, and an optional path prefix;
+// glob is key parsed, raw the config.json key it was read from.
 type entry struct {
-	key  string
-	auth authn.AuthConfig
+	key, raw string
+	glob     *url.URL
+	auth     authn.AuthConfig
 }
 
 // Anonymous returns a keychain without credentials.
@@ -104,28 +106,26 @@ func Parse(b []byte, source string) (*Keychain, error) {
 		raws = append(raws, raw)
 	}
 	sort.Strings(raws)
-	auths := map[string]authn.AuthConfig{}
-	from := map[string]string{}
+	k := &Keychain{}
+	seen := map[string]int{} // key -> its index in k.entries
 	for _, raw := range raws {
-		key, err := registryKey(raw)
+		glob, err := registryKey(raw)
 		if err != nil {
 			return nil, fmt.Errorf("docker config %s: key %q is not a registry: %w", source, raw, err)
 		}
+		key := glob.Host + glob.Path
 		ac, err := cfg.Auths[raw].config()
 		if err != nil {
 			return nil, fmt.Errorf("docker config %s: auth for %q %w", source, raw, err)
 		}
-		if prev, ok := auths[key]; ok {
-			if prev != ac {
-				return nil, fmt.Errorf("docker config %s: keys %q and %q both name %s with different credentials; keep one", source, from[key], raw, key)
+		if i, ok := seen[key]; ok {
+			if first := k.entries[i]; first.auth != ac {
+				return nil, fmt.Errorf("docker config %s: keys %q and %q both name %s with different credentials; keep one", source, first.raw, raw, key)
 			}
 			continue
 		}
-		auths[key], from[key] = ac, raw
-	}
-	k := &Keychain{entries: make([]entry, 0, len(auths))}
-	for key, ac := range auths {
-		k.entries = append(k.entries, entry{key: key, auth: ac})
+		seen[key] = len(k.entries)
+		k.entries = append(k.entries, entry{key: key, raw: raw, glob: glob, auth: ac})
 	}
 	sort.Slice(k.entries, func(i, j int) bool { return k.entries[i].key > k.entries[j].key })
 	return k, nil
@@ -153,22 +153,21 @@ func (a auth) config() (authn.AuthConfig, error) {
 	return ac, nil
 }
 
-// registryKey turns a config.json key ("https://host:port/v1/",
+// registryKey parses a config.json key ("https://host:port/v1/",
 // "host/team-a") into the form kubelet indexes: host[:port][/path], without
 // a scheme or a /v1/ or /v2/ prefix.
-func registryKey(raw string) (string, error) {
+func registryKey(raw string) (*url.URL, error) {
 	u, err := parseSchemeless(strings.TrimPrefix(strings.TrimPrefix(raw, "https://"), "http://"))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	path := u.Path
-	if strings.HasPrefix(path, "/v1/") || strings.HasPrefix(path, "/v2/") {
-		path = path[3:]
+	if strings.HasPrefix(u.Path, "/v1/") || strings.HasPrefix(u.Path, "/v2/") {
+		u.Path = u.Path[3:]
 	}
-	if path == "/" {
-		path = ""
+	if u.Path == "/" {
+		u.Path = ""
 	}
-	return u.Host + path, nil
+	return u, nil
 }
 
 // parseSchemeless parses host[:port][/path].
@@ -194,7 +193,7 @@ func (k *Keychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
 		return authn.Anonymous, nil
 	}
 	for _, e := range k.entries {
-		if matches(e.key, u) {
+		if matches(e.glob, u) {
 			return authn.FromConfig(e.auth), nil
 		}
 	}
@@ -211,12 +210,9 @@ func (k *Keychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
 // dockerHub is the registry name kubelet gives Docker Hub's images.
 const dockerHub = "docker.io"
 
-// matches reports whether key applies to target as kubelet decides it.
-func matches(key string, target *url.URL) bool {
-	glob, err := parseSchemeless(key)
-	if err != nil {
-		return false
-	}
+// matches reports whether a key, parsed into glob, applies to target as
+// kubelet decides it.
+func matches(glob, target *url.URL) bool {
 	globParts, globPort := hostParts(glob)
 	targetParts, targetPort := hostParts(target)
 	if globPort != targetPort || len(globParts) != len(targetParts) || !strings.HasPrefix(target.Path, glob.Path) {

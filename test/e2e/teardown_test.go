@@ -56,6 +56,8 @@ func TestTeardown(t *testing.T) {
 	// the test; the stand-in Deployment below plays its pods.
 	framework.Controller(t, "stop")
 	framework.Cleanup(t, func() { framework.EnsureOneController(t) })
+	// The stand-in Deployment's pods.
+	controllerPods := metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sandbox-snapshot-controller"}
 
 	// The hook's ServiceAccount and RBAC, as the chart renders them for this namespace.
 	var rbac []*unstructured.Unstructured
@@ -101,7 +103,7 @@ spec:
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(e.Ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		pods, err := e.C.Kube.CoreV1().Pods(e.NS).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sandbox-snapshot-controller"})
+		pods, err := e.C.Kube.CoreV1().Pods(e.NS).List(ctx, controllerPods)
 		return err == nil && len(pods.Items) == 1, nil
 	}); err != nil {
 		t.Fatalf("waiting for the Deployment's pod: %v", err)
@@ -134,7 +136,7 @@ spec:
 		}
 	})
 
-	pods, err := e.C.Kube.CoreV1().Pods(e.NS).List(e.Ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sandbox-snapshot-controller"})
+	pods, err := e.C.Kube.CoreV1().Pods(e.NS).List(e.Ctx, controllerPods)
 	if err != nil || len(pods.Items) != 1 {
 		t.Fatalf("the Deployment's pods: %d, %v", len(pods.Items), err)
 	}
@@ -193,7 +195,7 @@ spec:
 	if got.Spec.Replicas == nil || *got.Spec.Replicas != 0 {
 		t.Errorf("the Deployment has %v replicas after the teardown, want 0", got.Spec.Replicas)
 	}
-	pods, err = e.C.Kube.CoreV1().Pods(e.NS).List(e.Ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sandbox-snapshot-controller"})
+	pods, err = e.C.Kube.CoreV1().Pods(e.NS).List(e.Ctx, controllerPods)
 	if err != nil || len(pods.Items) != 0 {
 		t.Errorf("the Deployment's pods after the teardown: %d, %v; want none", len(pods.Items), err)
 	}

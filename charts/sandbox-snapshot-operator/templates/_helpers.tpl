@@ -59,6 +59,17 @@ app.kubernetes.io/part-of: sandbox-snapshot-operator
 {{- end }}
 
 {{/*
+The annotations of a pre-delete hook object, given its weight: the
+ServiceAccount and RBAC (-10) before the Job (0); each deleted before the
+next uninstall's and once the hook succeeds.
+*/}}
+{{- define "sso.teardownHook" -}}
+helm.sh/hook: pre-delete
+helm.sh/hook-weight: {{ . | quote }}
+helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}
+
+{{/*
 The controller's image: repository:tag@digest, repository@digest or
 repository:tag, whichever image.digest and image.tag give.
 */}}

@@ -19,7 +19,6 @@ package sandboxsnapshot
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
@@ -50,7 +49,7 @@ func imagesOf(s *v1alpha1.SandboxSnapshot, opts []name.Option) ([]name.Reference
 		if err != nil {
 			return nil, fmt.Errorf("SandboxSnapshot %s/%s: status.containers[%s].imageUri %q: %w", s.Namespace, s.Name, c.ContainerName, c.ImageURI, err)
 		}
-		if !strings.Contains(c.ImageURI, "@") {
+		if _, pinned := ref.(name.Digest); !pinned {
 			out = append(out, ref)
 			continue
 		}
