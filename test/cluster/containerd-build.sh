@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds containerd and its runc shim from the Go module (no git, no network
-# other than the Go module proxy) and caches them under
-# _output/tools/containerd-<version>/. Prints the directory.
+# Builds containerd and its runc shim (not ctr, which nothing here runs) from
+# the Go module (no git, no network other than the Go module proxy) and caches
+# them under _output/tools/containerd-<version>/. Prints the directory.
 #
 #   test/cluster/containerd-build.sh [version]     default v2.1.3
 set -euo pipefail
@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VERSION="${1:-v2.1.3}"
 OUT="${ROOT}/_output/tools/containerd-${VERSION}"
 
-if [[ -x "${OUT}/containerd" && -x "${OUT}/containerd-shim-runc-v2" && -x "${OUT}/ctr" ]]; then
+if [[ -x "${OUT}/containerd" && -x "${OUT}/containerd-shim-runc-v2" ]]; then
   echo "${OUT}"
   exit 0
 fi
@@ -33,7 +33,7 @@ mkdir -p "${OUT}.tmp"
   cd "${WORK}/src"
   GOWORK=off CGO_ENABLED=1 GOFLAGS="-mod=mod -buildvcs=false" go build \
     -ldflags "-X github.com/containerd/containerd/v2/version.Version=${VERSION}" \
-    -o "${OUT}.tmp/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr >&2
+    -o "${OUT}.tmp/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 >&2
 )
 rm -rf "${OUT}"
 mv "${OUT}.tmp" "${OUT}"
