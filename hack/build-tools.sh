@@ -91,7 +91,7 @@ build_one() {
   log "${name}: building $(basename "${dir}")"
   case "${name}" in
     etcd) go_build etcd "${tmp}" "-s -w" go.etcd.io/etcd/server/v3 ;;
-    tkn) go_build tkn "${tmp}" "-s -w -X github.com/tektoncd/cli/pkg/cmd/version.clientVersion=${TKN_VERSION}" \
+    tkn) go_build tekton "${tmp}" "-s -w -X github.com/tektoncd/cli/pkg/cmd/version.clientVersion=${TKN_VERSION}" \
       github.com/tektoncd/cli/cmd/tkn ;;
     ko) go_build ko "${tmp}" "-s -w -X github.com/google/ko/pkg/commands.Version=${KO_VERSION}" github.com/google/ko ;;
     crane) go_build crane "${tmp}" "-s -w" github.com/google/go-containerregistry/cmd/crane ;;

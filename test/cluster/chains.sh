@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Tekton Chains ${CHAINS_VERSION} on the node cluster, unmodified: built with
-# ko from its Go module's config/, as Tekton itself is (test/cluster/node-up.sh), and
-# configured the way docs/chains.md tells a cluster admin to:
+# Tekton Chains ${CHAINS_VERSION} on the node cluster, its code and manifests
+# unmodified: built with ko from its Go module's config/, as Tekton itself is
+# (test/cluster/node-up.sh), and configured the way docs/chains.md tells a
+# cluster admin to:
 #
-#   test/cluster/chains.sh resolve   copies the module's source to _output/src (a
-#                            cache, kept by node-down), builds the controller's
-#                            image with ko into the node registry (busybox base)
-#                            and writes _output/node/chains-release.yaml;
+#   test/cluster/chains.sh resolve   builds the controller's image with ko into
+#                            the node registry (busybox base), from the helper
+#                            module hack/tools/tekton, which pins Chains beside
+#                            tkn so that the packages they share are compiled
+#                            once, and writes _output/node/chains-release.yaml;
 #   test/cluster/chains.sh install   makes an ECDSA P-256 signing key, puts it in the
 #                            Secret signing-secrets as x509.pem, sets chains-config
 #                            (below), applies the release and waits until the
@@ -28,7 +30,7 @@ set -euo pipefail
 # shellcheck source=test/cluster/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-CHAINS_SRC="${OUTPUT_DIR}/src/chains-${CHAINS_VERSION}"
+CHAINS_MODULE="${ROOT_DIR}/hack/tools/tekton"
 CHAINS_DIR="${NODE_DIR}/chains"
 CHAINS_RELEASE="${NODE_DIR}/chains-release.yaml"
 
@@ -43,18 +45,13 @@ CHAINS_CONFIG=(
   "transparency.enabled=false"
 )
 
-# chains_source copies the tektoncd/chains module to a writable folder for ko.
-chains_source() {
-  [[ -f "${CHAINS_SRC}/go.mod" ]] && return 0
+# chains_config prints the folder of Chains' config/ in the Go module cache,
+# downloading the module at the version the helper module pins if needed.
+chains_config() {
   local dir
-  dir=$( (cd "${TMPDIR:-/tmp}" && GOFLAGS='' GO111MODULE=on go mod download -json "github.com/tektoncd/chains@${CHAINS_VERSION}") |
+  dir=$(cd "${CHAINS_MODULE}" && GOFLAGS=-mod=mod go mod download -json github.com/tektoncd/chains |
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [[ -n "${dir}" && -d "${dir}/config" ]] || die "could not download tektoncd/chains ${CHAINS_VERSION}"
-  rm -rf "${CHAINS_SRC}.tmp"
-  mkdir -p "$(dirname "${CHAINS_SRC}")"
-  cp -r "${dir}" "${CHAINS_SRC}.tmp"
-  chmod -R u+w "${CHAINS_SRC}.tmp"
-  mv "${CHAINS_SRC}.tmp" "${CHAINS_SRC}"
+  [[ -n "${dir}" && -d "${dir}/config" ]] && echo "${dir}/config"
 }
 
 # KO_CHILD is the ko process of resolve, stopped with it (node-up stops
@@ -65,20 +62,20 @@ stop_ko() {
 }
 
 resolve() {
-  local registry start rc=0
+  local registry config start rc=0
   start=$(now_s)
   registry=$(registry_addr) || die "no node registry: run test/cluster/node-up.sh"
   need_tools ko
-  chains_source
+  config=$(chains_config) || die "could not download tektoncd/chains ${CHAINS_VERSION}"
   mkdir -p "${NODE_DIR}/ko-chains" "${LOG_DIR}"
   # Our own ko config: Chains' .ko.yaml names a base image we cannot pull.
   printf 'defaultBaseImage: %s/busybox:latest\n' "${registry}" >"${NODE_DIR}/ko-chains/.ko.yaml"
   trap stop_ko EXIT
   trap 'exit 130' INT TERM
   (
-    cd "${CHAINS_SRC}"
+    cd "${CHAINS_MODULE}"
     KO_CONFIG_PATH="${NODE_DIR}/ko-chains" KO_DOCKER_REPO="${registry}/tekton-chains" GOFLAGS="-mod=mod" \
-      exec "$(tool_bin ko)" resolve --sbom=none --platform=linux/amd64 -f config/
+      exec "$(tool_bin ko)" resolve --sbom=none --platform=linux/amd64 -f "${config}"
   ) >"${CHAINS_RELEASE}.tmp" 2>"${LOG_DIR}/ko-chains.log" &
   KO_CHILD=$!
   wait "${KO_CHILD}" || rc=$?

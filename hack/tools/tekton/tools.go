@@ -16,9 +16,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package tools records the commands hack/build-tools.sh builds from this module.
+// Package tools records the commands built from this module: tkn
+// (hack/build-tools.sh) and Chains' controller (test/cluster/chains.sh).
 package tools
 
 import (
+	_ "github.com/tektoncd/chains/cmd/controller"
 	_ "github.com/tektoncd/cli/cmd/tkn"
 )
