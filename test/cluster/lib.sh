@@ -199,6 +199,14 @@ stop_daemon() {
   done
 }
 
+# kill_tree PID sends TERM to PID and to every process under it, the
+# deepest first, so that a background job's commands do not outlive it.
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "${child}"; done
+  kill -TERM "$1" 2>/dev/null || true
+}
+
 # pid_gone PID succeeds when PID has exited.
 pid_gone() { ! kill -0 "$1" 2>/dev/null; }
 

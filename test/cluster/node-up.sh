@@ -428,7 +428,8 @@ on_exit() {
   local rc=$?
   trap - EXIT INT TERM
   set +e
-  if [[ -n "${KO_PID:-}" ]]; then kill "${KO_PID}" 2>/dev/null; fi
+  # The Tekton build's go list or ko with it, not only its subshell.
+  if [[ -n "${KO_PID:-}" ]]; then kill_tree "${KO_PID}"; fi
   if [[ -n "${CHAINS_PID:-}" ]]; then kill "${CHAINS_PID}" 2>/dev/null; wait "${CHAINS_PID}" 2>/dev/null; fi
   if ((rc)) && ((CHANGING)); then
     log "node-up failed (exit ${rc}); undoing what it did with test/cluster/node-down.sh"
