@@ -189,8 +189,15 @@ func podReady(p *corev1.Pod) bool {
 func setPause(t *testing.T, ns, name string, pause bool, phase string) {
 	t.Helper()
 	nodeframework.Run(t, "", "kubectl", "-n", ns, "patch", "batchsandbox", name, "--type=merge", "-p", fmt.Sprintf(`{"spec":{"pause":%t}}`, pause))
-	nodeframework.Run(t, "", "kubectl", "-n", ns, "wait", "batchsandbox/"+name, "--for=jsonpath={.status.phase}="+phase,
+	_, err := nodeframework.TryRun("", "kubectl", "-n", ns, "wait", "batchsandbox/"+name, "--for=jsonpath={.status.phase}="+phase,
 		"--timeout="+openSandboxTimeout.String())
+	if err == nil {
+		return
+	}
+	// A pause waits on its snapshot: say where that stands.
+	snapshots, _ := nodeframework.TryRun("", "kubectl", "-n", ns, "get", "sandboxsnapshots", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.status.phase}: {.status.conditions[?(@.type=="Ready")].message}{"\n"}{end}`)
+	t.Fatalf("BatchSandbox %s/%s is not %s after %v (%v); its namespace's snapshots:\n%s", ns, name, phase, openSandboxTimeout, err, snapshots)
 }
 
 // writeData writes n random bytes to path in each container, passing
