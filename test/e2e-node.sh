@@ -96,6 +96,18 @@ release_step() {
   return "${rc}"
 }
 
+# warn_disk logs a warning when the node's filesystem has less than a tenth
+# of its size and 2 GiB free: the committer refuses snapshots that would
+# take it under a tenth (kubelet's default eviction threshold), so the tests
+# that snapshot would fail on the host, not on the operator.
+warn_disk() {
+  local size free
+  read -r size free < <(df -Pk "${OUTPUT_DIR}" | awk 'NR == 2 { print $2, $4 }')
+  if ((free < size / 10 + 2 * 1024 * 1024)); then
+    log "WARNING: $((free / 1024 / 1024)) GiB free on the node's filesystem, of $((size / 1024 / 1024)) GiB: snapshots are refused under a tenth free, so tests may fail for want of disk (docs/development.md)"
+  fi
+}
+
 finish() {
   local rc=$?
   trap - EXIT INT TERM
@@ -142,6 +154,7 @@ main() {
     test/cluster/node-up.sh
   fi
   log "node ready after $(elapsed "${START}")"
+  [[ "${TIER_NO_CLUSTER}" == 1 ]] || warn_disk
 
   # shellcheck source=test/cluster/env.sh
   source test/cluster/env.sh
