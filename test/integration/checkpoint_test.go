@@ -402,6 +402,11 @@ func TestCheckpointRestoreSidecar(t *testing.T) {
 	}
 	for _, c := range names {
 		marks[c] = waitCounting(t, ctx, cri, ids[c], 1)
+		// As kubelet runs them, each in its own PID namespace: in one shared
+		// with the pod, a restore could find its PIDs taken by the other's.
+		if init, err := cri.ExecSync(ctx, ids[c], "cat", "/proc/1/cmdline"); err != nil || !strings.HasPrefix(init, "sh\x00") {
+			t.Fatalf("PID 1 of container %s is %q (%v), want its own sh: the pod's containers share a PID namespace", c, init, err)
+		}
 	}
 	cm := e.checkpointer(t, cri, pod, targets[0].Image, func(cfg *committer.Config) { cfg.Params.Targets = targets })
 	res, err := cm.Checkpoint(ctx)

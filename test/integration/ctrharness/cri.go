@@ -94,7 +94,11 @@ type Pod struct {
 	Config *runtimeapi.PodSandboxConfig
 }
 
-// RunPod starts a pod sandbox on the host network.
+// RunPod starts a pod sandbox on the host network, each of its containers
+// in its own PID namespace as kubelet runs them (no shareProcessNamespace,
+// nor does OpenSandbox set it). In one shared namespace, a container's
+// restore could find a PID it needs taken by a process another container
+// had forked since its own restore.
 func (c *Containerd) RunPod(ctx context.Context, name, namespace, uid string) (*Pod, error) {
 	logs := filepath.Join(c.Dir, "logs", uid)
 	if err := os.MkdirAll(logs, 0o700); err != nil {
@@ -107,7 +111,7 @@ func (c *Containerd) RunPod(ctx context.Context, name, namespace, uid string) (*
 		Linux: &runtimeapi.LinuxPodSandboxConfig{
 			CgroupParent: c.CgroupParent + "/" + uid,
 			SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE},
+				NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE, Pid: runtimeapi.NamespaceMode_CONTAINER},
 			},
 		},
 	}
@@ -145,6 +149,10 @@ func (c *Containerd) StartContainerWithAuth(ctx context.Context, p *Pod, name, i
 			"io.kubernetes.pod.uid": md.Uid, "io.kubernetes.container.name": name,
 		},
 		Annotations: map[string]string{"io.kubernetes.container.restartCount": "0"},
+		// The pod's namespaces, as kubelet asks for them.
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			NamespaceOptions: p.Config.Linux.SecurityContext.NamespaceOptions,
+		}},
 	}
 	created, err := c.Runtime().CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: p.ID, Config: cfg, SandboxConfig: p.Config})
 	if err != nil {
