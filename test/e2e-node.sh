@@ -96,15 +96,15 @@ release_step() {
   return "${rc}"
 }
 
-# warn_disk logs a warning when the node's filesystem has less than a tenth
-# of its size and 2 GiB free: the committer refuses snapshots that would
-# take it under a tenth (kubelet's default eviction threshold), so the tests
-# that snapshot would fail on the host, not on the operator.
+# warn_disk logs a warning when the node's filesystem has less than its
+# disk-reserve (NODE_DISK_RESERVE_PERCENT of its size) and 2 GiB free: the
+# committer refuses snapshots that would take it under the reserve, so the
+# tests that snapshot would fail on the host, not on the operator.
 warn_disk() {
   local size free
   read -r size free < <(df -Pk "${OUTPUT_DIR}" | awk 'NR == 2 { print $2, $4 }')
-  if ((free < size / 10 + 2 * 1024 * 1024)); then
-    log "WARNING: $((free / 1024 / 1024)) GiB free on the node's filesystem, of $((size / 1024 / 1024)) GiB: snapshots are refused under a tenth free, so tests may fail for want of disk (docs/development.md)"
+  if ((free < size * NODE_DISK_RESERVE_PERCENT / 100 + 2 * 1024 * 1024)); then
+    log "WARNING: $((free / 1024 / 1024)) GiB free on the node's filesystem, of $((size / 1024 / 1024)) GiB: snapshots are refused under ${NODE_DISK_RESERVE_PERCENT}% free, so tests may fail for want of disk (docs/development.md)"
   fi
 }
 

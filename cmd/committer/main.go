@@ -56,6 +56,7 @@ type options struct {
 	pauseWindowPath, digestsPath, imgsP string
 	errorPath, differ, keepLocal        string
 	keepLocalMax, copyDir, layerDir     string
+	diskReserve                         string
 	scratchLimit, registryCADir         string
 	maxPause, maxLayers                 string
 	snapshotMode, memoryFallback        string
@@ -195,6 +196,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.layerDir, "layer-dir", "", "directory the commit step writes each new layer to as a file, instead of into containerd (unset: into containerd); the push step uploads it from there, writes it into containerd only to keep the image, and removes it; both steps must see the same one")
 	fs.StringVar(&o.keepLocal, "keep-local", strconv.FormatBool(task.DefaultKeepLocal), "\"true\" keeps pushed images unpacked in containerd for a resume on this node")
 	fs.StringVar(&o.keepLocalMax, "keep-local-max-size", task.DefaultKeepLocalMaxSize, "bound on the node disk held by kept images (a Kubernetes quantity); the oldest are evicted")
+	fs.StringVar(&o.diskReserve, task.ParamDiskReserve, task.DefaultDiskReserve, "what a snapshot leaves free on each filesystem it writes to, the nodes' eviction threshold: a percentage of the filesystem (at most 50%) or a Kubernetes quantity; a snapshot that would leave less fails before the freeze (exit 1)")
 	fs.StringVar(&o.snapshotMode, "snapshot-mode", task.SnapshotModeFilesystem, "Filesystem (commit the root filesystems) or Memory (checkpoint processes and memory too, through containerd's CRI and CRIU)")
 	fs.StringVar(&o.memoryFallback, "memory-fallback", task.MemoryFallbackNone, "None (a node that cannot checkpoint fails the snapshot, exit 5; one whose disk has no room for it, exit 1) or Filesystem (take a filesystem snapshot instead)")
 	fs.StringVar(&o.memoryRestoreBase, task.ParamMemoryRestoreBase, "", "image, pinned by digest, holding nothing of any sandbox's, that a restore starts a memory snapshot from where it cannot pull the container's own base image anonymously; the snapshot then holds the whole root filesystem (empty: such a snapshot is refused)")
@@ -216,7 +218,7 @@ func rawParams(o options, containers []string) task.RawParams {
 		Containers: containers, InsecureRegistry: o.insecure, Mode: o.mode,
 		SnapshotMode: o.snapshotMode, MemoryFallback: o.memoryFallback,
 		MaxPause: o.maxPause, MaxLayers: o.maxLayers, KeepLocal: o.keepLocal, KeepLocalMaxSize: o.keepLocalMax,
-		MemoryRestoreBase: o.memoryRestoreBase, MemoryAnonymousPull: o.anonymousPull,
+		DiskReserve: o.diskReserve, MemoryRestoreBase: o.memoryRestoreBase, MemoryAnonymousPull: o.anonymousPull,
 	}
 }
 

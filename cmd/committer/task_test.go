@@ -88,6 +88,7 @@ func TestTaskMatchesContract(t *testing.T) {
 		task.ParamMaxPause:         task.DefaultMaxPause.String(),
 		task.ParamKeepLocal:        strconv.FormatBool(task.DefaultKeepLocal),
 		task.ParamKeepLocalMaxSize: task.DefaultKeepLocalMaxSize,
+		task.ParamDiskReserve:      task.DefaultDiskReserve,
 	} {
 		if d := params[name].Default; d == nil || d.StringVal != want {
 			t.Errorf("%s must default to %s, as the committer and config-snapshot do", name, want)
@@ -179,6 +180,7 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		"$(params.max-layers)", "16",
 		"$(params.keep-local)", "true",
 		"$(params.keep-local-max-size)", "20Gi",
+		"$(params.disk-reserve)", "3%",
 		"$(params.snapshot-mode)", task.SnapshotModeMemory,
 		"$(params.memory-fallback)", task.MemoryFallbackFilesystem,
 		"$(params.memory-restore-base)", "registry.example.com/restore-base@sha256:"+strings.Repeat("b", 64),
@@ -236,8 +238,8 @@ func testTaskArgs(t *testing.T, mode, podUID string, containers []string) {
 		}
 		if s.Name == task.StepCommit && (p.SnapshotMode != task.SnapshotModeMemory || p.MemoryFallback != task.MemoryFallbackFilesystem ||
 			o.checkpointDir != task.DefaultCheckpointDir || o.snapshotModePath == "" ||
-			!strings.HasPrefix(p.MemoryRestoreBase, "registry.example.com/restore-base@") || !p.AllowAnonymousPull) {
-			t.Errorf("step commit does not pass the snapshot mode, its fallback, its restore base, its anonymous pulls, the checkpoint dir and the SNAPSHOT_MODE result: %+v", o)
+			!strings.HasPrefix(p.MemoryRestoreBase, "registry.example.com/restore-base@") || !p.AllowAnonymousPull || p.DiskReserve.String() != "3%") {
+			t.Errorf("step commit does not pass the snapshot mode, its fallback, its restore base, its anonymous pulls, the checkpoint dir, disk-reserve and the SNAPSHOT_MODE result: %+v", o)
 		}
 		// The commit step names its Task pod, which owns the memory
 		// snapshot it writes, in every mode: a later run sweeps it by it.

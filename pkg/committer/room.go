@@ -100,7 +100,7 @@ func (r *room) baseOf(ctx context.Context, l *freeze.Container) (change, error) 
 // Memory is what the containers' cgroups count; a count that cannot be read is
 // logged and left out.
 func (r *room) check(ctx context.Context, preps []*prepared, memory bool) error {
-	var plan diskbudget.Plan
+	plan := diskbudget.Plan{Reserve: r.cfg.Params.DiskReserve}
 	var scratch uint64
 	add := func(dir string, n uint64, what string) {
 		if err := plan.Add(dir, n, what); err != nil {

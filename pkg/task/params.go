@@ -35,6 +35,9 @@ const (
 	DefaultMaxPause         = 20 * time.Second
 	DefaultKeepLocal        = false
 	DefaultKeepLocalMaxSize = "20Gi"
+	// DefaultDiskReserve is kubelet's default nodefs.available eviction
+	// threshold.
+	DefaultDiskReserve = "10%"
 )
 
 // ParseMaxPause parses ParamMaxPause: a positive Go duration.
@@ -74,6 +77,53 @@ func ParseKeepLocalMaxSize(v string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a size such as 20Gi", v)
 	}
 	return q.Value(), nil
+}
+
+// DiskReserve is what a commit leaves free on each node filesystem it writes
+// to: a share of the filesystem or a fixed size. The zero value is
+// DefaultDiskReserve.
+type DiskReserve struct {
+	text    string  // as given; empty for DefaultDiskReserve
+	percent float64 // of the filesystem, where text ends in %
+	bytes   uint64  // otherwise
+}
+
+// ParseDiskReserve parses ParamDiskReserve: a percentage of the filesystem
+// from 0% to 50% (kubelet's form of an eviction threshold, such as 10%), or a
+// Kubernetes quantity of zero or more bytes (such as 20Gi).
+func ParseDiskReserve(v string) (DiskReserve, error) {
+	v = strings.TrimSpace(v)
+	if p, ok := strings.CutSuffix(v, "%"); ok {
+		f, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(f >= 0 && f <= 50) {
+			return DiskReserve{}, fmt.Errorf("%q is not a percentage from 0%% to 50%%, such as 10%%", v)
+		}
+		return DiskReserve{text: v, percent: f}, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() < 0 {
+		return DiskReserve{}, fmt.Errorf("%q is neither a percentage such as 10%% nor a size such as 20Gi", v)
+	}
+	return DiskReserve{text: v, bytes: uint64(q.Value())}, nil
+}
+
+// Of returns the bytes to leave free on a filesystem of total bytes.
+func (r DiskReserve) Of(total uint64) uint64 {
+	if r.text == "" {
+		r, _ = ParseDiskReserve(DefaultDiskReserve)
+	}
+	if strings.HasSuffix(r.text, "%") {
+		return uint64(float64(total) * r.percent / 100)
+	}
+	return r.bytes
+}
+
+// String returns r as given to ParseDiskReserve.
+func (r DiskReserve) String() string {
+	if r.text == "" {
+		return DefaultDiskReserve
+	}
+	return r.text
 }
 
 // ParseMemoryRestoreBase parses ParamMemoryRestoreBase: empty (none), or an

@@ -49,6 +49,18 @@ func TestParseTunableParams(t *testing.T) {
 		{ParamKeepLocalMaxSize, "0", keepLocalMaxSize, int64(0)},
 		{ParamKeepLocalMaxSize, "-1Gi", keepLocalMaxSize, nil},
 		{ParamKeepLocalMaxSize, "lots", keepLocalMaxSize, nil},
+		{ParamDiskReserve, "10%", diskReserveOf100GiB, uint64(10 << 30)},
+		{ParamDiskReserve, " 0.5% ", diskReserveOf100GiB, uint64(512 << 20)},
+		{ParamDiskReserve, "0%", diskReserveOf100GiB, uint64(0)},
+		{ParamDiskReserve, "50%", diskReserveOf100GiB, uint64(50 << 30)},
+		{ParamDiskReserve, "20Gi", diskReserveOf100GiB, uint64(20 << 30)},
+		{ParamDiskReserve, "0", diskReserveOf100GiB, uint64(0)},
+		{ParamDiskReserve, "51%", diskReserveOf100GiB, nil},
+		{ParamDiskReserve, "-1%", diskReserveOf100GiB, nil},
+		{ParamDiskReserve, "NaN%", diskReserveOf100GiB, nil},
+		{ParamDiskReserve, "%", diskReserveOf100GiB, nil},
+		{ParamDiskReserve, "-1Gi", diskReserveOf100GiB, nil},
+		{ParamDiskReserve, "a tenth", diskReserveOf100GiB, nil},
 		{ParamMemoryRestoreBase, "", restoreBase, ""},
 		{ParamMemoryRestoreBase, " registry.example.com/restore-base@" + dg + " ", restoreBase, "registry.example.com/restore-base@" + dg},
 		{ParamMemoryRestoreBase, "localhost:5000/restore-base@" + dg, restoreBase, "localhost:5000/restore-base@" + dg},
@@ -76,6 +88,19 @@ func TestParseTunableParams(t *testing.T) {
 	if _, err := ParseKeepLocalMaxSize(DefaultKeepLocalMaxSize); err != nil {
 		t.Errorf("the default keep-local-max-size is refused: %v", err)
 	}
+	r, err := ParseDiskReserve(DefaultDiskReserve)
+	if err != nil {
+		t.Errorf("the default disk-reserve is refused: %v", err)
+	}
+	if got, want := (DiskReserve{}).Of(100<<30), r.Of(100<<30); got != want || (DiskReserve{}).String() != DefaultDiskReserve {
+		t.Errorf("the zero DiskReserve keeps %d bytes of 100 GiB and reads %q, want %d and %q as the default", got, DiskReserve{}, want, DefaultDiskReserve)
+	}
+}
+
+// diskReserveOf100GiB returns the bytes disk-reserve v keeps of 100 GiB.
+func diskReserveOf100GiB(v string) (any, error) {
+	r, err := ParseDiskReserve(v)
+	return r.Of(100 << 30), err
 }
 
 func maxPause(v string) (any, error)         { return ParseMaxPause(v) }

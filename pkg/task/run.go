@@ -44,6 +44,7 @@ type RawParams struct {
 	MaxLayers           string
 	KeepLocal           string
 	KeepLocalMaxSize    string
+	DiskReserve         string
 	MemoryRestoreBase   string
 	MemoryAnonymousPull string
 }
@@ -91,6 +92,9 @@ type Params struct {
 	// image is kept past its push but those in use).
 	KeepLocal         bool
 	KeepLocalMaxBytes int64
+	// DiskReserve is what the snapshot leaves free on each node filesystem
+	// it writes to.
+	DiskReserve DiskReserve
 	// MemoryRestoreBase is the image, pinned by digest, a restore starts a
 	// memory snapshot from where it cannot pull the container's base image.
 	MemoryRestoreBase string
@@ -200,6 +204,7 @@ func (p *Params) parseTunables(in RawParams) error {
 		p.KeepLocalMaxBytes, err = ParseKeepLocalMaxSize(v)
 		return
 	})
+	parse(ParamDiskReserve, in.DiskReserve, func(v string) (err error) { p.DiskReserve, err = ParseDiskReserve(v); return })
 	parse(ParamMemoryRestoreBase, in.MemoryRestoreBase, func(v string) (err error) {
 		p.MemoryRestoreBase, err = ParseMemoryRestoreBase(v)
 		return

@@ -131,6 +131,7 @@ func TestParseParamsInvalid(t *testing.T) {
 		{"max-layers past its bound", func(r *RawParams) { r.MaxLayers = "129" }, "param max-layers"},
 		{"keep-local not a boolean", func(r *RawParams) { r.KeepLocal = "yes" }, "param keep-local"},
 		{"keep-local-max-size negative", func(r *RawParams) { r.KeepLocalMaxSize = "-1Gi" }, "param keep-local-max-size"},
+		{"disk-reserve past half", func(r *RawParams) { r.DiskReserve = "60%" }, "param disk-reserve"},
 		{"memory-restore-base by tag", func(r *RawParams) { r.MemoryRestoreBase = "registry.example.com/base:1" }, "param memory-restore-base"},
 		{"memory-anonymous-pull unknown", func(r *RawParams) { r.MemoryAnonymousPull = "Yes" }, "param memory-anonymous-pull"},
 	} {

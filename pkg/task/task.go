@@ -67,6 +67,9 @@ const (
 	// ParamKeepLocalMaxSize bounds the node disk kept images hold
 	// (ParseKeepLocalMaxSize).
 	ParamKeepLocalMaxSize = "keep-local-max-size"
+	// ParamDiskReserve is what a commit leaves free on each node filesystem
+	// it writes to, the nodes' eviction threshold (ParseDiskReserve).
+	ParamDiskReserve = "disk-reserve"
 )
 
 // Values of ParamSnapshotMode, and of the snapshot-mode annotation.

@@ -36,6 +36,10 @@ BRIDGE_IP="10.88.0.1"
 BRIDGE_CIDR="10.88.0.0/24"
 SERVICE_CIDR="10.0.0.0/24"
 GUARD_CHAIN="SSO-FORWARD-GUARD"
+# The node kubelet's eviction threshold on its disk, in percent, and the
+# operator's disk-reserve, which matches it: a test node shares the host's
+# filesystem, where a tenth (both defaults) can be more than is free.
+NODE_DISK_RESERVE_PERCENT=1
 TEKTON_NAMESPACE="tekton-pipelines"
 OPERATOR_NAMESPACE="sandbox-snapshot-system"
 CHAINS_NAMESPACE="tekton-chains"
@@ -256,10 +260,11 @@ node_daemons_recorded() {
 # on the node for a resume (its kubelet verifies pull credentials). Memory
 # snapshots and the node's disk ledger go to a checkpoint-dir in the node's
 # own directory, which node-down.sh removes with it. The registry is this
-# machine's own, with no credentials: memory snapshots may go to it.
+# machine's own, with no credentials: memory snapshots may go to it. A
+# snapshot leaves free what the node's kubelet does (NODE_DISK_RESERVE_PERCENT).
 local_node_config() {
-  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "keep-local": "true", "memory-anonymous-pull": "Allow", "containerd-socket": "%s", "containerd-overlayfs-root": "%s", "checkpoint-dir": "%s"}}' \
-    "$1" "${NODE_RUN_DIR}/containerd.sock" "${NODE_DIR}/containerd/root/io.containerd.snapshotter.v1.overlayfs" "${NODE_DIR}/checkpoints"
+  printf '{"data": {"registry": "%s/snapshots", "insecure-registry": "true", "keep-local": "true", "memory-anonymous-pull": "Allow", "containerd-socket": "%s", "containerd-overlayfs-root": "%s", "checkpoint-dir": "%s", "disk-reserve": "%s%%"}}' \
+    "$1" "${NODE_RUN_DIR}/containerd.sock" "${NODE_DIR}/containerd/root/io.containerd.snapshotter.v1.overlayfs" "${NODE_DIR}/checkpoints" "${NODE_DISK_RESERVE_PERCENT}"
 }
 
 # node_present succeeds when this clone's test/cluster/node-up.sh may have left something.

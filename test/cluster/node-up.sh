@@ -282,9 +282,9 @@ rotateCertificates: false
 serverTLSBootstrap: false
 evictionHard:
   memory.available: 50Mi
-  nodefs.available: 1%
+  nodefs.available: ${NODE_DISK_RESERVE_PERCENT}%
   nodefs.inodesFree: 1%
-  imagefs.available: 1%
+  imagefs.available: ${NODE_DISK_RESERVE_PERCENT}%
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 imagePullCredentialsVerificationPolicy: ${KUBELET_IMAGE_VERIFICATION}

@@ -24,16 +24,19 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // ErrNoRoom reports no disk room for a snapshot now.
 var ErrNoRoom = errors.New("not enough disk space for the snapshot")
 
-// reserveFraction leaves a tenth free: kubelet's nodefs.available<10% default.
-const reserveFraction = 10
-
 // Plan adds up, by filesystem, what a snapshot will write.
 type Plan struct {
+	// Reserve is what each filesystem keeps free: the nodes' eviction
+	// threshold.
+	Reserve task.DiskReserve
+
 	byDev map[uint64]*fsUse
 	devs  []uint64
 }
@@ -79,7 +82,7 @@ func (p *Plan) Check(others map[uint64]uint64) error {
 		}
 		where := f.dir + " (" + strings.Join(f.what, ", ") + ")"
 		free, total := fs.Bavail*uint64(fs.Bsize), fs.Blocks*uint64(fs.Bsize)
-		if err := Room(where, f.bytes, free, total, others[dev]); err != nil {
+		if err := Room(where, f.bytes, free, total, others[dev], p.Reserve); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -87,9 +90,9 @@ func (p *Plan) Check(others map[uint64]uint64) error {
 }
 
 // Room fails with ErrNoRoom when writing need bytes to where would leave less
-// than a tenth of total free, reserved of free being promised to others.
-func Room(where string, need, free, total, reserved uint64) error {
-	keep := total / reserveFraction
+// than reserve of total free, reserved of free being promised to others.
+func Room(where string, need, free, total, reserved uint64, reserve task.DiskReserve) error {
+	keep := reserve.Of(total)
 	if free >= keep+reserved && free-keep-reserved >= need {
 		return nil
 	}
@@ -97,8 +100,8 @@ func Room(where string, need, free, total, reserved uint64) error {
 	if reserved > 0 {
 		others = fmt.Sprintf(", of which other snapshots running on the node have reserved %s,", Size(reserved))
 	}
-	return fmt.Errorf("%w: the snapshot writes about %s to %s, whose filesystem has %s free of %s%s and must keep %s (a tenth, kubelet's default eviction threshold) free",
-		ErrNoRoom, Size(need), where, Size(free), Size(total), others, Size(keep))
+	return fmt.Errorf("%w: the snapshot writes about %s to %s, whose filesystem has %s free of %s%s and must keep %s free (%s %s, the nodes' eviction threshold)",
+		ErrNoRoom, Size(need), where, Size(free), Size(total), others, Size(keep), task.ParamDiskReserve, reserve)
 }
 
 // Size formats n bytes in MiB, or KiB below one MiB.

@@ -24,30 +24,45 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // TestRoom checks the room a snapshot needs on a filesystem: its bytes,
-// with a tenth of the filesystem and what other snapshots reserved left
-// free.
+// with disk-reserve (a tenth of the filesystem by default) and what other
+// snapshots reserved left free.
 func TestRoom(t *testing.T) {
 	const gib = 1 << 30
 	for _, tc := range []struct {
 		name                        string
 		need, free, total, reserved uint64
+		reserve                     string // disk-reserve; empty for the default
 		wantErr                     string
 	}{
-		{"fits above the reserve", 1 * gib, 20 * gib, 100 * gib, 0, ""},
-		{"fits to the reserve exactly", 10 * gib, 20 * gib, 100 * gib, 0, ""},
-		{"would eat into the reserve", 10*gib + 1, 20 * gib, 100 * gib, 0,
-			"writes about 10240 MiB to checkpoint-dir /c, whose filesystem has 20480 MiB free of 102400 MiB and must keep 10240 MiB"},
-		{"larger than the free space", 4 * gib, 3 * gib, 4 * gib, 0, "writes about 4096 MiB"},
-		{"already below the reserve", 0, 5 * gib, 100 * gib, 0, "has 5120 MiB free of 102400 MiB"},
-		{"fits beside what others reserved", 4 * gib, 20 * gib, 100 * gib, 6 * gib, ""},
-		{"fits alone, not beside what others reserved", 4 * gib, 20 * gib, 100 * gib, 6*gib + 1,
+		{"fits above the reserve", 1 * gib, 20 * gib, 100 * gib, 0, "", ""},
+		{"fits to the reserve exactly", 10 * gib, 20 * gib, 100 * gib, 0, "", ""},
+		{"would eat into the reserve", 10*gib + 1, 20 * gib, 100 * gib, 0, "",
+			"writes about 10240 MiB to checkpoint-dir /c, whose filesystem has 20480 MiB free of 102400 MiB and must keep 10240 MiB free (disk-reserve 10%"},
+		{"larger than the free space", 4 * gib, 3 * gib, 4 * gib, 0, "", "writes about 4096 MiB"},
+		{"already below the reserve", 0, 5 * gib, 100 * gib, 0, "", "has 5120 MiB free of 102400 MiB"},
+		{"fits beside what others reserved", 4 * gib, 20 * gib, 100 * gib, 6 * gib, "", ""},
+		{"fits alone, not beside what others reserved", 4 * gib, 20 * gib, 100 * gib, 6*gib + 1, "",
 			"has 20480 MiB free of 102400 MiB, of which other snapshots running on the node have reserved 6144 MiB, and must keep 10240 MiB"},
+		{"fits above a reserve of 1%", 18 * gib, 20 * gib, 100 * gib, 0, "1%", ""},
+		{"would eat into a reserve of 1%", 19*gib + 1, 20 * gib, 100 * gib, 0, "1%", "must keep 1024 MiB free (disk-reserve 1%"},
+		{"fits above a reserve of 5Gi", 15 * gib, 20 * gib, 100 * gib, 0, "5Gi", ""},
+		{"would eat into a reserve of 5Gi", 15*gib + 1, 20 * gib, 100 * gib, 0, "5Gi", "must keep 5120 MiB free (disk-reserve 5Gi"},
+		{"no reserve", 20 * gib, 20 * gib, 100 * gib, 0, "0%", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Room("checkpoint-dir /c", tc.need, tc.free, tc.total, tc.reserved)
+			var reserve task.DiskReserve
+			if tc.reserve != "" {
+				var err error
+				if reserve, err = task.ParseDiskReserve(tc.reserve); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := Room("checkpoint-dir /c", tc.need, tc.free, tc.total, tc.reserved, reserve)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("room: %v", err)
@@ -108,7 +123,7 @@ func TestLedgerSharesRoom(t *testing.T) {
 	if err := unix.Statfs(dir, &fs); err != nil {
 		t.Fatal(err)
 	}
-	avail := fs.Bavail*uint64(fs.Bsize) - fs.Blocks*uint64(fs.Bsize)/reserveFraction
+	avail := fs.Bavail*uint64(fs.Bsize) - task.DiskReserve{}.Of(fs.Blocks*uint64(fs.Bsize))
 	plan := func() *Plan {
 		var p Plan
 		if err := p.Add(dir, avail/5*3, "layer of container \"app\""); err != nil {

@@ -55,8 +55,11 @@ const (
 	MaxPauseKey         = task.ParamMaxPause
 	KeepLocalKey        = task.ParamKeepLocal
 	KeepLocalMaxSizeKey = task.ParamKeepLocalMaxSize
-	SnapshotModeKey     = "snapshot-mode"
-	MemoryFallbackKey   = "memory-fallback"
+	// DiskReserveKey is what a commit leaves free on each node filesystem
+	// it writes to.
+	DiskReserveKey    = task.ParamDiskReserve
+	SnapshotModeKey   = "snapshot-mode"
+	MemoryFallbackKey = "memory-fallback"
 	// MemoryRestoreBaseKey names the image a restore lays a self-contained
 	// memory snapshot over.
 	MemoryRestoreBaseKey = task.ParamMemoryRestoreBase
@@ -160,6 +163,9 @@ type Snapshot struct {
 	KeepLocal bool
 	// KeepLocalMaxSize bounds the node disk kept images hold, a quantity.
 	KeepLocalMaxSize string
+	// DiskReserve is what a commit leaves free on each node filesystem it
+	// writes to: a percentage or a quantity (task.ParseDiskReserve).
+	DiskReserve string
 	// CommitEphemeralStorage is the commit step's ephemeral-storage request
 	// and limit, a quantity; empty for none.
 	CommitEphemeralStorage string
@@ -209,6 +215,7 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 		MaxPause:               task.DefaultMaxPause,
 		KeepLocal:              task.DefaultKeepLocal,
 		KeepLocalMaxSize:       task.DefaultKeepLocalMaxSize,
+		DiskReserve:            task.DefaultDiskReserve,
 		CommitEphemeralStorage: DefaultCommitEphemeralStorage,
 		SnapshotMode:           task.SnapshotModeFilesystem,
 		MemoryFallback:         task.MemoryFallbackNone,
@@ -307,6 +314,13 @@ func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 			errs = append(errs, fmt.Errorf("key %q: %w", KeepLocalMaxSizeKey, err))
 		} else {
 			s.KeepLocalMaxSize = strings.TrimSpace(v)
+		}
+	}
+	if v, ok := cm.Data[DiskReserveKey]; ok {
+		if r, err := task.ParseDiskReserve(v); err != nil {
+			errs = append(errs, fmt.Errorf("key %q: %w", DiskReserveKey, err))
+		} else {
+			s.DiskReserve = r.String()
 		}
 	}
 	if v := strings.TrimSpace(cm.Data[RegistryCAConfigMapKey]); v != "" {

@@ -48,6 +48,7 @@ func TestNewSnapshotFromConfigMapDefaults(t *testing.T) {
 		MaxPause:               20 * time.Second,
 		KeepLocal:              false,
 		KeepLocalMaxSize:       "20Gi",
+		DiskReserve:            "10%",
 		CommitEphemeralStorage: "20Gi",
 		SnapshotMode:           "Filesystem",
 		MemoryFallback:         "None",
@@ -83,7 +84,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		ImageDeletionTimeoutKey: "30m ", ImageCheckIntervalKey: " 0", ImageChecksPerMinuteKey: "5", MaxLayersKey: " 0 ",
 		SnapshotModeKey: " Memory ", MemoryFallbackKey: "Filesystem", CheckpointDirKey: "/srv/checkpoints",
 		MaxPauseKey: " 45s ", KeepLocalKey: "true", KeepLocalMaxSizeKey: " 5Gi ", CommitEphemeralStorageKey: " 512Mi ",
-		MemoryRestoreBaseKey: " " + testRestoreBase + " ", MemoryAnonymousPullKey: "Allow",
+		DiskReserveKey: " 2.5% ", MemoryRestoreBaseKey: " " + testRestoreBase + " ", MemoryAnonymousPullKey: "Allow",
 	}})
 	want := Snapshot{Registry: "r.test", PushSecret: "push", InsecureRegistry: true, CommitTimeout: 2 * time.Minute,
 		ContainerdSocket: "/run/containerd.sock", TaskName: "my-commit", TaskBundle: testBundle, DefaultClass: "opensandbox",
@@ -92,7 +93,7 @@ func TestNewSnapshotFromConfigMapValues(t *testing.T) {
 		ImageDeletionTimeout: 30 * time.Minute, ImageCheckInterval: 0, ImageChecksPerMinute: 5,
 		SnapshotMode: "Memory", MemoryFallback: "Filesystem", CheckpointDir: "/srv/checkpoints",
 		MaxPause: 45 * time.Second, KeepLocal: true, KeepLocalMaxSize: "5Gi", CommitEphemeralStorage: "512Mi",
-		MemoryRestoreBase: testRestoreBase, MemoryAnonymousPull: "Allow"}
+		DiskReserve: "2.5%", MemoryRestoreBase: testRestoreBase, MemoryAnonymousPull: "Allow"}
 	if diff := cmp.Diff(want, *s, cmpopts.EquateErrors()); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
@@ -141,6 +142,8 @@ func TestNewSnapshotFromConfigMapErrors(t *testing.T) {
 		{"bad registry-ca-configmap", map[string]string{RegistryKey: "r", RegistryCAConfigMapKey: "Corp CA"}, `key "registry-ca-configmap": "Corp CA" is not a ConfigMap name`},
 		{"bad commit-ephemeral-storage", map[string]string{RegistryKey: "r", CommitEphemeralStorageKey: "-1Gi"}, `key "commit-ephemeral-storage": "-1Gi" is not a size such as 20Gi`},
 		{"bad keep-local-max-size", map[string]string{RegistryKey: "r", KeepLocalMaxSizeKey: "-1Gi"}, `key "keep-local-max-size": "-1Gi" is not a size such as 20Gi`},
+		{"disk-reserve past half", map[string]string{RegistryKey: "r", DiskReserveKey: "75%"}, `key "disk-reserve": "75%" is not a percentage from 0% to 50%, such as 10%`},
+		{"disk-reserve neither", map[string]string{RegistryKey: "r", DiskReserveKey: "ten"}, `key "disk-reserve": "ten" is neither a percentage such as 10% nor a size such as 20Gi`},
 		{"bad priority class", map[string]string{RegistryKey: "r", PriorityClassKey: "High_Priority"}, `key "priority-class-name": "High_Priority" is not a PriorityClass name`},
 		// A tag can be pushed again: the Task could change under the operator.
 		{"bundle by tag", map[string]string{RegistryKey: "r", TaskBundleKey: "registry.test/tasks/sandbox-commit:v1"}, `key "task-bundle": "registry.test/tasks/sandbox-commit:v1" is not a bundle pinned by digest`},

@@ -281,7 +281,7 @@ func logConfig(logger *zap.SugaredLogger) func(string, any) {
 				"insecureRegistry", s.InsecureRegistry, "registryCAConfigMap", s.RegistryCAConfigMap, "commitTimeout", s.CommitTimeout.String(),
 				"containerdSocket", s.ContainerdSocket, "overlayfsRoot", s.OverlayfsRoot, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass,
 				"priorityClass", s.PriorityClass, "maxLayers", s.MaxLayers, "maxPause", s.MaxPause.String(),
-				"keepLocal", s.KeepLocal, "keepLocalMaxSize", s.KeepLocalMaxSize, "commitEphemeralStorage", s.CommitEphemeralStorage,
+				"keepLocal", s.KeepLocal, "keepLocalMaxSize", s.KeepLocalMaxSize, "diskReserve", s.DiskReserve, "commitEphemeralStorage", s.CommitEphemeralStorage,
 				"taskRunRetentionSucceeded", s.TaskRunRetentionSucceeded.String(), "taskRunRetentionFailed", s.TaskRunRetentionFailed.String(),
 				"imageDeletionPolicy", s.ImageDeletionPolicy, "imageDeletionTimeout", s.ImageDeletionTimeout.String(),
 				"imageCheckInterval", s.ImageCheckInterval.String(), "imageChecksPerMinute", s.ImageChecksPerMinute,

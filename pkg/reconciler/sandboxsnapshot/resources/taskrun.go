@@ -67,6 +67,7 @@ func MakeTaskRun(s *v1alpha1.SandboxSnapshot, src Source, cfg *config.Snapshot, 
 		pipelinev1.Param{Name: task.ParamMaxPause, Value: *pipelinev1.NewStructuredValues(cfg.MaxPause.String())},
 		pipelinev1.Param{Name: task.ParamKeepLocal, Value: *pipelinev1.NewStructuredValues(strconv.FormatBool(cfg.KeepLocal))},
 		pipelinev1.Param{Name: task.ParamKeepLocalMaxSize, Value: *pipelinev1.NewStructuredValues(cfg.KeepLocalMaxSize)},
+		pipelinev1.Param{Name: task.ParamDiskReserve, Value: *pipelinev1.NewStructuredValues(cfg.DiskReserve)},
 	)
 	if src.Mode == task.SnapshotModeMemory {
 		tr.Spec.Params = append(tr.Spec.Params,

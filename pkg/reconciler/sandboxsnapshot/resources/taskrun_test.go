@@ -61,6 +61,7 @@ func TestMakeTaskRun(t *testing.T) {
 		config.CommitTimeoutKey: "90s", config.ContainerdSocketKey: "/run/k3s/containerd/containerd.sock",
 		config.OverlayfsRootKey: "/data/ctrd/io.containerd.snapshotter.v1.overlayfs",
 		config.MaxPauseKey:      "45s", config.KeepLocalKey: "false", config.KeepLocalMaxSizeKey: "5Gi",
+		config.DiskReserveKey: "1%",
 	}})
 	tr := MakeTaskRun(s, src, cfg, "sandbox-snapshot-system")
 
@@ -96,6 +97,7 @@ func TestMakeTaskRun(t *testing.T) {
 		"max-pause":           *pipelinev1.NewStructuredValues("45s"),
 		"keep-local":          *pipelinev1.NewStructuredValues("false"),
 		"keep-local-max-size": *pipelinev1.NewStructuredValues("5Gi"),
+		"disk-reserve":        *pipelinev1.NewStructuredValues("1%"),
 		"overlayfs-root":      *pipelinev1.NewStructuredValues("/data/ctrd/io.containerd.snapshotter.v1.overlayfs"),
 		"checkpoint-dir":      *pipelinev1.NewStructuredValues("/var/lib/sandbox-snapshot-operator/checkpoints"),
 	}
