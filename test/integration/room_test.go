@@ -31,6 +31,7 @@ import (
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/diskbudget"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer/freeze"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/task"
 )
 
 // TestCommitNoRoom commits a container whose filesystem change (48 MiB) is
@@ -64,6 +65,41 @@ func TestCommitNoRoom(t *testing.T) {
 	}
 	if left, err := os.ReadDir(small); err != nil || len(left) > 0 {
 		t.Errorf("%s holds %v (%v), want nothing", small, left, err)
+	}
+	e.assertAllRunning(t, p)
+}
+
+// TestCommitDiskReserve commits a container whose 8 MiB change fits a 64 MiB
+// filesystem beside the default reserve (a tenth) but not beside a
+// disk-reserve of 56Mi: the commit fails before anything is frozen, naming
+// the reserve it kept, and the containers run on.
+func TestCommitDiskReserve(t *testing.T) {
+	e := requireEnv(t)
+	p := e.startPod(t, podContainer{"app", e.dockerBase})
+	p.writeBig(t, "app", "/big", 8<<20)
+	small := t.TempDir()
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(small, 0) })
+	params := p.params(t, true, "app="+e.regA.Host+"/snap/reserve:1")
+	var err error
+	if params.DiskReserve, err = task.ParseDiskReserve("56Mi"); err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	c := e.committer(params, func(cfg *committer.Config) {
+		cfg.CopyDir, cfg.LayerDir = small, small
+		cfg.Log = io.MultiWriter(testLogWriter{}, &logged)
+	})
+
+	_, err = c.Commit(context.Background())
+	if !errors.Is(err, diskbudget.ErrNoRoom) || !strings.Contains(err.Error(), "must keep 56 MiB free (disk-reserve 56Mi") {
+		t.Fatalf("an 8 MiB change copied and layered into 64 MiB, 56Mi kept free: got %v, want %v naming the reserve", err, diskbudget.ErrNoRoom)
+	}
+	t.Logf("refused: %v", err)
+	if strings.Contains(logged.String(), "frozen") {
+		t.Errorf("the containers were frozen before the refusal:\n%s", logged.String())
 	}
 	e.assertAllRunning(t, p)
 }
