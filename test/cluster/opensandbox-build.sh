@@ -44,7 +44,9 @@ cp -r "${CHARTS}/." "${WORK}/kubernetes/charts/"
 git init -q "${WORK}"
 (cd "${WORK}" && git apply "${PATCH}") ||
   { echo "opensandbox-build: ${PATCH#"${ROOT}/"} no longer applies to OpenSandbox's source at ${SRC}" >&2; exit 1; }
-(cd "${WORK}/kubernetes" && GOFLAGS=-mod=mod go build -o "${WORK}/controller" ./cmd/controller) >&2
+# -trimpath: without it Go's build cache keys each of OpenSandbox's packages
+# by the scratch copy's random path, and compiles them again on every build.
+(cd "${WORK}/kubernetes" && GOFLAGS=-mod=mod go build -trimpath -o "${WORK}/controller" ./cmd/controller) >&2
 mkdir -p "${OUT}.tmp"
 install -m 0755 "${WORK}/controller" "${OUT}.tmp/controller"
 rm -rf "${OUT}"
