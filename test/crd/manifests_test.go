@@ -572,7 +572,7 @@ func TestConfigSnapshot(t *testing.T) {
 		config.ContainerdSocketKey, config.OverlayfsRootKey, config.NodePoolsKey, config.TaskNameKey, config.TaskBundleKey, config.DefaultClassKey,
 		config.TaskRunRetentionSucceededKey, config.TaskRunRetentionFailedKey, config.ImageDeletionPolicyKey,
 		config.ImageDeletionTimeoutKey, config.ImageCheckIntervalKey, config.ImageChecksPerMinuteKey, config.MaxLayersKey,
-		config.MaxPauseKey, config.KeepLocalKey, config.KeepLocalMaxSizeKey, config.CommitEphemeralStorageKey, config.RegistryCAConfigMapKey}
+		config.MaxPauseKey, config.KeepLocalKey, config.KeepLocalMaxSizeKey, config.DiskReserveKey, config.CommitEphemeralStorageKey, config.RegistryCAConfigMapKey}
 	if got := sets.KeySet(documented); !got.Equal(sets.New(keys...)) {
 		t.Errorf("%s documents %v, want exactly the keys %v", configmap.ExampleKey, sets.List(got), keys)
 	}
