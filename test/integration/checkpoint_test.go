@@ -30,7 +30,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -544,11 +543,7 @@ func TestCheckpointNoRoom(t *testing.T) {
 	}
 	ctx := context.Background()
 	pod, id := e.holding(t, ctx, cri, 256)
-	small := t.TempDir()
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
-		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(small, 0) })
+	small := tmpfs64(t)
 	var logged strings.Builder
 	cm := e.checkpointer(t, cri, pod, e.regB.Host+"/hibernate/"+pod.Config.Metadata.Name+"/app:noroom", func(cfg *committer.Config) {
 		cfg.CheckpointDir = small

@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,6 +221,17 @@ func (p *runningPod) writeFile(t *testing.T, container, path string, data []byte
 	if err := os.WriteFile(full, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tmpfs64 mounts a 64 MiB tmpfs on a new directory until the test ends.
+func tmpfs64(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=64m"); err != nil {
+		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, 0) })
+	return dir
 }
 
 // writeBig writes size bytes of pseudo-random data (compressible poorly).

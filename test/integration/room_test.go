@@ -25,7 +25,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
@@ -43,11 +42,7 @@ func TestCommitNoRoom(t *testing.T) {
 	e := requireEnv(t)
 	p := e.startPod(t, podContainer{"app", e.dockerBase}, podContainer{"sidecar", e.ociBase})
 	p.writeBig(t, "app", "/big", 48<<20)
-	small := t.TempDir()
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
-		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(small, 0) })
+	small := tmpfs64(t)
 	params := p.params(t, true, "app="+e.regA.Host+"/snap/noroom:1", "sidecar="+e.regA.Host+"/snap/noroom-side:1")
 	var logged strings.Builder
 	c := e.committer(params, func(cfg *committer.Config) {
@@ -77,11 +72,7 @@ func TestCommitDiskReserve(t *testing.T) {
 	e := requireEnv(t)
 	p := e.startPod(t, podContainer{"app", e.dockerBase})
 	p.writeBig(t, "app", "/big", 8<<20)
-	small := t.TempDir()
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
-		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(small, 0) })
+	small := tmpfs64(t)
 	params := p.params(t, true, "app="+e.regA.Host+"/snap/reserve:1")
 	var err error
 	if params.DiskReserve, err = task.ParseDiskReserve("56Mi"); err != nil {
@@ -117,11 +108,7 @@ func TestConcurrentSnapshotsShareRoom(t *testing.T) {
 	pb := e.startPod(t, podContainer{"app", e.ociBase})
 	pa.writeBig(t, "app", "/big", 24<<20)
 	pb.writeBig(t, "app", "/big", 24<<20)
-	small := t.TempDir()
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=64m"); err != nil {
-		t.Fatalf("mounting a 64 MiB tmpfs: %v", err)
-	}
-	t.Cleanup(func() { syscall.Unmount(small, 0) })
+	small := tmpfs64(t)
 	node := t.TempDir() // checkpoint-dir, which holds the node's disk ledger
 	committerOf := func(p *runningPod, repo string, opt func(*committer.Config)) *testCommitter {
 		params := p.params(t, true, "app="+e.regA.Host+"/snap/"+repo+":1")
