@@ -154,7 +154,12 @@ main() {
     test/cluster/node-up.sh
   fi
   log "node ready after $(elapsed "${START}")"
-  [[ "${TIER_NO_CLUSTER}" == 1 ]] || warn_disk
+  if [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
+    warn_disk
+    # The suites read TaskRun logs with tkn (env.sh puts it on PATH); make
+    # check has it from the e2e tier, make e2e-node alone builds it here.
+    need_tools tkn
+  fi
 
   # shellcheck source=test/cluster/env.sh
   source test/cluster/env.sh
