@@ -84,9 +84,12 @@ func ParseKeepLocalMaxSize(v string) (int64, error) {
 // DefaultDiskReserve.
 type DiskReserve struct {
 	text    string  // as given; empty for DefaultDiskReserve
-	percent float64 // of the filesystem, where text ends in %
-	bytes   uint64  // otherwise
+	percent float64 // of the filesystem; 0 for a size
+	bytes   uint64  // 0 for a percentage
 }
+
+// defaultDiskReserve is DefaultDiskReserve parsed.
+var defaultDiskReserve, _ = ParseDiskReserve(DefaultDiskReserve)
 
 // ParseDiskReserve parses ParamDiskReserve: a percentage of the filesystem
 // from 0% to 50% (kubelet's form of an eviction threshold, such as 10%), or a
@@ -110,12 +113,9 @@ func ParseDiskReserve(v string) (DiskReserve, error) {
 // Of returns the bytes to leave free on a filesystem of total bytes.
 func (r DiskReserve) Of(total uint64) uint64 {
 	if r.text == "" {
-		r, _ = ParseDiskReserve(DefaultDiskReserve)
+		r = defaultDiskReserve
 	}
-	if strings.HasSuffix(r.text, "%") {
-		return uint64(float64(total) * r.percent / 100)
-	}
-	return r.bytes
+	return r.bytes + uint64(float64(total)*r.percent/100)
 }
 
 // String returns r as given to ParseDiskReserve.
