@@ -29,9 +29,11 @@ trap 'rm -rf "${WORK}"' EXIT
 cp -r "${SRC}/." "${WORK}/src"
 chmod -R u+w "${WORK}/src"
 mkdir -p "${OUT}.tmp"
+# -trimpath: without it Go's build cache keys each of containerd's packages
+# by the scratch copy's random directory, and every build compiles them all.
 (
   cd "${WORK}/src"
-  GOWORK=off CGO_ENABLED=1 GOFLAGS="-mod=mod -buildvcs=false" go build \
+  GOWORK=off CGO_ENABLED=1 GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath \
     -ldflags "-X github.com/containerd/containerd/v2/version.Version=${VERSION}" \
     -o "${OUT}.tmp/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 >&2
 )
