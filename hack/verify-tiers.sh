@@ -62,7 +62,7 @@ main() {
 
     expect red e2e-node always                        # the main suite
     expect red e2e-node panic
-    # Only the runs with OpenSandbox's controller as the client.
+    # Only the run with OpenSandbox's controller as the client.
     expect red e2e-node '^E2E_NODE_OPENSANDBOX_CONTROLLER=.' E2E_NODE_CLIENT_RUN='^TestTierFail$'
     # Only the runs under OpenSandbox's CRDs.
     expect red e2e-node '^SNAPSHOT_CRDS=opensandbox$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$'

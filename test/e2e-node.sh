@@ -2,11 +2,12 @@
 # Node e2e (make e2e-node). On a fresh node: the host checks (node-host test
 # refusals, decoys, an interrupted node-up), node-up, then, in order:
 #   1. go test ./test/e2e-node/... under the project's CRDs, but the tests of
-#      E2E_NODE_CLIENT_RUN, which run next with OpenSandbox's own controller
-#      (test/cluster/opensandbox-build.sh, run with --enable-sandbox-snapshot-controller=false) as the
-#      operator's client;
-#   2. OpenSandbox's CRDs swapped in: E2E_NODE_OPENSANDBOX_RUN, then
-#      E2E_NODE_CLIENT_RUN again;
+#      E2E_NODE_CLIENT_RUN;
+#   2. OpenSandbox's CRDs swapped in, as OpenSandbox installs them beside the
+#      operator: E2E_NODE_OPENSANDBOX_RUN, then E2E_NODE_CLIENT_RUN with
+#      OpenSandbox's own controller (test/cluster/opensandbox-build.sh, run
+#      with --enable-sandbox-snapshot-controller=false) as the operator's
+#      client (the control-plane tiers test both CRD sets with every test);
 #   3. a release installed in place of the ko-applied operator
 #      (test/e2e-release.sh) and E2E_NODE_RELEASE_RUN against it;
 #   4. on exit, also on failure: node-down and node-host test check (the host
@@ -163,24 +164,22 @@ main() {
 
   # shellcheck source=test/cluster/env.sh
   source test/cluster/env.sh
-  local rc=0 rc_client=0 rc_opensandbox=0 rc_opensandbox_client=0 rc_release=0 r
+  local rc=0 rc_opensandbox=0 rc_client=0 rc_release=0 r
   suite "${E2E_DIR}/go-test.log" -skip '^TestOpenSandbox' ${E2E_NODE_RUN:+-run "${E2E_NODE_RUN}"} || rc=$?
-  if [[ -n "${CLIENT_RUN}" ]]; then
-    client_suite "${E2E_DIR}/go-test-client.log" || rc_client=$?
-  fi
+  # Under OpenSandbox's CRDs already, step 1 ran OPENSANDBOX_RUN's tests.
   if [[ (-n "${OPENSANDBOX_RUN}" || -n "${CLIENT_RUN}") && "${SNAPSHOT_CRDS}" != opensandbox ]]; then
     use_crds opensandbox
     if [[ -n "${OPENSANDBOX_RUN}" ]]; then
       suite "${E2E_DIR}/go-test-opensandbox.log" -run "${OPENSANDBOX_RUN}" || rc_opensandbox=$?
     fi
-    if [[ -n "${CLIENT_RUN}" ]]; then
-      client_suite "${E2E_DIR}/go-test-opensandbox-client.log" || rc_opensandbox_client=$?
-    fi
+  fi
+  if [[ -n "${CLIENT_RUN}" ]]; then
+    client_suite "${E2E_DIR}/go-test-client.log" || rc_client=$?
   fi
   if [[ -n "${RELEASE_RUN}" ]]; then
     release_step || rc_release=$?
   fi
-  for r in "${rc_client}" "${rc_opensandbox}" "${rc_opensandbox_client}" "${rc_release}"; do
+  for r in "${rc_opensandbox}" "${rc_client}" "${rc_release}"; do
     ((rc)) || rc=${r}
   done
   return "${rc}"
