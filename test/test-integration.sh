@@ -13,7 +13,7 @@
 # Each run starts its own containerd, registries and cgroups under new
 # directories, so the runs share nothing and go in two lanes at once:
 # Debian's containerd and then the restores, beside containerd v2.1.3 (on 2
-# cores, about four fifths of the time of one run after another). Each run's
+# cores, a half to four fifths of the time of one run after another). Each run's
 # output is printed once both lanes end; any failing run fails the tier.
 #
 # env: TIER_PKGS, TIER_TAGS (hack/lib.sh; only hack/verify-tiers.sh sets them)
