@@ -320,7 +320,14 @@ func TestTwoPodsOneTagOneNode(t *testing.T) {
 // write (one gRPC message) per MiB, and ingesting it again changes nothing.
 func TestIngestFileInMiBMessages(t *testing.T) {
 	e := requireEnv(t)
-	ctx := e.ctrd.Ctx(context.Background())
+	// The blob is referenced by nothing: a lease keeps containerd's garbage
+	// collector, which earlier tests' deletions set off, from taking it
+	// between the two ingests (a collection runs there, to be sure of it).
+	ctx, done, err := e.ctrd.Client.WithLease(e.ctrd.Ctx(context.Background()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = done(context.WithoutCancel(ctx)) })
 	cs := e.ctrd.Client.ContentStore()
 	b := make([]byte, 5<<20+1)
 	if _, err := rand.Read(b); err != nil {
@@ -334,6 +341,9 @@ func TestIngestFileInMiBMessages(t *testing.T) {
 	labels := map[string]string{oci.LabelUncompressed: d.Digest.String()}
 	t.Cleanup(func() { _ = cs.Delete(ctx, d.Digest) })
 	for i, want := range []int{6, 0} {
+		if i > 0 {
+			e.collectGarbage(t)
+		}
 		spy := &writeCounter{Ingester: cs}
 		if err := oci.IngestFile(ctx, spy, d, file, labels); err != nil {
 			t.Fatalf("ingest %d: %v", i+1, err)
