@@ -134,3 +134,26 @@ run_go_test() {
   go test "$@" 2>&1 | tee "${log}" | { grep -E --line-buffered -e "${filter}" || (($? == 1)); } || rc=$?
   return "${rc}"
 }
+
+# ---------------------------------------------------- private containerd runs
+
+# Every containerd shim binds its socket in /run/containerd/s, whatever its
+# daemon's address, and makes the folder when it is absent. A run of a private
+# containerd (ctrharness) therefore shares that folder with every other
+# containerd on the machine, and an empty one is not its to remove.
+
+# own_run_containerd makes /run/containerd, the mount point in_own_run_containerd
+# covers, when it is absent, and removes it again when the script exits.
+own_run_containerd() {
+  [[ -e /run/containerd ]] && return 0
+  mkdir -m 0711 /run/containerd
+  trap 'rmdir /run/containerd' EXIT
+}
+
+# in_own_run_containerd CMD... runs CMD in a mount namespace of its own, over
+# an empty tmpfs at /run/containerd (call own_run_containerd first): runs at
+# once share nothing there, and a run killed midway leaves nothing there.
+in_own_run_containerd() {
+  unshare --mount --propagation private -- \
+    sh -c 'mount -t tmpfs -o mode=0711,size=1m sso-run-containerd /run/containerd && exec "$@"' sh "$@"
+}

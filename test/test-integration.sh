@@ -11,7 +11,9 @@
 # containerd 2.2.9 and 2.3.7 (RESTORE_CONTAINERDS).
 #
 # Each run starts its own containerd, registries and cgroups under new
-# directories, so the runs share nothing and go in two lanes at once:
+# directories, in a mount namespace with its own /run/containerd (where
+# every shim binds its socket: in_own_run_containerd, hack/lib.sh), so the
+# runs share nothing and go in two lanes at once:
 # Debian's containerd and then the restores, beside containerd v2.1.3 (on 2
 # cores, a half to four fifths of the time of one run after another). Each run's
 # output is printed once both lanes end; any failing run fails the tier.
@@ -37,22 +39,15 @@ run() {
   [[ -n "${bin}" ]] && env=(CONTAINERD_BIN="${bin}")
   version=$("${bin:-/usr/bin/containerd}" --version | awk '{print $3}')
   echo "--- containerd ${version}${*:+ ($*)}" >"${LOG_DIR}/${name}.log"
-  env "${env[@]}" go test -tags "$(tier_tags integration)" -count=1 -timeout 20m \
+  in_own_run_containerd env "${env[@]}" go test -tags "$(tier_tags integration)" -count=1 -timeout 20m \
     "$@" "${PKGS[@]}" >>"${LOG_DIR}/${name}.log" 2>&1
-}
-
-# Debian's containerd 1.6 shims put their sockets under /run/containerd/s,
-# whatever the daemon's address: remove what the runs made there.
-undo_run_dirs() {
-  rmdir /run/containerd/s 2>/dev/null && rmdir /run/containerd 2>/dev/null
-  return 0
 }
 
 main() {
   cd "${ROOT_DIR}"
   [[ "$(id -u)" == 0 ]] || die "test-integration: must run as root (containerd)"
   [[ -x /usr/bin/containerd ]] || die "test-integration: apt-get install containerd runc busybox-static"
-  [[ -e /run/containerd ]] || trap undo_run_dirs EXIT
+  own_run_containerd
   local listed v2 version rc=0 lane_a lane_b start
   local -A restore=()
   need_tools distribution

@@ -41,6 +41,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/committer"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/test/integration/ctrharness"
 )
 
 // containerdState lists what a commit can add to containerd: image names,
@@ -288,4 +289,32 @@ func (f *takeBackRegistry) heldUploads() (held, timedOut int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.held, f.timedOut
+}
+
+// TestStopLeavesTheShimSocketFolder: stopping a containerd removes nothing
+// outside its own directory. Every containerd's shims bind their sockets in
+// /run/containerd/s and make it when it is absent; a Stop that removed it
+// when it was empty could do so between another shim's making it and binding
+// there ("bind: no such file or directory"). test/test-integration.sh gives
+// each run a /run/containerd of its own, so the folder holds no other run's
+// sockets.
+func TestStopLeavesTheShimSocketFolder(t *testing.T) {
+	requireEnv(t)
+	const dir = "/run/containerd/s"
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) > 0 {
+		t.Fatalf("%s holds %d sockets before the test (%v): a shim outlived its test, or the run shares the folder (run it through test/test-integration.sh)", dir, len(left), err)
+	}
+	ctrd, err := ctrharness.Start(ctrharness.Bin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctrd.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("after Stop: %v", err)
+	}
 }

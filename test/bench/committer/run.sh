@@ -19,6 +19,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+# shellcheck source=hack/lib.sh
+source "${ROOT}/hack/lib.sh"
 NERDCTL_VERSION="${NERDCTL_VERSION:-v2.1.3}"
 NERDCTL_DIR="${ROOT}/_output/tools/nerdctl-${NERDCTL_VERSION}"
 ITERATIONS="${ITERATIONS:-3}"
@@ -64,6 +66,7 @@ build_nerdctl
 mkdir -p "${ROOT}/_output/bin"
 (cd "${ROOT}" && go build -o _output/bin/committer ./cmd/committer && go build -o _output/bin/bench-committer ./test/bench/committer)
 
+own_run_containerd
 for v in ${CONTAINERDS}; do
   bin=/usr/bin/containerd
   if [[ "${v}" != system ]]; then
@@ -71,7 +74,7 @@ for v in ${CONTAINERDS}; do
   fi
   echo "=== containerd ${v} (${bin})"
   start=$(date +%s)
-  CONTAINERD_BIN="${bin}" "${ROOT}/_output/bin/bench-committer" \
+  CONTAINERD_BIN="${bin}" in_own_run_containerd "${ROOT}/_output/bin/bench-committer" \
     --committer "${ROOT}/_output/bin/committer" \
     --nerdctl "${NERDCTL_DIR}/nerdctl" \
     --bases "${BASES}" --diffs "${DIFFS}" \

@@ -12,6 +12,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
+# shellcheck source=hack/lib.sh
+source "${ROOT}/hack/lib.sh"
 SIZES="${SIZES:-64,256,1024}"
 ITERATIONS="${ITERATIONS:-3}"
 REGISTRY_MBIT="${REGISTRY_MBIT:-0}"
@@ -28,5 +30,6 @@ mkdir -p "${ROOT}/_output/bin"
   CGO_ENABLED=0 go build -o _output/bin/hog ./test/bench/hibernate/hog
   go build -o _output/bin/bench-hibernate ./test/bench/hibernate
 )
-CONTAINERD_BIN="${ctrd}/containerd" CRIU_DIR="${criu}" "${ROOT}/_output/bin/bench-hibernate" \
+own_run_containerd
+CONTAINERD_BIN="${ctrd}/containerd" CRIU_DIR="${criu}" in_own_run_containerd "${ROOT}/_output/bin/bench-hibernate" \
   --hog "${ROOT}/_output/bin/hog" --sizes "${SIZES}" --iterations "${ITERATIONS}" --registry-mbit "${REGISTRY_MBIT}"

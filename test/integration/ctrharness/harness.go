@@ -157,7 +157,8 @@ disabled_plugins = [%s]
 	c.cmd.Env = append(os.Environ(), "PATH="+strings.Join(append(append([]string{filepath.Dir(bin)}, path...), os.Getenv("PATH")), ":"))
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	// Shim sockets (/run/containerd/s/<hash of address>) are the only state
-	// outside dir; the shims are killed by Stop.
+	// outside dir: Stop kills the shims and removes their sockets, never the
+	// folder, which every containerd on the machine shares.
 	if err := c.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -232,10 +233,6 @@ func (c *Containerd) Stop() error {
 		}
 	}
 	killShims(c.Address)
-	// Shims create these; remove them only when empty (another containerd
-	// on the machine may use them).
-	_ = syscall.Rmdir("/run/containerd/s")
-	_ = syscall.Rmdir("/run/containerd")
 	unmountUnder(c.Dir)
 	removeCgroups(c.CgroupParent)
 	if c.logFile != nil {
