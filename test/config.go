@@ -29,18 +29,22 @@ import (
 )
 
 // PatchSnapshotConfig merges patch into config-snapshot (a nil value
-// removes its key) and returns a func that restores the previous values; it
-// does so once, however often it is called. The caller registers it to run
-// when the test ends.
-func PatchSnapshotConfig(t *testing.T, c *Clients, patch map[string]any) (restore func()) {
+// removes its key) and returns the ConfigMap's new resourceVersion, and a
+// func that restores the previous values and returns the resourceVersion
+// after that; it does so once, however often it is called (then returning
+// ""). The caller registers it to run when the test ends.
+func PatchSnapshotConfig(t *testing.T, c *Clients, patch map[string]any) (version string, restore func() string) {
 	t.Helper()
 	cms := c.Kube.CoreV1().ConfigMaps(SystemNamespace)
-	apply := func(data map[string]any) error {
+	apply := func(data map[string]any) (string, error) {
 		b, _ := json.Marshal(map[string]any{"data": data})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := cms.Patch(ctx, config.SnapshotConfigName, types.MergePatchType, b, metav1.PatchOptions{})
-		return err
+		cm, err := cms.Patch(ctx, config.SnapshotConfigName, types.MergePatchType, b, metav1.PatchOptions{})
+		if err != nil {
+			return "", err
+		}
+		return cm.ResourceVersion, nil
 	}
 	cm, err := cms.Get(t.Context(), config.SnapshotConfigName, metav1.GetOptions{})
 	if err != nil {
@@ -54,18 +58,21 @@ func PatchSnapshotConfig(t *testing.T, c *Clients, patch map[string]any) (restor
 			undo[k] = nil
 		}
 	}
-	if err := apply(patch); err != nil {
+	version, err = apply(patch)
+	if err != nil {
 		t.Fatalf("patching %s: %v", config.SnapshotConfigName, err)
 	}
-	t.Logf("%s patched with %v", config.SnapshotConfigName, patch)
+	t.Logf("%s patched with %v (resourceVersion %s)", config.SnapshotConfigName, patch, version)
 	done := false
-	return func() {
+	return version, func() string {
 		if done {
-			return
+			return ""
 		}
 		done = true
-		if err := apply(undo); err != nil {
+		v, err := apply(undo)
+		if err != nil {
 			t.Errorf("restoring %s: %v", config.SnapshotConfigName, err)
 		}
+		return v
 	}
 }

@@ -112,7 +112,8 @@ func snapshotUntil(e *framework.Env, prefix string, ok func(*v1alpha1.SandboxSna
 // that restores the previous values (also run at cleanup and on interrupt).
 func patchSnapshotConfig(t *testing.T, e *framework.Env, patch map[string]any) (restore func()) {
 	t.Helper()
-	restore = test.PatchSnapshotConfig(t, e.C, patch)
+	_, undo := test.PatchSnapshotConfig(t, e.C, patch)
+	restore = func() { undo() }
 	framework.Cleanup(t, restore)
 	return restore
 }

@@ -194,6 +194,9 @@ type Snapshot struct {
 	// ImageChecksPerMinute bounds the image look-ups of all snapshots.
 	ImageChecksPerMinute int
 
+	// ResourceVersion is that of the ConfigMap these settings come from.
+	ResourceVersion string
+
 	// Err is why the settings cannot be used, or nil.
 	Err error
 }
@@ -202,6 +205,7 @@ type Snapshot struct {
 // to Snapshot.Err, and snapshots fail with it while the controller runs on.
 func NewSnapshotFromConfigMap(cm *corev1.ConfigMap) (*Snapshot, error) {
 	s := &Snapshot{
+		ResourceVersion:        cm.ResourceVersion,
 		Registry:               strings.TrimSuffix(strings.TrimSpace(cm.Data[RegistryKey]), "/"),
 		PushSecret:             strings.TrimSpace(cm.Data[PushSecretKey]),
 		RegistrySecret:         strings.TrimSpace(cm.Data[RegistrySecretKey]),

@@ -268,16 +268,17 @@ func waitingSnapshots(snapshots cache.Indexer, tr *pipelinev1.TaskRun) []*v1alph
 	return waiting
 }
 
-// logConfig logs each config-snapshot loaded, so errors show in the log too.
+// logConfig logs each config-snapshot loaded, with its ConfigMap's
+// resourceVersion, so errors show in the log too.
 func logConfig(logger *zap.SugaredLogger) func(string, any) {
 	return func(_ string, value any) {
 		s, ok := value.(*config.Snapshot)
 		switch {
 		case !ok:
 		case s.Err != nil:
-			logger.Errorw("config-snapshot is invalid: new snapshots fail until it is fixed", zap.Error(s.Err))
+			logger.Errorw("config-snapshot is invalid: new snapshots fail until it is fixed", "resourceVersion", s.ResourceVersion, zap.Error(s.Err))
 		default:
-			logger.Infow("Loaded config-snapshot", "registry", s.Registry, "pushSecret", s.PushSecret,
+			logger.Infow("Loaded config-snapshot", "resourceVersion", s.ResourceVersion, "registry", s.Registry, "pushSecret", s.PushSecret,
 				"insecureRegistry", s.InsecureRegistry, "registryCAConfigMap", s.RegistryCAConfigMap, "commitTimeout", s.CommitTimeout.String(),
 				"containerdSocket", s.ContainerdSocket, "overlayfsRoot", s.OverlayfsRoot, "taskName", s.TaskName, "taskBundle", s.TaskBundle, "defaultClass", s.DefaultClass,
 				"priorityClass", s.PriorityClass, "maxLayers", s.MaxLayers, "maxPause", s.MaxPause.String(),

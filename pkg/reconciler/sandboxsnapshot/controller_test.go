@@ -24,6 +24,8 @@ import (
 
 	pipelinev1 "github.com/tektoncd/pipeline/pkg/apis/pipeline/v1"
 	fakepipelineclient "github.com/tektoncd/pipeline/pkg/client/injection/client/fake"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -349,5 +351,31 @@ func TestWaitingSnapshots(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"waits", "waits-too"}; !slices.Equal(got, want) {
 		t.Errorf("waitingSnapshots = %v, want %v", got, want)
+	}
+}
+
+// TestLogConfigNamesTheConfigMapVersion: each config-snapshot loaded is
+// logged with the resourceVersion of the ConfigMap it came from, valid or
+// not, so that a reader (or a test that changed it) can tell which version
+// the controller runs with.
+func TestLogConfigNamesTheConfigMapVersion(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	log := logConfig(zap.New(core).Sugar())
+	for _, data := range []map[string]string{
+		{config.RegistryKey: "registry.example/snapshots"},
+		{config.MaxLayersKey: "none"},
+	} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: config.SnapshotConfigName, ResourceVersion: "4711"}, Data: data}
+		s, _ := config.NewSnapshotFromConfigMap(cm)
+		log(config.SnapshotConfigName, s)
+	}
+	entries := logs.TakeAll()
+	if len(entries) != 2 {
+		t.Fatalf("%d log entries, want 2", len(entries))
+	}
+	for _, e := range entries {
+		if got := e.ContextMap()["resourceVersion"]; got != "4711" {
+			t.Errorf("%q logged resourceVersion %v, want 4711", e.Message, got)
+		}
 	}
 }

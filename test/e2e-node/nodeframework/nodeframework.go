@@ -252,15 +252,43 @@ func Eventually(t *testing.T, what string, timeout time.Duration, cond func() (b
 }
 
 // SetConfig patches config-snapshot, waits until the controller has loaded
-// it (it logs each version of config-snapshot it loads, and loaded must
-// appear in that line), and restores what it changed when the test ends.
+// that version of it and fails the test unless the controller's line for it
+// holds loaded; when the test ends, it restores what it changed and waits
+// until the controller has loaded that too.
 func SetConfig(t *testing.T, data map[string]any, loaded string) {
 	t.Helper()
-	t.Cleanup(test.PatchSnapshotConfig(t, c, data))
-	Eventually(t, "the controller to load "+loaded, time.Minute, func() (bool, error) {
-		out, err := TryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller", "--since=2m")
-		return err == nil && strings.Contains(out, loaded), nil
+	version, restore := test.PatchSnapshotConfig(t, c, data)
+	t.Cleanup(func() {
+		if v := restore(); v != "" {
+			waitConfigLoaded(t, v, "")
+		}
 	})
+	waitConfigLoaded(t, version, loaded)
+}
+
+// waitConfigLoaded waits for the controller's log line of config-snapshot
+// at resourceVersion version (it logs each version it loads, valid or not)
+// and fails the test unless that line holds want.
+func waitConfigLoaded(t *testing.T, version, want string) {
+	t.Helper()
+	key := `"resourceVersion":"` + version + `"`
+	var line string
+	Eventually(t, "the controller to load config-snapshot at resourceVersion "+version, time.Minute, func() (bool, error) {
+		out, err := TryRun("", "kubectl", "-n", test.SystemNamespace, "logs", "deployment/sandbox-snapshot-controller")
+		if err != nil {
+			return false, nil
+		}
+		for l := range strings.SplitSeq(out, "\n") {
+			if strings.Contains(l, "config-snapshot") && strings.Contains(l, key) {
+				line = l
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if !strings.Contains(line, want) {
+		t.Fatalf("the controller loaded config-snapshot at resourceVersion %s without %s: %s", version, want, line)
+	}
 }
 
 // dumpState logs what a failed test leaves behind, for the CI log.
