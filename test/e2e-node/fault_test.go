@@ -87,9 +87,9 @@ func containerPaused(ctx context.Context, cl *containerd.Client, pod *corev1.Pod
 	return false
 }
 
-// killCommitter sends SIGKILL to the commit step's process on this node and
-// returns its pid. The node is this machine, so /proc shows it.
-func killCommitter(t *testing.T, pod *corev1.Pod) int {
+// signalCommitter sends sig to the commit step's process of pod on this
+// node and returns its pid. The node is this machine, so /proc shows it.
+func signalCommitter(t *testing.T, pod *corev1.Pod, sig syscall.Signal) int {
 	t.Helper()
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -103,8 +103,8 @@ func killCommitter(t *testing.T, pod *corev1.Pod) int {
 		}
 		var pid int
 		fmt.Sscanf(filepath.Base(filepath.Dir(p)), "%d", &pid)
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("killing committer %d: %v", pid, err)
+		if err := syscall.Kill(pid, sig); err != nil {
+			t.Fatalf("sending %v to committer %d: %v", sig, pid, err)
 		}
 		return pid
 	}
@@ -171,7 +171,9 @@ func TestSecretsStayOutOfOutputs(t *testing.T) {
 // that the commit step, without the node's snapshots, keeps it paused long
 // enough to catch, starts a snapshot, waits until the container is paused
 // and kills the committer with SIGKILL, which leaves it paused. beforeKill,
-// when set, runs just before the kill.
+// when set, runs just before the kill, with the committer stopped (SIGSTOP)
+// as soon as the pause is seen: however long beforeKill takes, the
+// committer cannot finish and thaw in the meantime.
 func pauseAndKill(t *testing.T, ns, snapshot string, pod *corev1.Pod, beforeKill func()) {
 	t.Helper()
 	nodeframework.Run(t, "", "kubectl", "-n", ns, "exec", pod.Name, "-c", "app", "--",
@@ -180,10 +182,11 @@ func pauseAndKill(t *testing.T, ns, snapshot string, pod *corev1.Pod, beforeKill
 	nodeframework.Eventually(t, "the sandbox to be paused by the commit step", 2*time.Minute, func() (bool, error) {
 		return sandboxPaused(t, pod), nil
 	})
+	signalCommitter(t, pod, syscall.SIGSTOP)
 	if beforeKill != nil {
 		beforeKill()
 	}
-	t.Logf("sent SIGKILL to committer pid %d while pod %s was paused", killCommitter(t, pod), pod.Name)
+	t.Logf("sent SIGKILL to committer pid %d while pod %s was paused", signalCommitter(t, pod, syscall.SIGKILL), pod.Name)
 }
 
 // sandboxPaused reports whether the sandbox's app container is paused.

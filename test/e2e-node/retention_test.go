@@ -38,8 +38,8 @@ import (
 // digests; with the Delete policy, deleting the snapshot deletes its
 // manifests from the node's registry.
 func TestRetentionAndImageDeletion(t *testing.T) {
-	nodeframework.SetConfig(t, map[string]any{"taskrun-retention-succeeded": "3s", "image-deletion-policy": "Delete"},
-		`"taskRunRetentionSucceeded":"3s","taskRunRetentionFailed":"24h0m0s","imageDeletionPolicy":"Delete"`)
+	nodeframework.SetConfig(t, map[string]any{"taskrun-retention-succeeded": "10s", "image-deletion-policy": "Delete"},
+		`"taskRunRetentionSucceeded":"10s","taskRunRetentionFailed":"24h0m0s","imageDeletionPolicy":"Delete"`)
 	ns := nodeframework.NewNamespace(t)
 	nodeframework.CreateSandbox(t, ns, "sb")
 	nodeframework.CreateSnapshot(t, ns, "sb-snap", "sb")
@@ -48,7 +48,7 @@ func TestRetentionAndImageDeletion(t *testing.T) {
 	trs := nodeframework.Clients().Pipeline.TektonV1().TaskRuns(test.SystemNamespace)
 	tr, err := trs.Get(t.Context(), names.CommitTaskRun(s), metav1.GetOptions{})
 	if apierrs.IsNotFound(err) {
-		t.Fatalf("TaskRun %s was gone as the snapshot reached Succeed; a 3s retention is too short for this check", names.CommitTaskRun(s))
+		t.Fatalf("TaskRun %s was gone as the snapshot reached Succeed; a 10s retention is too short for this check", names.CommitTaskRun(s))
 	}
 	if err != nil {
 		t.Fatal(err)
