@@ -357,7 +357,7 @@ func checkCreatedOnceThenDeleted(t *testing.T, e *framework.Env, name string) {
 	if n := e.TaskRuns.Created()[name]; n != 1 {
 		t.Errorf("TaskRun %s was created %d times, want once", name, n)
 	}
-	if n := e.TaskRuns.Deleted(name); n != 1 {
+	if n := e.TaskRuns.WaitDeleted(e.Ctx, name, 1); n != 1 {
 		t.Errorf("TaskRun %s was deleted %d times, want once", name, n)
 	}
 }

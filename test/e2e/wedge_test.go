@@ -156,7 +156,7 @@ func checkOrphanReplaced(t *testing.T, e *framework.Env, snapshot string, orphan
 	tr := e.WaitTaskRun(name, "to be recreated for snapshot uid "+string(s.UID), func(tr *pipelinev1.TaskRun) bool {
 		return tr.UID != orphan.UID && tr.Labels[snapshotUIDLabel] == string(s.UID)
 	})
-	if n := e.TaskRuns.Deleted(name); n < 1 {
+	if n := e.TaskRuns.WaitDeleted(e.Ctx, name, 1); n < 1 {
 		t.Errorf("TaskRun %s was replaced but no deletion of the orphan was seen", name)
 	}
 	e.SetTaskRunStatus(name, framework.Running)

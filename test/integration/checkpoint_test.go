@@ -173,12 +173,17 @@ func parseCounter(t *testing.T, out string) (string, int) {
 }
 
 // countsOn fails t unless the counter of container id goes on, when, within
-// half a second: the container is neither frozen nor stopped.
+// 10 seconds (a loaded machine may starve it for a while): the container is
+// neither frozen nor stopped.
 func countsOn(t *testing.T, ctx context.Context, cri *ctrharness.Containerd, id, when string) {
 	t.Helper()
 	_, n1 := counterLines(t, ctx, cri, id)
-	time.Sleep(500 * time.Millisecond)
-	if _, n2 := counterLines(t, ctx, cri, id); n2 <= n1 {
+	n2 := n1
+	for deadline := time.Now().Add(10 * time.Second); n2 <= n1 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		_, n2 = counterLines(t, ctx, cri, id)
+	}
+	if n2 <= n1 {
 		t.Fatalf("the counter stands at %d %s: the container is frozen or stopped", n2, when)
 	}
 }

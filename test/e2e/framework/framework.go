@@ -38,6 +38,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrs "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -403,6 +404,16 @@ func (r *TaskRunRecorder) Deleted(name string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.deletes[name]
+}
+
+// WaitDeleted waits, up to Timeout, until the TaskRun name was seen deleted
+// at least n times (this recorder's watch may lag behind another's), and
+// returns how many times it was.
+func (r *TaskRunRecorder) WaitDeleted(ctx context.Context, name string, n int) int {
+	_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, Timeout, true, func(context.Context) (bool, error) {
+		return r.Deleted(name) >= n, nil
+	})
+	return r.Deleted(name)
 }
 
 // WasCancelled reports whether the TaskRun name was seen with spec.status TaskRunCancelled.
