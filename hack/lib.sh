@@ -143,7 +143,8 @@ run_go_test() {
 # containerd on the machine, and an empty one is not its to remove.
 
 # own_run_containerd makes /run/containerd, the mount point in_own_run_containerd
-# covers, when it is absent, and removes it again when the script exits.
+# covers, when it is absent, and removes it again when the script exits (it
+# sets the EXIT trap: its callers set none of their own).
 own_run_containerd() {
   [[ -e /run/containerd ]] && return 0
   mkdir -m 0711 /run/containerd
