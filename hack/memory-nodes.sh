@@ -64,8 +64,9 @@ fi
 WORK=$(mktemp -d)
 CREATED_NAMESPACE=0
 cleanup() {
-  # Probes an interrupted run left: snapshots first, so their pods are not
-  # deleted while they commit.
+  # Probes an interrupted run left: their shells first, then the snapshots,
+  # so that their pods are not deleted while they commit.
+  kill $(jobs -p) 2>/dev/null || true
   "${KUBECTL}" -n "${NAMESPACE}" delete sandboxsnapshots,batchsandboxes -l "${PROBE_LABEL}" --ignore-not-found --wait >/dev/null 2>&1 || true
   if ((CREATED_NAMESPACE)); then
     "${KUBECTL}" delete namespace "${NAMESPACE}" --ignore-not-found --wait=false >/dev/null || true
