@@ -68,6 +68,8 @@ main() {
     expect red e2e-node '^SNAPSHOT_CRDS=opensandbox$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$'
     # Only the last run, against the installed release.
     expect red e2e-node '^E2E_NODE_TASK_BUNDLE=.' E2E_NODE_CLIENT_RUN='^TestTierFail$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$' E2E_NODE_RELEASE_RUN='^TestTierFail$'
+    # Only the chart's run, after the release's.
+    expect red e2e-node '^E2E_NODE_TASK_BUNDLE=.' E2E_NODE_CLIENT_RUN='^TestTierFail$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$' E2E_NODE_RELEASE_RUN='^TestNone$' E2E_NODE_CHART_RUN='^TestTierFail$'
     expect green e2e-node '' E2E_NODE_CLIENT_RUN='^TestTierFail$' E2E_NODE_OPENSANDBOX_RUN='^TestTierFail$' E2E_NODE_RELEASE_RUN='^TestTierFail$'
   else
     echo "verify-tiers: SKIP test-integration and e2e-node (root only)"

@@ -9,7 +9,8 @@
 #      with --enable-sandbox-snapshot-controller=false) as the operator's
 #      client (the control-plane tiers test both CRD sets with every test);
 #   3. a release installed in place of the ko-applied operator
-#      (test/e2e-release.sh) and E2E_NODE_RELEASE_RUN against it;
+#      (test/e2e-release.sh), E2E_NODE_RELEASE_RUN against it, then
+#      E2E_NODE_CHART_RUN, which moves it to the chart and uninstalls it;
 #   4. on exit, also on failure: node-down and node-host test check (the host
 #      is as it was).
 # A running node is reused: the operator is redeployed, the host checks,
@@ -22,6 +23,7 @@
 #      E2E_NODE_CLIENT_RUN       default '^TestOpenSandbox'; empty skips them
 #      E2E_NODE_OPENSANDBOX_RUN  default '^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)$'; empty skips step 2
 #      E2E_NODE_RELEASE_RUN      default '^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)$'; empty skips step 3
+#      E2E_NODE_CHART_RUN        default '^TestChartTakesOverRelease$', last in step 3; empty skips it
 #      E2E_NODE_TIMEOUT          go test -timeout per suite (default 45m)
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 # One node per machine: hold `flock /tmp/sso-node.lock` where others may run it.
@@ -33,6 +35,7 @@ FILTER='^(=== RUN|--- |\s+\S+_test\.go:|PASS|FAIL|ok|panic|\S+\.go:[0-9]+:)'
 OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)\$}"
 CLIENT_RUN="${E2E_NODE_CLIENT_RUN-^TestOpenSandbox}"
 RELEASE_RUN="${E2E_NODE_RELEASE_RUN-^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)\$}"
+CHART_RUN="${E2E_NODE_CHART_RUN-^TestChartTakesOverRelease\$}"
 E2E_DIR="${OUTPUT_DIR}/e2e-node/$(date +%Y%m%d-%H%M%S)"
 START=$(now_s)
 STARTED_NODE=0
@@ -76,11 +79,11 @@ client_suite() {
 }
 
 # release_step installs a release in place of the ko-applied operator
-# (test/e2e-release.sh) and runs the tests of RELEASE_RUN against it, told the
+# (test/e2e-release.sh) and runs the tests of RELEASE_RUN, then CHART_RUN, against it, told the
 # release's files and bundle. A reused node then gets the ko-applied operator
 # back.
 release_step() {
-  local dir="${E2E_DIR}/release" bundle rc=0
+  local dir="${E2E_DIR}/release" bundle rc=0 r
   SNAPSHOT_CRDS=project
   if [[ "${TIER_NO_CLUSTER}" == 1 ]]; then
     bundle="tierfail.invalid/sandbox-commit@sha256:$(printf '0%.0s' {1..64})"
@@ -90,6 +93,11 @@ release_step() {
   fi
   E2E_NODE_TASK_BUNDLE="${bundle}" E2E_NODE_RELEASE_DIR="${dir}" \
     suite "${E2E_DIR}/go-test-release.log" -run "${RELEASE_RUN}" || rc=$?
+  # Last: it moves the release to the chart, then uninstalls it.
+  if [[ -n "${CHART_RUN}" ]]; then
+    E2E_NODE_TASK_BUNDLE="${bundle}" E2E_NODE_RELEASE_DIR="${dir}" \
+      suite "${E2E_DIR}/go-test-chart.log" -run "${CHART_RUN}" || { r=$?; ((rc)) || rc=${r}; }
+  fi
   if ((!STARTED_NODE)) && [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
     log "putting the ko-applied operator back on the reused node"
     test/cluster/deploy.sh || { ((rc)) || rc=1; }
