@@ -79,9 +79,9 @@ client_suite() {
 }
 
 # release_step installs a release in place of the ko-applied operator
-# (test/e2e-release.sh) and runs the tests of RELEASE_RUN, then CHART_RUN, against it, told the
-# release's files and bundle. A reused node then gets the ko-applied operator
-# back.
+# (test/e2e-release.sh) and runs the tests of RELEASE_RUN, then those of
+# CHART_RUN, against it, told the release's files and bundle. A reused node
+# then gets the ko-applied operator back.
 release_step() {
   local dir="${E2E_DIR}/release" bundle rc=0 r
   SNAPSHOT_CRDS=project
