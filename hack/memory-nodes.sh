@@ -57,7 +57,9 @@ done
 [[ "${TIMEOUT}" =~ ^[1-9][0-9]*$ ]] || die "--timeout must be a number of seconds, got ${TIMEOUT}"
 
 if ((${#NODES[@]} == 0)); then
-  mapfile -t NODES < <("${KUBECTL}" get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.spec.unschedulable}{"\n"}{end}' | awk '$2 != "true" {print $1}')
+  listed=$("${KUBECTL}" get nodes -o jsonpath='{range .items[*]}{.metadata.name} {.spec.unschedulable}{"\n"}{end}') ||
+    die "listing the nodes failed"
+  mapfile -t NODES < <(awk '$2 != "true" {print $1}' <<<"${listed}")
   ((${#NODES[@]})) || die "no node that is not cordoned"
 fi
 
@@ -67,7 +69,7 @@ cleanup() {
   # Probes an interrupted run left: their shells first, then the snapshots,
   # so that their pods are not deleted while they commit.
   kill $(jobs -p) 2>/dev/null || true
-  "${KUBECTL}" -n "${NAMESPACE}" delete sandboxsnapshots,batchsandboxes -l "${PROBE_LABEL}" --ignore-not-found --wait >/dev/null 2>&1 || true
+  "${KUBECTL}" -n "${NAMESPACE}" delete sandboxsnapshots,batchsandboxes -l "${PROBE_LABEL}" --ignore-not-found --timeout="${TIMEOUT}s" >/dev/null 2>&1 || true
   if ((CREATED_NAMESPACE)); then
     "${KUBECTL}" delete namespace "${NAMESPACE}" --ignore-not-found --wait=false >/dev/null || true
   fi
@@ -160,9 +162,9 @@ EOF
       answer="${answer} ${reason}: ${message}"
     fi
     echo "${node} ${answer}" >"${WORK}/${node}"
-    "${KUBECTL}" -n "${NAMESPACE}" delete sandboxsnapshot "${name}" --wait >/dev/null
+    "${KUBECTL}" -n "${NAMESPACE}" delete sandboxsnapshot "${name}" --timeout="${TIMEOUT}s" >/dev/null
   fi
-  "${KUBECTL}" -n "${NAMESPACE}" delete batchsandbox "${name}" --wait >/dev/null
+  "${KUBECTL}" -n "${NAMESPACE}" delete batchsandbox "${name}" --timeout="${TIMEOUT}s" >/dev/null
   "${KUBECTL}" -n "${NAMESPACE}" wait pod "${name}-0" --for=delete --timeout="${TIMEOUT}s" >/dev/null 2>&1 || true
 }
 
