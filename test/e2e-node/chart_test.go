@@ -51,9 +51,10 @@ const (
 // quota on the commit pods' priority class until after the move): helm
 // upgrade --install --take-ownership with the release's two digests takes
 // every object over and keeps the keys patched into config-snapshot; the
-// commit Succeeds and both sandboxes resume byte-exact. Then helm uninstall removes the operator's finalizer
-// from each snapshot and deletes neither them nor the CRD. test/e2e-node.sh
-// runs it last, after the release tests: it leaves no operator installed.
+// commit Succeeds and both sandboxes resume byte-exact. Then helm uninstall
+// removes the operator's finalizer from each snapshot and deletes neither
+// them nor the CRD. test/e2e-node.sh runs it last, after the release tests:
+// it leaves no operator installed.
 func TestChartTakesOverRelease(t *testing.T) {
 	if releaseDir == "" || taskBundle == "" {
 		t.Skip("no release installed (E2E_NODE_RELEASE_DIR, E2E_NODE_TASK_BUNDLE; test/e2e-release.sh sets them)")
@@ -79,8 +80,11 @@ func TestChartTakesOverRelease(t *testing.T) {
 	nodeframework.CreateSnapshot(t, ns, "inflight-pause", "inflight")
 	nodeframework.Eventually(t, "the in-flight commit to wait for its pod", 2*time.Minute, func() (bool, error) {
 		s, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), "inflight-pause", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
 		ready := s.Status.GetCondition(v1alpha1.ConditionReady)
-		return err == nil && ready != nil && ready.Reason == v1alpha1.ReasonCommitPodPending, err
+		return ready != nil && ready.Reason == v1alpha1.ReasonCommitPodPending, nil
 	})
 
 	image := releaseControllerImage(t)
