@@ -34,16 +34,13 @@ import (
 
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/apis/sandbox/v1alpha1"
+	"github.com/opensandbox-group/sandbox-snapshot-operator/pkg/reconciler/config"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test"
 	"github.com/opensandbox-group/sandbox-snapshot-operator/test/e2e-node/nodeframework"
 )
 
-const (
-	// chartRelease is the Helm release the chart tests install.
-	chartRelease = "sandbox-snapshot-operator"
-	// commitPriorityClass is the PriorityClass of the commit pods.
-	commitPriorityClass = "sandbox-snapshot-commit"
-)
+// chartRelease is the Helm release the chart tests install.
+const chartRelease = "sandbox-snapshot-operator"
 
 // TestChartTakesOverRelease moves a release.yaml install to the chart as
 // docs/release.md says, with a paused sandbox (a Succeed snapshot, its pod
@@ -71,7 +68,7 @@ func TestChartTakesOverRelease(t *testing.T) {
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "e2e-no-commit-pods", Namespace: test.SystemNamespace},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")},
 			ScopeSelector: &corev1.ScopeSelector{MatchExpressions: []corev1.ScopedResourceSelectorRequirement{{
-				ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{commitPriorityClass}}}}}}
+				ScopeName: corev1.ResourceQuotaScopePriorityClass, Operator: corev1.ScopeSelectorOpIn, Values: []string{config.DefaultPriorityClass}}}}}}
 	if _, err := quotas.Create(t.Context(), quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
