@@ -10,7 +10,9 @@
 #      client (the control-plane tiers test both CRD sets with every test);
 #   3. a release installed in place of the ko-applied operator
 #      (test/e2e-release.sh), E2E_NODE_RELEASE_RUN against it, then
-#      E2E_NODE_CHART_RUN, which moves it to the chart and uninstalls it;
+#      E2E_NODE_CHART_RUN, which moves it to the chart and uninstalls it, then
+#      installs OpenSandbox's controller by its chart and the operator by its
+#      own, as a cluster runs them;
 #   4. on exit, also on failure: node-down and node-host test check (the host
 #      is as it was).
 # A running node is reused: the operator is redeployed, the host checks,
@@ -23,7 +25,7 @@
 #      E2E_NODE_CLIENT_RUN       default '^TestOpenSandbox'; empty skips them
 #      E2E_NODE_OPENSANDBOX_RUN  default '^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)$'; empty skips step 2
 #      E2E_NODE_RELEASE_RUN      default '^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)$'; empty skips step 3
-#      E2E_NODE_CHART_RUN        default '^TestChartTakesOverRelease$', last in step 3; empty skips it
+#      E2E_NODE_CHART_RUN        default '^(TestChartTakesOverRelease|TestChartBesideOpenSandbox)$', last in step 3; empty skips it
 #      E2E_NODE_TIMEOUT          go test -timeout per suite (default 45m)
 #      TIER_PKGS, TIER_TAGS, TIER_NO_CLUSTER  (hack/lib.sh) for hack/verify-tiers.sh only
 # One node per machine: hold `flock /tmp/sso-node.lock` where others may run it.
@@ -35,7 +37,7 @@ FILTER='^(=== RUN|--- |\s+\S+_test\.go:|PASS|FAIL|ok|panic|\S+\.go:[0-9]+:)'
 OPENSANDBOX_RUN="${E2E_NODE_OPENSANDBOX_RUN-^(TestSnapshotAndResume|TestMemorySnapshotResumesProcesses)\$}"
 CLIENT_RUN="${E2E_NODE_CLIENT_RUN-^TestOpenSandbox}"
 RELEASE_RUN="${E2E_NODE_RELEASE_RUN-^(TestSnapshotAndResume|TestReleaseImagesArePlatformIndexes)\$}"
-CHART_RUN="${E2E_NODE_CHART_RUN-^TestChartTakesOverRelease\$}"
+CHART_RUN="${E2E_NODE_CHART_RUN-^(TestChartTakesOverRelease|TestChartBesideOpenSandbox)\$}"
 E2E_DIR="${OUTPUT_DIR}/e2e-node/$(date +%Y%m%d-%H%M%S)"
 START=$(now_s)
 STARTED_NODE=0
@@ -83,7 +85,7 @@ client_suite() {
 # CHART_RUN, against it, told the release's files and bundle. A reused node
 # then gets the ko-applied operator back.
 release_step() {
-  local dir="${E2E_DIR}/release" bundle rc=0 r
+  local dir="${E2E_DIR}/release" bundle opensandbox node_config rc=0 r
   SNAPSHOT_CRDS=project
   if [[ "${TIER_NO_CLUSTER}" == 1 ]]; then
     bundle="tierfail.invalid/sandbox-commit@sha256:$(printf '0%.0s' {1..64})"
@@ -93,10 +95,21 @@ release_step() {
   fi
   E2E_NODE_TASK_BUNDLE="${bundle}" E2E_NODE_RELEASE_DIR="${dir}" \
     suite "${E2E_DIR}/go-test-release.log" -run "${RELEASE_RUN}" || rc=$?
-  # Last: it moves the release to the chart, then uninstalls it.
+  # Last: they move the release to the chart and uninstall it, then install
+  # OpenSandbox's chart (its build) and this operator's beside it.
   if [[ -n "${CHART_RUN}" ]]; then
+    if [[ "${TIER_NO_CLUSTER}" == 1 ]]; then
+      opensandbox=tierfail.invalid/opensandbox node_config='{"data": {"registry": "tierfail.invalid"}}'
+    else
+      opensandbox=$(test/cluster/opensandbox-build.sh) || return
+      opensandbox=$(dirname "${opensandbox}")
+      node_config=$(local_node_config "$(registry_addr)") || return
+    fi
     E2E_NODE_TASK_BUNDLE="${bundle}" E2E_NODE_RELEASE_DIR="${dir}" \
+      E2E_NODE_OPENSANDBOX_BUILD="${opensandbox}" E2E_NODE_SNAPSHOT_CONFIG="${node_config}" \
       suite "${E2E_DIR}/go-test-chart.log" -run "${CHART_RUN}" || { r=$?; ((rc)) || rc=${r}; }
+    # OpenSandbox's chart leaves its CRDs: a reused node gets the project's back.
+    SNAPSHOT_CRDS=opensandbox
   fi
   if ((!STARTED_NODE)) && [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
     log "putting the ko-applied operator back on the reused node"
@@ -165,9 +178,10 @@ main() {
   log "node ready after $(elapsed "${START}")"
   if [[ "${TIER_NO_CLUSTER}" != 1 ]]; then
     warn_disk
-    # The suites read TaskRun logs with tkn (env.sh puts it on PATH); make
-    # check has it from the e2e tier, make e2e-node alone builds it here.
-    need_tools tkn
+    # The suites read TaskRun logs with tkn and install the charts with helm
+    # (env.sh puts them on PATH); make check has them from earlier tiers,
+    # make e2e-node alone builds them here.
+    need_tools tkn helm
   fi
 
   # shellcheck source=test/cluster/env.sh

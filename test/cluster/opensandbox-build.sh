@@ -2,8 +2,11 @@
 # Builds OpenSandbox's controller (cmd/controller) from a scratch copy of its
 # Kubernetes source (../shared/opensandbox/src/kubernetes, never edited in
 # place) with hack/opensandbox/snapshot-controller-switch.patch applied,
-# cached under _output/tools/opensandbox-<hash of the source and the patch>/.
-# Prints the binary's path.
+# cached under _output/tools/opensandbox-<hash of the source and the patch>/
+# with the patched chart (charts/opensandbox-controller beside the binary).
+# Prints the binary's path. The binary is static (CGO_ENABLED=0), as
+# OpenSandbox's image holds it: the node e2e runs it as a process on the host
+# and, at /workspace/server in an image of its own, under that chart.
 #
 # The patch, meant for OpenSandbox upstream, adds the flag
 # --enable-sandbox-snapshot-controller (default true) and the chart value
@@ -46,9 +49,11 @@ git init -q "${WORK}"
   { echo "opensandbox-build: ${PATCH#"${ROOT}/"} no longer applies to OpenSandbox's source at ${SRC}" >&2; exit 1; }
 # -trimpath: without it Go's build cache keys each of OpenSandbox's packages
 # by the scratch copy's random path, and compiles them again on every build.
-(cd "${WORK}/kubernetes" && GOFLAGS=-mod=mod go build -trimpath -o "${WORK}/controller" ./cmd/controller) >&2
-mkdir -p "${OUT}.tmp"
+(cd "${WORK}/kubernetes" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "${WORK}/controller" ./cmd/controller) >&2
+rm -rf "${OUT}.tmp"
+mkdir -p "${OUT}.tmp/charts"
 install -m 0755 "${WORK}/controller" "${OUT}.tmp/controller"
+cp -r "${WORK}/kubernetes/charts/opensandbox-controller" "${OUT}.tmp/charts/"
 rm -rf "${OUT}"
 mv "${OUT}.tmp" "${OUT}"
 echo "${OUT}/controller"

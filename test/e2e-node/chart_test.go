@@ -19,10 +19,12 @@ limitations under the License.
 package e2enode
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -84,11 +86,7 @@ func TestChartTakesOverRelease(t *testing.T) {
 		return ready != nil && ready.Reason == v1alpha1.ReasonCommitPodPending, nil
 	})
 
-	image := releaseControllerImage(t)
-	repository, digest, _ := strings.Cut(image, "@")
-	if i := strings.LastIndex(repository, ":"); i > strings.LastIndex(repository, "/") {
-		repository = repository[:i] // the tag; the digest pins it
-	}
+	repository, _, digest := splitImage(releaseControllerImage(t))
 	nodeframework.Run(t, "", "helm", "upgrade", "--install", chartRelease, "../../charts/sandbox-snapshot-operator",
 		"--namespace", test.SystemNamespace, "--take-ownership", "--force-conflicts",
 		"--set", "image.repository="+repository+",image.digest="+digest, "--set", "snapshot.taskBundle="+taskBundle)
@@ -172,4 +170,201 @@ func releaseControllerImage(t *testing.T) string {
 	}
 	t.Fatalf("release.yaml in %s names no controller image by digest", releaseDir)
 	return ""
+}
+
+// openSandboxRelease and openSandboxNamespace are where
+// TestChartBesideOpenSandbox installs OpenSandbox's chart.
+const (
+	openSandboxRelease   = "opensandbox-controller"
+	openSandboxNamespace = "opensandbox-system"
+)
+
+// TestChartBesideOpenSandbox installs both as a cluster runs them:
+// OpenSandbox's controller by its own chart (patched by
+// hack/opensandbox/snapshot-controller-switch.patch, the switch off), which
+// owns the CRDs, and this operator by its chart with the README's commands.
+// A BatchSandbox pauses and resumes byte-exact through OpenSandbox's
+// controller. Paused again, it outlives helm uninstall of the operator: with
+// OpenSandbox's own snapshot reconciler switched back on, it resumes from its
+// snapshot, byte-exact. test/e2e-node.sh runs it after
+// TestChartTakesOverRelease, with OpenSandbox's build and the node's
+// config-snapshot keys.
+func TestChartBesideOpenSandbox(t *testing.T) {
+	build, nodeConfig := os.Getenv("E2E_NODE_OPENSANDBOX_BUILD"), os.Getenv("E2E_NODE_SNAPSHOT_CONFIG")
+	if releaseDir == "" || taskBundle == "" || build == "" || nodeConfig == "" {
+		t.Skip("no release or OpenSandbox build (E2E_NODE_RELEASE_DIR, E2E_NODE_TASK_BUNDLE, E2E_NODE_OPENSANDBOX_BUILD, E2E_NODE_SNAPSHOT_CONFIG; test/e2e-node.sh sets them)")
+	}
+	operatorValues := chartValues(t, nodeConfig)
+	repository, tag, digest := splitImage(openSandboxImage(t, filepath.Join(build, "controller")))
+	openSandboxChart := filepath.Join(build, "charts", openSandboxRelease)
+
+	// A cluster running OpenSandbox, whose chart owns the CRDs (the earlier
+	// steps applied them with kubectl: the chart takes them over).
+	t.Cleanup(func() {
+		for _, args := range [][]string{
+			{"helm", "uninstall", chartRelease, "-n", test.SystemNamespace, "--ignore-not-found", "--timeout", "3m"},
+			{"helm", "uninstall", openSandboxRelease, "-n", openSandboxNamespace, "--ignore-not-found", "--timeout", "3m"},
+			{"kubectl", "delete", "namespace", openSandboxNamespace, "--ignore-not-found", "--timeout=3m"},
+		} {
+			if out, err := nodeframework.TryRun("", args[0], args[1:]...); err != nil {
+				t.Logf("cleanup: %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	})
+	nodeframework.Run(t, "", "helm", "upgrade", "--install", openSandboxRelease, openSandboxChart,
+		"--namespace", openSandboxNamespace, "--create-namespace", "--take-ownership", "--force-conflicts",
+		"--set", "controller.image.repository="+repository+",controller.image.tag="+tag+"@"+digest,
+		"--set", "controller.snapshot.controllerEnabled=false")
+	openSandboxRolledOut(t)
+	// Two controllers on one snapshot would commit it twice.
+	if log := nodeframework.Run(t, "", "kubectl", "-n", openSandboxNamespace, "logs", "deployment/opensandbox-controller-manager"); !strings.Contains(log, snapshotControllerOff) {
+		t.Fatalf("OpenSandbox's controller, installed with controllerEnabled=false, does not log %q:\n%s", snapshotControllerOff, log)
+	}
+
+	// This operator, installed as the README says, into a cluster without it:
+	// what TestChartTakesOverRelease's uninstall left (the namespace), or the
+	// release (run alone), goes.
+	nodeframework.Run(t, "", "kubectl", "delete", "-f", filepath.Join(releaseDir, "release.yaml"), "--ignore-not-found", "--timeout=3m")
+	operatorRepository, _, operatorDigest := splitImage(releaseControllerImage(t))
+	nodeframework.Run(t, "", "kubectl", "create", "namespace", test.SystemNamespace)
+	nodeframework.Run(t, "", "kubectl", "label", "namespace", test.SystemNamespace, "pod-security.kubernetes.io/enforce=privileged")
+	nodeframework.Run(t, "", "helm", "install", chartRelease, "../../charts/sandbox-snapshot-operator", "-n", test.SystemNamespace,
+		"--set", "image.repository="+operatorRepository+",image.digest="+operatorDigest,
+		"--set", "snapshot.taskBundle="+taskBundle, "-f", operatorValues)
+	nodeframework.Run(t, "", "kubectl", "-n", test.SystemNamespace, "rollout", "status", "deployment/sandbox-snapshot-controller", "--timeout=180s")
+
+	ns := nodeframework.NewNamespace(t)
+	// Run before the namespace's deletion and OpenSandbox's uninstall: the
+	// BatchSandbox's finalizers need OpenSandbox's controller.
+	t.Cleanup(func() {
+		if out, err := nodeframework.TryRun("", "kubectl", "-n", ns, "delete", "batchsandboxes", "--all", "--timeout=3m"); err != nil {
+			t.Logf("cleanup: deleting the BatchSandboxes of %s: %v\n%s", ns, err, out)
+		}
+	})
+	pod := newBatchSandbox(t, ns, "sb")
+	data := writeData(t, ns, pod.Name, "/data.bin", 64<<10, "app", "sidecar")
+	setPause(t, ns, "sb", true, "Paused")
+	s := pausedSnapshot(t, ns, "sb")
+	pod = resume(t, ns, "sb", s, pod.UID)
+	checkData(t, ns, pod.Name, "/data.bin", data)
+
+	// Paused again, then the operator uninstalled and OpenSandbox's own
+	// snapshot reconciler put back on: the sandbox resumes from the snapshot.
+	data = writeData(t, ns, pod.Name, "/data.bin", 64<<10, "app", "sidecar")
+	setPause(t, ns, "sb", true, "Paused")
+	s = pausedSnapshot(t, ns, "sb")
+	nodeframework.Run(t, "", "helm", "uninstall", chartRelease, "-n", test.SystemNamespace, "--timeout", "5m")
+	nodeframework.Run(t, "", "helm", "upgrade", openSandboxRelease, openSandboxChart, "-n", openSandboxNamespace,
+		"--reuse-values", "--set", "controller.snapshot.controllerEnabled=true")
+	openSandboxRolledOut(t)
+	nodeframework.Eventually(t, "OpenSandbox's snapshot reconciler to take "+ns+"/"+s.Name, time.Minute, func() (bool, error) {
+		got, err := nodeframework.Clients().Sandbox.SandboxV1alpha1().SandboxSnapshots(ns).Get(t.Context(), s.Name, metav1.GetOptions{})
+		return err == nil && slices.Contains(got.Finalizers, sandbox.OpenSandboxSnapshotFinalizer), err
+	})
+	setPause(t, ns, "sb", false, "Succeed")
+	pod = readySandboxPod(t, ns, "sb", pod.UID)
+	for _, cs := range s.Status.Containers {
+		for _, ctr := range pod.Spec.Containers {
+			if ctr.Name == cs.ContainerName && ctr.Image != cs.ImageURI {
+				t.Errorf("resumed pod %s/%s container %s runs %q, want the snapshot's %q", ns, pod.Name, ctr.Name, ctr.Image, cs.ImageURI)
+			}
+		}
+	}
+	checkData(t, ns, pod.Name, "/data.bin", data)
+	test.WaitForSnapshotGone(t.Context(), t, nodeframework.Clients(), ns, s.Name, time.Minute)
+}
+
+// splitImage splits an image reference into its repository, tag (or "")
+// and digest (or "").
+func splitImage(ref string) (repository, tag, digest string) {
+	repository, digest, _ = strings.Cut(ref, "@")
+	if i := strings.LastIndex(repository, ":"); i > strings.LastIndex(repository, "/") {
+		repository, tag = repository[:i], repository[i+1:]
+	}
+	return repository, tag, digest
+}
+
+// openSandboxRolledOut waits until OpenSandbox's controller, as its chart
+// last set it, runs.
+func openSandboxRolledOut(t *testing.T) {
+	t.Helper()
+	nodeframework.Run(t, "", "kubectl", "-n", openSandboxNamespace, "rollout", "status", "deployment/opensandbox-controller-manager", "--timeout=180s")
+}
+
+// openSandboxImage pushes an image of OpenSandbox's controller, laid out as
+// OpenSandbox's own (the binary at /workspace/server, which its chart runs,
+// as user 65532), to the local registry, and returns its reference by tag
+// and digest.
+func openSandboxImage(t *testing.T, bin string) string {
+	t.Helper()
+	layer := filepath.Join(t.TempDir(), "layer.tar")
+	if err := serverLayer(bin, layer); err != nil {
+		t.Fatal(err)
+	}
+	ref := nodeframework.LocalRegistry() + "/opensandbox/controller:e2e"
+	nodeframework.Run(t, "", "crane", "append", "--oci-empty-base", "-f", layer, "-t", ref)
+	pinned := strings.TrimSpace(nodeframework.Run(t, "", "crane", "mutate", ref, "--set-platform", "linux/"+runtime.GOARCH,
+		"--entrypoint", "/workspace/server", "--workdir", "/workspace", "--user", "65532:65532", "-t", ref))
+	_, digest, ok := strings.Cut(pinned, "@")
+	if !ok {
+		t.Fatalf("crane mutate printed %q, want a reference by digest", pinned)
+	}
+	return ref + "@" + digest
+}
+
+// serverLayer writes a layer tarball holding bin as workspace/server.
+func serverLayer(bin, path string) error {
+	b, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	for _, h := range []*tar.Header{
+		{Name: "workspace/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "workspace/server", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+	}
+	if _, err := tw.Write(b); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// chartValues writes the chart values that set config-snapshot's keys of
+// data, a merge patch of config-snapshot (test/cluster/lib.sh's
+// local_node_config), and returns the file's path.
+func chartValues(t *testing.T, data string) string {
+	t.Helper()
+	var patch struct{ Data map[string]string }
+	if err := json.Unmarshal([]byte(data), &patch); err != nil || len(patch.Data) == 0 {
+		t.Fatalf("E2E_NODE_SNAPSHOT_CONFIG %q: want config-snapshot data as a merge patch (%v)", data, err)
+	}
+	snapshot := map[string]string{}
+	for key, value := range patch.Data {
+		words := strings.Split(key, "-")
+		for i := 1; i < len(words); i++ {
+			words[i] = strings.ToUpper(words[i][:1]) + words[i][1:]
+		}
+		snapshot[strings.Join(words, "")] = value
+	}
+	b, err := json.Marshal(map[string]any{"snapshot": snapshot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "values.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
