@@ -20,6 +20,7 @@ package e2enode
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -30,6 +31,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -195,7 +202,7 @@ func TestChartBesideOpenSandbox(t *testing.T) {
 		t.Skip("no release or OpenSandbox build (E2E_NODE_RELEASE_DIR, E2E_NODE_TASK_BUNDLE, E2E_NODE_OPENSANDBOX_BUILD, E2E_NODE_SNAPSHOT_CONFIG; test/e2e-node.sh sets them)")
 	}
 	operatorValues := chartValues(t, nodeConfig)
-	repository, tag, digest := splitImage(openSandboxImage(t, filepath.Join(build, "controller")))
+	repository, tag, digest := openSandboxImage(t, filepath.Join(build, "controller"))
 	openSandboxChart := filepath.Join(build, "charts", openSandboxRelease)
 
 	// A cluster running OpenSandbox, whose chart owns the CRDs (the earlier
@@ -293,52 +300,65 @@ func openSandboxRolledOut(t *testing.T) {
 
 // openSandboxImage pushes an image of OpenSandbox's controller, laid out as
 // OpenSandbox's own (the binary at /workspace/server, which its chart runs,
-// as user 65532), to the local registry, and returns its reference by tag
-// and digest.
-func openSandboxImage(t *testing.T, bin string) string {
+// as user 65532), to the local registry, as pushLargeBase pushes its base,
+// and returns its repository, tag and digest.
+func openSandboxImage(t *testing.T, bin string) (repository, tag, digest string) {
 	t.Helper()
-	layer := filepath.Join(t.TempDir(), "layer.tar")
-	if err := serverLayer(bin, layer); err != nil {
+	layer, err := serverLayer(bin)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ref := nodeframework.LocalRegistry() + "/opensandbox/controller:e2e"
-	nodeframework.Run(t, "", "crane", "append", "--oci-empty-base", "-f", layer, "-t", ref)
-	pinned := strings.TrimSpace(nodeframework.Run(t, "", "crane", "mutate", ref, "--set-platform", "linux/"+runtime.GOARCH,
-		"--entrypoint", "/workspace/server", "--workdir", "/workspace", "--user", "65532:65532", "-t", ref))
-	_, digest, ok := strings.Cut(pinned, "@")
-	if !ok {
-		t.Fatalf("crane mutate printed %q, want a reference by digest", pinned)
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return ref + "@" + digest
+	cfg, err := img.ConfigFile() // its rootfs names the layer
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OS, cfg.Architecture = "linux", runtime.GOARCH
+	cfg.Config = v1.Config{Entrypoint: []string{"/workspace/server"}, WorkingDir: "/workspace", User: "65532:65532"}
+	if img, err = mutate.ConfigFile(img, cfg); err != nil {
+		t.Fatal(err)
+	}
+	repository, tag = nodeframework.LocalRegistry()+"/opensandbox/controller", "e2e"
+	ref, err := name.ParseReference(repository+":"+tag, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, img, remote.WithContext(t.Context())); err != nil {
+		t.Fatalf("pushing %s: %v", ref, err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repository, tag, d.String()
 }
 
-// serverLayer writes a layer tarball holding bin as workspace/server.
-func serverLayer(bin, path string) error {
+// serverLayer is a layer holding bin as workspace/server.
+func serverLayer(bin string) (v1.Layer, error) {
 	b, err := os.ReadFile(bin)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
 	for _, h := range []*tar.Header{
 		{Name: "workspace/", Typeflag: tar.TypeDir, Mode: 0o755},
 		{Name: "workspace/server", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(b))},
 	} {
 		if err := tw.WriteHeader(h); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if _, err := tw.Write(b); err != nil {
-		return err
+		return nil, err
 	}
 	if err := tw.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	return f.Close()
+	return tarball.LayerFromReader(&buf)
 }
 
 // chartValues writes the chart values that set config-snapshot's keys of
